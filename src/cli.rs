@@ -1,0 +1,93 @@
+//! The binary without CNI_COMMAND: an operator's command line.
+
+use std::path::PathBuf;
+
+pub const USAGE: &str = "\
+roce-tune: a chained CNI meta-plugin for RoCE rails on SR-IOV VFs.
+
+As a CNI plugin it is run by the container runtime (CNI_COMMAND set) and reads
+its network config on stdin. Without CNI_COMMAND it is an operator's tool:
+
+  roce-tune inspect [--netns PATH | --pid PID] [--ifname NAME] [--device DEV]
+                    [--gid-index N] [--traffic-class N] [--sysfs-root DIR] [--json]
+      Show the node's RDMA devices, or a pod's rails, and PASS/FAIL each check.
+  roce-tune gc --orphans [--state-dir DIR]
+      Restore the traffic class of every state entry whose pod netns is gone.
+  roce-tune --help | --version
+";
+
+/// Run the command line; returns the exit code.
+pub fn run(args: &[String]) -> i32 {
+    match args.first().map(String::as_str) {
+        None | Some("-h") | Some("--help") | Some("help") => {
+            print!("{USAGE}");
+            if args.is_empty() {
+                eprintln!(
+                    "roce-tune: CNI_COMMAND is not set; supported CNI versions: {}",
+                    crate::cni::version::SUPPORTED_VERSIONS.join(", ")
+                );
+                1
+            } else {
+                0
+            }
+        }
+        Some("-V") | Some("--version") => {
+            println!(
+                "roce-tune {} (CNI {})",
+                env!("CARGO_PKG_VERSION"),
+                crate::cni::version::SUPPORTED_VERSIONS.join(", ")
+            );
+            0
+        }
+        Some("gc") => gc(&args[1..]),
+        Some("inspect") => crate::inspect::run(&args[1..]),
+        Some(other) => {
+            eprintln!("roce-tune: unknown command {other:?}\n\n{USAGE}");
+            2
+        }
+    }
+}
+
+fn gc(args: &[String]) -> i32 {
+    let mut orphans = false;
+    let mut state_dir = PathBuf::from(crate::cni::config::DEFAULT_STATE_DIR);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--orphans" => orphans = true,
+            "--state-dir" => match it.next() {
+                Some(d) => state_dir = PathBuf::from(d),
+                None => return usage_error("--state-dir needs a directory"),
+            },
+            "-h" | "--help" => {
+                println!("roce-tune gc --orphans [--state-dir DIR]\n  Restore and drop every state entry whose pod netns no longer exists.");
+                return 0;
+            }
+            other => return usage_error(&format!("unknown gc option {other:?}")),
+        }
+    }
+    if !orphans {
+        return usage_error("gc needs --orphans (the only kind of GC that runs outside a runtime)");
+    }
+    crate::log::init(
+        crate::cni::config::LogLevel::Info,
+        "GC --orphans".into(),
+        None,
+    );
+    let r = crate::orphans::sweep(&state_dir, usize::MAX, usize::MAX);
+    println!(
+        "examined {} entries, released {} orphans, {} failed",
+        r.examined,
+        r.released.len(),
+        r.failed.len()
+    );
+    for f in &r.failed {
+        println!("  failed: {f}");
+    }
+    i32::from(!r.failed.is_empty())
+}
+
+fn usage_error(msg: &str) -> i32 {
+    eprintln!("roce-tune: {msg}\n\n{USAGE}");
+    2
+}

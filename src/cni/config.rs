@@ -1,0 +1,687 @@
+//! The plugin's network config (one element of a conflist's `plugins`, with the
+//! `name`, `cniVersion` and `prevResult` libcni injects). Every key of DESIGN 2.1
+//! is validated here, before anything on the node is touched; unknown keys are
+//! tolerated because libcni and Multus add their own (`deviceID`, `runtimeConfig`, ...).
+
+use super::error::{code, CniError, CniResult};
+use super::{json, version};
+use serde_json::{Map, Value};
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// Stdin larger than this is not a network config; refuse it before decoding.
+pub const MAX_STDIN_BYTES: usize = 1 << 20;
+
+pub const DEFAULT_STATE_DIR: &str = "/run/cni/roce-tune";
+pub const DEFAULT_SYSFS_ROOT: &str = "/sys";
+pub const DEFAULT_GID_INDEX: u32 = 3;
+pub const DEFAULT_GID_TIMEOUT_MS: u64 = 3000;
+/// A runtime gives a plugin minutes at most; a longer wait is a typo.
+pub const MAX_GID_TIMEOUT_MS: u64 = 60_000;
+/// The kernel keeps at most a few hundred GIDs per port.
+pub const MAX_GID_INDEX: u32 = 1023;
+
+/// The rail sysctls of DESIGN 1.5, applied when `sysctl` is absent.
+/// rp_filter is the max of `all` and the interface, hence the `all` key.
+pub const DEFAULT_SYSCTLS: &[(&str, &str)] = &[
+    ("net.ipv4.conf.all.rp_filter", "0"),
+    ("net.ipv4.conf.IFNAME.arp_announce", "2"),
+    ("net.ipv4.conf.IFNAME.arp_filter", "1"),
+    ("net.ipv4.conf.IFNAME.arp_ignore", "1"),
+    ("net.ipv4.conf.IFNAME.rp_filter", "0"),
+    ("net.ipv4.conf.IFNAME.accept_local", "1"),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GidCheck {
+    Enforce,
+    Warn,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+impl FromStr for LogLevel {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        Ok(match s {
+            "error" | "panic" => LogLevel::Error,
+            "warn" | "warning" => LogLevel::Warn,
+            "info" => LogLevel::Info,
+            "debug" => LogLevel::Debug,
+            _ => return Err(()),
+        })
+    }
+}
+
+/// A PCI address in the only form sysfs uses: `DDDD:BB:DD.F` (lower-case hex).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PciAddr(String);
+
+impl PciAddr {
+    pub fn parse(s: &str) -> Option<PciAddr> {
+        let b = s.as_bytes();
+        let hex = |r: std::ops::Range<usize>| b[r].iter().all(|c| c.is_ascii_hexdigit());
+        let ok = b.len() == 12
+            && b[4] == b':'
+            && b[7] == b':'
+            && b[10] == b'.'
+            && hex(0..4)
+            && hex(5..7)
+            && hex(8..10)
+            && (b'0'..=b'7').contains(&b[11])
+            // device number is 5 bits
+            && u8::from_str_radix(&s[8..10], 16).is_ok_and(|d| d < 32);
+        ok.then(|| PciAddr(s.to_ascii_lowercase()))
+    }
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for PciAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One sysctl as configured: dotted key (may hold the `IFNAME` placeholder) and value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SysctlSetting {
+    pub key: String,
+    pub value: String,
+}
+
+/// An attachment named in GC's stdin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attachment {
+    pub container_id: String,
+    pub ifname: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct NetConf {
+    pub cni_version: String,
+    pub name: String,
+    pub sysctls: Vec<SysctlSetting>,
+    pub traffic_class: Option<u8>,
+    pub gid_index: u32,
+    pub gid_check: GidCheck,
+    pub gid_timeout_ms: u64,
+    pub rdma_port: u32,
+    pub device_id: Option<PciAddr>,
+    pub state_dir: PathBuf,
+    pub sysfs_root: PathBuf,
+    pub log_file: Option<PathBuf>,
+    pub log_level: LogLevel,
+    /// Raw prevResult; parsed by the command that needs it (DEL may get a broken one).
+    pub prev_result: Option<Value>,
+    /// GC's `cni.dev/valid-attachments` (or the older `cni.dev/attachments`).
+    pub valid_attachments: Option<Vec<Attachment>>,
+}
+
+impl NetConf {
+    /// Decode and validate stdin. Malformed JSON is code 6, a bad key code 7,
+    /// an unsupported cniVersion code 1.
+    pub fn parse(bytes: &[u8]) -> CniResult<NetConf> {
+        if bytes.len() > MAX_STDIN_BYTES {
+            return Err(CniError::config(format!(
+                "network config on stdin is {} bytes, more than the {} a config can be: check what the runtime sends",
+                bytes.len(),
+                MAX_STDIN_BYTES
+            )));
+        }
+        let v = json::from_slice(bytes).map_err(|e| {
+            CniError::new(
+                code::DECODE_FAILED,
+                format!("network config on stdin is not valid JSON: {e}"),
+            )
+        })?;
+        Self::from_value(&v)
+    }
+
+    pub fn from_value(v: &Value) -> CniResult<NetConf> {
+        let obj = v
+            .as_object()
+            .ok_or_else(|| CniError::config("network config must be a JSON object"))?;
+        let cni_version = opt_str(obj, "cniVersion")?.ok_or_else(|| {
+            CniError::config(
+                "cniVersion is missing: set it to one of 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0",
+            )
+        })?;
+        if !version::is_supported(&cni_version) {
+            return Err(CniError::new(
+                code::INCOMPATIBLE_VERSION,
+                format!(
+                    "cniVersion {cni_version:?} is not supported: roce-tune speaks {}",
+                    version::SUPPORTED_VERSIONS.join(", ")
+                ),
+            ));
+        }
+        if let Some(t) = opt_str(obj, "type")? {
+            if t != "roce-tune" {
+                return Err(CniError::config(format!(
+                    "type is {t:?}: this config is for another plugin (expected \"roce-tune\")"
+                )));
+            }
+        }
+        let name = opt_str(obj, "name")?.unwrap_or_default();
+
+        let sysctls = match obj.get("sysctl") {
+            None | Some(Value::Null) => DEFAULT_SYSCTLS
+                .iter()
+                .map(|(k, v)| SysctlSetting {
+                    key: k.to_string(),
+                    value: v.to_string(),
+                })
+                .collect(),
+            Some(Value::Object(m)) => parse_sysctls(m)?,
+            Some(other) => {
+                return Err(wrong_type("sysctl", "an object of string to string", other))
+            }
+        };
+
+        let traffic_class = opt_int(obj, "trafficClass", 0, 255)?.map(|n| n as u8);
+        let gid_index = opt_int(obj, "gidIndex", 0, MAX_GID_INDEX as u64)?
+            .unwrap_or(DEFAULT_GID_INDEX as u64) as u32;
+        let gid_check = match opt_str(obj, "gidCheck")?.as_deref() {
+            None | Some("enforce") => GidCheck::Enforce,
+            Some("warn") => GidCheck::Warn,
+            Some("off") => GidCheck::Off,
+            Some(o) => {
+                return Err(CniError::config(format!(
+                    "gidCheck {o:?} is not one of \"enforce\", \"warn\", \"off\""
+                )))
+            }
+        };
+        let gid_timeout_ms =
+            opt_int(obj, "gidTimeoutMs", 0, MAX_GID_TIMEOUT_MS)?.unwrap_or(DEFAULT_GID_TIMEOUT_MS);
+        let rdma_port = opt_int(obj, "rdmaPort", 1, 255)?.unwrap_or(1) as u32;
+
+        let device_id = opt_pci(obj, "deviceID")?;
+        let pci_bus_id = opt_pci(obj, "pciBusID")?;
+        let device_id = match (device_id, pci_bus_id) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(CniError::config(format!(
+                    "deviceID {a} and pciBusID {b} name different devices: give one, or the same VF in both"
+                )))
+            }
+            (a, b) => a.or(b),
+        };
+
+        let state_dir = opt_abs_path(obj, "stateDir")?.unwrap_or_else(|| DEFAULT_STATE_DIR.into());
+        let sysfs_root =
+            opt_abs_path(obj, "sysfsRoot")?.unwrap_or_else(|| DEFAULT_SYSFS_ROOT.into());
+        let log_file = opt_abs_path(obj, "logFile")?;
+        let log_level = match opt_str(obj, "logLevel")? {
+            None => LogLevel::Info,
+            Some(l) => l.parse().map_err(|_| {
+                CniError::config(format!(
+                    "logLevel {l:?} is not one of \"error\", \"warn\", \"info\", \"debug\""
+                ))
+            })?,
+        };
+
+        let prev_result = match obj.get("prevResult") {
+            None | Some(Value::Null) => None,
+            Some(v @ Value::Object(_)) => Some(v.clone()),
+            Some(other) => return Err(wrong_type("prevResult", "an object", other)),
+        };
+
+        let valid_attachments = match obj
+            .get("cni.dev/valid-attachments")
+            .or_else(|| obj.get("cni.dev/attachments"))
+        {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(parse_attachments(v)?),
+        };
+
+        Ok(NetConf {
+            cni_version,
+            name,
+            sysctls,
+            traffic_class,
+            gid_index,
+            gid_check,
+            gid_timeout_ms,
+            rdma_port,
+            device_id,
+            state_dir,
+            sysfs_root,
+            log_file,
+            log_level,
+            prev_result,
+            valid_attachments,
+        })
+    }
+
+    /// The RDMA device is needed only to write a class or to check a GID.
+    pub fn needs_rdma(&self) -> bool {
+        self.traffic_class.is_some() || self.gid_check != GidCheck::Off
+    }
+
+    /// A test tree stands for both the host and the pod view (DESIGN 2.3).
+    pub fn is_test_tree(&self) -> bool {
+        self.sysfs_root != std::path::Path::new(DEFAULT_SYSFS_ROOT)
+    }
+}
+
+fn describe(v: &Value) -> String {
+    let s = v.to_string();
+    if s.len() > 40 {
+        format!(
+            "{}...",
+            &s[..s.char_indices().nth(37).map_or(s.len(), |(i, _)| i)]
+        )
+    } else {
+        s
+    }
+}
+
+fn wrong_type(key: &str, want: &str, got: &Value) -> CniError {
+    CniError::config(format!("{key} must be {want}, got {}", describe(got)))
+}
+
+fn opt_str(obj: &Map<String, Value>, key: &str) -> CniResult<Option<String>> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(other) => Err(wrong_type(key, "a string", other)),
+    }
+}
+
+fn opt_int(obj: &Map<String, Value>, key: &str, min: u64, max: u64) -> CniResult<Option<u64>> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(x) if (min..=max).contains(&x) => Ok(Some(x)),
+            _ => Err(CniError::config(format!(
+                "{key} is {n}: it must be a whole number from {min} to {max}"
+            ))),
+        },
+        Some(other) => Err(wrong_type(
+            key,
+            &format!("a whole number from {min} to {max}"),
+            other,
+        )),
+    }
+}
+
+fn opt_pci(obj: &Map<String, Value>, key: &str) -> CniResult<Option<PciAddr>> {
+    match opt_str(obj, key)? {
+        None => Ok(None),
+        Some(s) if s.is_empty() => Ok(None),
+        Some(s) => PciAddr::parse(&s).map(Some).ok_or_else(|| {
+            CniError::config(format!(
+                "{key} {:?} is not a PCI address of the form DDDD:BB:DD.F (e.g. 0000:0c:00.2)",
+                s.chars().take(64).collect::<String>()
+            ))
+        }),
+    }
+}
+
+fn opt_abs_path(obj: &Map<String, Value>, key: &str) -> CniResult<Option<PathBuf>> {
+    match opt_str(obj, key)? {
+        None => Ok(None),
+        Some(s) => {
+            let p = PathBuf::from(&s);
+            let clean = p.is_absolute()
+                && !s.contains('\0')
+                && p.components()
+                    .all(|c| !matches!(c, std::path::Component::ParentDir));
+            if !clean {
+                return Err(CniError::config(format!(
+                    "{key} {s:?} must be an absolute path without '..'"
+                )));
+            }
+            Ok(Some(p))
+        }
+    }
+}
+
+/// The most sysctls one rail could want; more is a config bug.
+const MAX_SYSCTLS: usize = 64;
+
+fn parse_sysctls(m: &Map<String, Value>) -> CniResult<Vec<SysctlSetting>> {
+    if m.len() > MAX_SYSCTLS {
+        return Err(CniError::config(format!(
+            "sysctl has {} keys, more than {MAX_SYSCTLS}",
+            m.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(m.len());
+    for (key, value) in m {
+        let value = match value {
+            Value::String(s) => s.clone(),
+            other => return Err(wrong_type(&format!("sysctl {key:?}"), "a string", other)),
+        };
+        validate_sysctl_key(key)?;
+        validate_sysctl_value(key, &value)?;
+        out.push(SysctlSetting {
+            key: key.clone(),
+            value,
+        });
+    }
+    Ok(out)
+}
+
+/// Keys are dotted and must stay under `net.` (the netns's own sysctls): each
+/// component is non-empty, holds no '/' and is not '.' or '..', so the key can
+/// only name a file below /proc/sys/net of the pod's netns.
+pub fn validate_sysctl_key(key: &str) -> CniResult<()> {
+    let bad = |why: &str| {
+        CniError::config(format!(
+            "sysctl key {:?} {why}: keys are dotted names under net., e.g. net.ipv4.conf.IFNAME.arp_ignore",
+            key.chars().take(128).collect::<String>()
+        ))
+    };
+    if key.len() > 256 {
+        return Err(bad("is too long"));
+    }
+    let mut parts = key.split('.');
+    if parts.next() != Some("net") {
+        return Err(bad("is outside net."));
+    }
+    let mut n = 1;
+    for p in parts {
+        n += 1;
+        if p.is_empty() {
+            return Err(bad("has an empty component (\"..\" or a trailing dot)"));
+        }
+        if p.contains('/') {
+            return Err(bad("has a '/' in a component"));
+        }
+        if p.bytes().any(|b| !b.is_ascii_graphic()) {
+            return Err(bad("has a space, control or non-ASCII character"));
+        }
+    }
+    if n < 2 {
+        return Err(bad("names no setting"));
+    }
+    Ok(())
+}
+
+fn validate_sysctl_value(key: &str, value: &str) -> CniResult<()> {
+    // Multi-word values ("4096 87380 6291456") are legal; control characters
+    // would let one setting write a second line.
+    if value.is_empty() || value.len() > 256 || value.chars().any(|c| c.is_control() && c != '\t') {
+        return Err(CniError::config(format!(
+            "sysctl {key:?} has value {:?}: give 1 to 256 printable characters",
+            value.chars().take(64).collect::<String>()
+        )));
+    }
+    Ok(())
+}
+
+fn parse_attachments(v: &Value) -> CniResult<Vec<Attachment>> {
+    let arr = v
+        .as_array()
+        .ok_or_else(|| wrong_type("cni.dev/valid-attachments", "an array", v))?;
+    arr.iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let field = |k: &str| {
+                a.get(k)
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .ok_or_else(|| {
+                        CniError::config(format!(
+                            "cni.dev/valid-attachments[{i}] has no string {k}"
+                        ))
+                    })
+            };
+            Ok(Attachment {
+                container_id: field("containerID")?,
+                ifname: field("ifname")?,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> CniResult<NetConf> {
+        NetConf::parse(v.to_string().as_bytes())
+    }
+
+    fn base() -> Value {
+        json!({"cniVersion": "1.0.0", "name": "rdma-vf", "type": "roce-tune"})
+    }
+
+    fn with(key: &str, val: Value) -> Value {
+        let mut b = base();
+        b[key] = val;
+        b
+    }
+
+    #[test]
+    fn defaults_match_design() {
+        let c = parse(base()).unwrap();
+        assert_eq!(c.sysctls.len(), 6);
+        assert_eq!(c.sysctls[0].key, "net.ipv4.conf.all.rp_filter");
+        assert_eq!(c.traffic_class, None);
+        assert_eq!(c.gid_index, 3);
+        assert_eq!(c.gid_check, GidCheck::Enforce);
+        assert_eq!(c.gid_timeout_ms, 3000);
+        assert_eq!(c.rdma_port, 1);
+        assert_eq!(c.state_dir, PathBuf::from("/run/cni/roce-tune"));
+        assert_eq!(c.sysfs_root, PathBuf::from("/sys"));
+        assert_eq!(c.log_level, LogLevel::Info);
+        assert!(c.needs_rdma(), "gidCheck enforce needs the device");
+        assert!(!c.is_test_tree());
+    }
+
+    #[test]
+    fn fixture_stdin_parses() {
+        let c =
+            NetConf::parse(include_bytes!("../../tests/data/roce-tune-add-stdin.json")).unwrap();
+        assert_eq!(c.traffic_class, Some(41));
+        assert_eq!(c.device_id.unwrap().as_str(), "0000:0c:00.2");
+        assert!(c.prev_result.is_some());
+    }
+
+    #[test]
+    fn empty_sysctl_map_sets_none_and_given_map_replaces_defaults() {
+        assert!(parse(with("sysctl", json!({}))).unwrap().sysctls.is_empty());
+        let c = parse(with(
+            "sysctl",
+            json!({"net.ipv4.conf.IFNAME.arp_ignore": "2"}),
+        ))
+        .unwrap();
+        assert_eq!(
+            c.sysctls,
+            vec![SysctlSetting {
+                key: "net.ipv4.conf.IFNAME.arp_ignore".into(),
+                value: "2".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_tolerated() {
+        let mut v = base();
+        v["runtimeConfig"] = json!({"x": 1});
+        v["somethingNew"] = json!([1, 2]);
+        assert!(parse(v).is_ok());
+    }
+
+    #[test]
+    fn bad_values_are_code_7_and_name_the_key() {
+        let cases: Vec<(&str, Value)> = vec![
+            ("trafficClass", json!(256)),
+            ("trafficClass", json!(-1)),
+            ("trafficClass", json!("41")),
+            ("trafficClass", json!(4.5)),
+            ("gidIndex", json!(-3)),
+            ("gidIndex", json!(5000)),
+            ("gidCheck", json!("maybe")),
+            ("gidTimeoutMs", json!(600000)),
+            ("rdmaPort", json!(0)),
+            ("deviceID", json!("0c:00.2")),
+            ("pciBusID", json!("0000:0c:00.9")),
+            ("deviceID", json!(12)),
+            ("stateDir", json!("relative/dir")),
+            ("stateDir", json!("/run/../etc")),
+            ("sysfsRoot", json!(true)),
+            ("logLevel", json!("loud")),
+            ("sysctl", json!(["a"])),
+            ("sysctl", json!({"net.ipv4.ip_forward": 1})),
+            ("prevResult", json!("x")),
+            ("type", json!("tuning")),
+        ];
+        for (key, val) in cases {
+            let e = parse(with(key, val.clone())).unwrap_err();
+            assert_eq!(e.code, 7, "{key}={val}: {e}");
+            assert!(
+                e.msg.contains(key),
+                "{key}={val}: message {:?} does not name the key",
+                e.msg
+            );
+        }
+    }
+
+    #[test]
+    fn version_and_decode_errors() {
+        assert_eq!(
+            parse(with("cniVersion", json!("0.2.0"))).unwrap_err().code,
+            1
+        );
+        let mut v = base();
+        v.as_object_mut().unwrap().remove("cniVersion");
+        assert_eq!(parse(v).unwrap_err().code, 7);
+        assert_eq!(NetConf::parse(b"{not json").unwrap_err().code, 6);
+        assert_eq!(
+            NetConf::parse(br#"{"cniVersion":"1.0.0","cniVersion":"1.0.0"}"#)
+                .unwrap_err()
+                .code,
+            6
+        );
+        assert_eq!(NetConf::parse(b"[]").unwrap_err().code, 7);
+        assert_eq!(
+            NetConf::parse(&vec![b' '; MAX_STDIN_BYTES + 1])
+                .unwrap_err()
+                .code,
+            7
+        );
+    }
+
+    #[test]
+    fn device_id_and_pci_bus_id_must_agree() {
+        let mut v = with("deviceID", json!("0000:0c:00.2"));
+        v["pciBusID"] = json!("0000:0C:00.2");
+        assert_eq!(
+            parse(v.clone()).unwrap().device_id.unwrap().as_str(),
+            "0000:0c:00.2"
+        );
+        v["pciBusID"] = json!("0000:0c:00.3");
+        assert_eq!(parse(v).unwrap_err().code, 7);
+        assert_eq!(
+            parse(with("pciBusID", json!("0000:3b:01.7")))
+                .unwrap()
+                .device_id
+                .unwrap()
+                .as_str(),
+            "0000:3b:01.7"
+        );
+    }
+
+    #[test]
+    fn sysctl_keys() {
+        for ok in [
+            "net.ipv4.conf.all.rp_filter",
+            "net.ipv4.conf.IFNAME.arp_filter",
+            "net.core.somaxconn",
+        ] {
+            assert!(validate_sysctl_key(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "kernel.panic",
+            "net",
+            "net.",
+            "net..ipv4",
+            "net.ipv4/../../kernel/x",
+            "net.ipv4.conf.a/b.x",
+            "net.ipv4. .x",
+            "vm.swappiness",
+            "netx.y",
+            "",
+        ] {
+            let e = validate_sysctl_key(bad).unwrap_err();
+            assert_eq!(e.code, 7, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sysctl_values() {
+        assert!(parse(with(
+            "sysctl",
+            json!({"net.core.rmem": "4096 87380\t6291456"})
+        ))
+        .is_ok());
+        for bad in ["", "1\n2", "\u{0}"] {
+            assert_eq!(
+                parse(with("sysctl", json!({"net.core.x": bad})))
+                    .unwrap_err()
+                    .code,
+                7,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn gc_attachments_both_keys() {
+        let a = json!([{"containerID": "c1", "ifname": "net1"}]);
+        assert_eq!(
+            parse(with("cni.dev/valid-attachments", a.clone()))
+                .unwrap()
+                .valid_attachments
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            parse(with("cni.dev/attachments", a))
+                .unwrap()
+                .valid_attachments
+                .unwrap()[0]
+                .ifname,
+            "net1"
+        );
+        assert_eq!(
+            parse(with(
+                "cni.dev/valid-attachments",
+                json!([{"containerID": 1}])
+            ))
+            .unwrap_err()
+            .code,
+            7
+        );
+    }
+
+    #[test]
+    fn pci_addr_forms() {
+        assert!(PciAddr::parse("0000:0c:00.2").is_some());
+        assert!(PciAddr::parse("0000:af:1f.7").is_some());
+        for bad in [
+            "0000:0c:20.0",
+            "000:0c:00.2",
+            "0000:0c:00.8",
+            "0000-0c-00.2",
+            "0000:0g:00.2",
+            "../../x/y.z",
+        ] {
+            assert!(PciAddr::parse(bad).is_none(), "{bad}");
+        }
+    }
+}

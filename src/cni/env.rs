@@ -1,0 +1,302 @@
+//! The CNI_* environment. libcni always sets all six variables, empty ones
+//! included, so an empty value means "absent" (DESIGN 1.1).
+
+use super::error::{CniError, CniResult};
+use std::ffi::OsString;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    Add,
+    Del,
+    Check,
+    Version,
+    Gc,
+    Status,
+}
+
+impl Command {
+    pub fn parse(s: &str) -> CniResult<Self> {
+        Ok(match s {
+            "ADD" => Command::Add,
+            "DEL" => Command::Del,
+            "CHECK" => Command::Check,
+            "VERSION" => Command::Version,
+            "GC" => Command::Gc,
+            "STATUS" => Command::Status,
+            other => {
+                return Err(CniError::env(format!(
+                    "CNI_COMMAND {other:?} is not one of ADD, DEL, CHECK, VERSION, GC, STATUS"
+                )))
+            }
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CniEnv {
+    pub command: Command,
+    pub container_id: Option<String>,
+    pub netns: Option<String>,
+    pub ifname: Option<String>,
+    pub args: Vec<(String, String)>,
+}
+
+impl CniEnv {
+    /// Read the environment through `get`, so tests need not touch the process env.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<OsString>) -> CniResult<Self> {
+        let var = |name: &str| -> CniResult<Option<String>> {
+            match get(name) {
+                None => Ok(None),
+                Some(v) if v.is_empty() => Ok(None),
+                Some(v) => v
+                    .into_string()
+                    .map(Some)
+                    .map_err(|_| CniError::env(format!("{name} is not valid UTF-8"))),
+            }
+        };
+        let command = match var("CNI_COMMAND")? {
+            Some(c) => Command::parse(&c)?,
+            None => return Err(CniError::env("CNI_COMMAND is not set")),
+        };
+        let container_id = var("CNI_CONTAINERID")?;
+        let netns = var("CNI_NETNS")?;
+        let ifname = var("CNI_IFNAME")?;
+        let args = parse_args(var("CNI_ARGS")?.as_deref().unwrap_or(""))?;
+
+        let env = CniEnv {
+            command,
+            container_id,
+            netns,
+            ifname,
+            args,
+        };
+        env.validate()?;
+        Ok(env)
+    }
+
+    pub fn from_process() -> CniResult<Self> {
+        Self::from_lookup(|k| std::env::var_os(k))
+    }
+
+    fn validate(&self) -> CniResult<()> {
+        let needs_netns = matches!(self.command, Command::Add | Command::Check);
+        let needs_attachment = needs_netns || self.command == Command::Del;
+        if needs_attachment {
+            let id = self
+                .container_id
+                .as_deref()
+                .ok_or_else(|| missing("CNI_CONTAINERID"))?;
+            validate_container_id(id)?;
+            let ifname = self
+                .ifname
+                .as_deref()
+                .ok_or_else(|| missing("CNI_IFNAME"))?;
+            validate_ifname(ifname)?;
+        }
+        if needs_netns && self.netns.is_none() {
+            return Err(missing("CNI_NETNS"));
+        }
+        if let Some(ns) = &self.netns {
+            validate_netns_path(ns)?;
+        }
+        Ok(())
+    }
+
+    /// For commands that validated them in `from_lookup`.
+    pub fn container_id(&self) -> &str {
+        self.container_id.as_deref().unwrap_or_default()
+    }
+    pub fn ifname(&self) -> &str {
+        self.ifname.as_deref().unwrap_or_default()
+    }
+}
+
+fn missing(name: &str) -> CniError {
+    CniError::env(format!(
+        "{name} is required for this command but is empty or unset"
+    ))
+}
+
+/// SPEC.md: "must start with an alphanumeric character, optionally followed by any
+/// combination of one or more alphanumeric characters, underscore, period or hyphen".
+pub fn validate_container_id(id: &str) -> CniResult<()> {
+    let mut chars = id.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
+    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')) {
+        return Err(CniError::env(format!(
+            "CNI_CONTAINERID {id:?} is invalid: it must start with a letter or digit and hold only letters, digits, '_', '.', '-'"
+        )));
+    }
+    if id.len() > 255 {
+        return Err(CniError::env(
+            "CNI_CONTAINERID is longer than 255 characters",
+        ));
+    }
+    Ok(())
+}
+
+/// The kernel's dev_valid_name(): 1..15 bytes, not "." or "..", no '/', ':' or
+/// whitespace. We also refuse control and non-ASCII bytes: the name ends up in
+/// /proc/sys paths, state file names and logs.
+pub fn validate_ifname(name: &str) -> CniResult<()> {
+    let bad = name.is_empty()
+        || name.len() > 15
+        || name == "."
+        || name == ".."
+        || name
+            .bytes()
+            .any(|b| b == b'/' || b == b':' || !b.is_ascii_graphic());
+    if bad {
+        return Err(CniError::env(format!(
+            "CNI_IFNAME {name:?} is not a valid interface name: use 1 to 15 printable ASCII characters without '/', ':' or spaces, and not '.' or '..'"
+        )));
+    }
+    Ok(())
+}
+
+fn validate_netns_path(ns: &str) -> CniResult<()> {
+    if !ns.starts_with('/') {
+        return Err(CniError::env(format!(
+            "CNI_NETNS {ns:?} must be an absolute path to a network namespace (e.g. /var/run/netns/<name>)"
+        )));
+    }
+    Ok(())
+}
+
+/// CNI_ARGS is `K=V;K=V`. roce-tune reads no key of its own, but a malformed
+/// pair means a broken runtime, so it is refused like the reference plugins do.
+pub fn parse_args(s: &str) -> CniResult<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    for pair in s.split(';').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some((k, v)) if !k.is_empty() && !k.contains('=') => {
+                if k.chars().chain(v.chars()).any(|c| c.is_control()) {
+                    return Err(CniError::env(format!(
+                        "CNI_ARGS pair {pair:?} holds a control character"
+                    )));
+                }
+                out.push((k.to_string(), v.to_string()))
+            }
+            _ => {
+                return Err(CniError::env(format!(
+                    "CNI_ARGS pair {pair:?} is not KEY=VALUE (pairs are separated by ';')"
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> CniResult<CniEnv> {
+        let map: HashMap<String, OsString> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        CniEnv::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn empty_values_are_absent_and_del_needs_no_netns() {
+        let e = env(&[
+            ("CNI_COMMAND", "DEL"),
+            ("CNI_CONTAINERID", "abc"),
+            ("CNI_NETNS", ""),
+            ("CNI_IFNAME", "net1"),
+            ("CNI_ARGS", ""),
+            ("CNI_PATH", ""),
+        ])
+        .unwrap();
+        assert_eq!(e.netns, None);
+        assert_eq!(e.ifname(), "net1");
+    }
+
+    #[test]
+    fn add_and_check_need_netns_containerid_ifname() {
+        for cmd in ["ADD", "CHECK"] {
+            let all = [
+                ("CNI_COMMAND", cmd),
+                ("CNI_CONTAINERID", "c1"),
+                ("CNI_NETNS", "/var/run/netns/p"),
+                ("CNI_IFNAME", "net1"),
+            ];
+            assert!(env(&all).is_ok());
+            for skip in 1..4 {
+                let some: Vec<_> = all
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != skip)
+                    .map(|(_, p)| *p)
+                    .collect();
+                let err = env(&some).unwrap_err();
+                assert_eq!(err.code, 4);
+                assert!(err.msg.contains(all[skip].0), "{}", err.msg);
+            }
+        }
+    }
+
+    #[test]
+    fn gc_status_version_need_nothing() {
+        for cmd in ["GC", "STATUS", "VERSION"] {
+            assert!(env(&[("CNI_COMMAND", cmd)]).is_ok());
+        }
+        assert_eq!(env(&[("CNI_COMMAND", "FOO")]).unwrap_err().code, 4);
+        assert_eq!(env(&[]).unwrap_err().code, 4);
+    }
+
+    #[test]
+    fn ifname_rules() {
+        for ok in ["net1", "eth0", "rail_15", "a.b", "x-y"] {
+            assert!(validate_ifname(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../x",
+            "a/b",
+            "a:b",
+            "a b",
+            "sixteen_chars_xx",
+            "tab\t",
+            "é",
+        ] {
+            assert_eq!(validate_ifname(bad).unwrap_err().code, 4, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn container_id_rules() {
+        assert!(validate_container_id("4b1c2f0e-6a53_x.y").is_ok());
+        for bad in ["", "-abc", ".x", "a/b", "a b", "a;b", "../etc"] {
+            assert_eq!(validate_container_id(bad).unwrap_err().code, 4, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn args_pairs() {
+        let a = parse_args("IgnoreUnknown=1;K8S_POD_NAME=p;K8S_POD_NAMESPACE=ns").unwrap();
+        assert_eq!(a.len(), 3);
+        assert_eq!(a[1], ("K8S_POD_NAME".into(), "p".into()));
+        assert!(parse_args("").unwrap().is_empty());
+        assert!(parse_args("A=1;;B=2").unwrap().len() == 2);
+        for bad in ["novalue", "=v", "A=1;junk", "A=\u{1}"] {
+            assert_eq!(parse_args(bad).unwrap_err().code, 4, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn netns_must_be_absolute() {
+        let e = env(&[
+            ("CNI_COMMAND", "ADD"),
+            ("CNI_CONTAINERID", "c1"),
+            ("CNI_NETNS", "relative/ns"),
+            ("CNI_IFNAME", "net1"),
+        ]);
+        assert_eq!(e.unwrap_err().code, 4);
+    }
+}

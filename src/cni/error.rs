@@ -1,0 +1,110 @@
+//! The CNI error object. libcni reads a plugin's error from STDOUT as
+//! `{"cniVersion","code","msg","details"}` together with a non-zero exit.
+
+use serde_json::{json, Value};
+use std::fmt;
+
+/// Well-known codes of the CNI spec (SPEC.md "Error") and roce-tune's own (100+).
+pub mod code {
+    pub const INCOMPATIBLE_VERSION: u32 = 1;
+    pub const UNSUPPORTED_FIELD: u32 = 2;
+    pub const CONTAINER_UNKNOWN: u32 = 3;
+    pub const INVALID_ENV: u32 = 4;
+    pub const IO_FAILURE: u32 = 5;
+    pub const DECODE_FAILED: u32 = 6;
+    pub const INVALID_CONFIG: u32 = 7;
+    pub const TRY_AGAIN_LATER: u32 = 11;
+    pub const NOT_READY: u32 = 50;
+    pub const NOT_READY_LIMITED: u32 = 51;
+    /// RDMA device of the VF not found, ambiguous, or its address malformed.
+    pub const RDMA_DEVICE: u32 = 100;
+    /// GID index does not hold the RoCE v2 GID of the pod's address.
+    pub const GID_CHECK: u32 = 101;
+    /// Traffic class could not be written or did not read back.
+    pub const TRAFFIC_CLASS: u32 = 102;
+    /// CHECK: a sysctl in the pod differs from the config.
+    pub const SYSCTL_DRIFT: u32 = 103;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CniError {
+    pub code: u32,
+    pub msg: String,
+    pub details: String,
+}
+
+pub type CniResult<T> = Result<T, CniError>;
+
+impl CniError {
+    pub fn new(code: u32, msg: impl Into<String>) -> Self {
+        CniError {
+            code,
+            msg: msg.into(),
+            details: String::new(),
+        }
+    }
+
+    pub fn with_details(mut self, details: impl Into<String>) -> Self {
+        self.details = details.into();
+        self
+    }
+
+    pub fn config(msg: impl Into<String>) -> Self {
+        Self::new(code::INVALID_CONFIG, msg)
+    }
+
+    pub fn env(msg: impl Into<String>) -> Self {
+        Self::new(code::INVALID_ENV, msg)
+    }
+
+    /// An I/O failure on `what` (a path or an action), keeping the OS error as details.
+    pub fn io(what: impl fmt::Display, err: impl fmt::Display) -> Self {
+        Self::new(code::IO_FAILURE, format!("{what}: {err}"))
+    }
+
+    /// The JSON object libcni expects on stdout.
+    pub fn to_json(&self, cni_version: &str) -> Value {
+        let mut v = json!({ "cniVersion": cni_version, "code": self.code, "msg": self.msg });
+        if !self.details.is_empty() {
+            v["details"] = Value::String(self.details.clone());
+        }
+        v
+    }
+}
+
+impl fmt::Display for CniError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "code {}: {}", self.code, self.msg)?;
+        if !self.details.is_empty() {
+            write!(f, " ({})", self.details)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CniError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_json_has_spec_fields_and_omits_empty_details() {
+        let e = CniError::config("sysctl key \"kernel.x\" is outside net.");
+        let v = e.to_json("1.0.0");
+        assert_eq!(v["cniVersion"], "1.0.0");
+        assert_eq!(v["code"], 7);
+        assert_eq!(v["msg"], "sysctl key \"kernel.x\" is outside net.");
+        assert!(v.get("details").is_none());
+        let v = e.with_details("see DESIGN 2.1").to_json("0.4.0");
+        assert_eq!(v["details"], "see DESIGN 2.1");
+        assert_eq!(v["cniVersion"], "0.4.0");
+    }
+
+    #[test]
+    fn io_error_names_what_failed() {
+        let e = CniError::io("write /x", "Permission denied");
+        assert_eq!(e.code, code::IO_FAILURE);
+        assert_eq!(e.msg, "write /x: Permission denied");
+    }
+}

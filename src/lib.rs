@@ -1,0 +1,24 @@
+//! roce-tune: a chained CNI meta-plugin that makes an SR-IOV VF a correct RoCE
+//! rail: the rail sysctls, the traffic class (restored exactly on DEL), and a
+//! proof that the GID index NCCL uses holds the pod address's RoCE v2 GID.
+//!
+//! Where things start: `plugin::run` dispatches a CNI command to
+//! `commands::{add,del,check,gc,status}`; the class is written in
+//! `ownership::take` and given back in `ownership::release`.
+
+#[macro_use]
+pub mod log;
+pub mod cli;
+pub mod cni;
+pub mod commands;
+#[cfg(feature = "fault-injection")]
+pub mod fault;
+pub mod inspect;
+pub mod netlink;
+pub mod netns;
+pub mod orphans;
+pub mod ownership;
+pub mod plugin;
+pub mod rdma;
+pub mod state;
+pub mod sysctl;

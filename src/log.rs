@@ -1,0 +1,87 @@
+//! Logging to stderr and, when `logFile` is set, to that file. Never to
+//! stdout: libcni reads the result (or the error) from stdout alone.
+//! Each line carries the command and attachment so a node's log explains
+//! itself when 16 rails of several pods interleave.
+
+use crate::cni::config::LogLevel;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+struct Logger {
+    level: LogLevel,
+    context: String,
+    file: Option<File>,
+}
+
+static LOGGER: Mutex<Option<Logger>> = Mutex::new(None);
+
+/// Set (or reset) where and what to log. `context` prefixes each line, e.g.
+/// `ADD c1/net1`. A log file that cannot be opened is reported on stderr and
+/// ignored: logging must never fail a pod.
+pub fn init(level: LogLevel, context: String, log_file: Option<&std::path::Path>) {
+    let file = log_file.and_then(|p| {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)
+            .map_err(|e| eprintln!("roce-tune: cannot open logFile {}: {e}", p.display()))
+            .ok()
+    });
+    *LOGGER.lock().unwrap_or_else(|e| e.into_inner()) = Some(Logger {
+        level,
+        context,
+        file,
+    });
+}
+
+pub fn enabled(level: LogLevel) -> bool {
+    let g = LOGGER.lock().unwrap_or_else(|e| e.into_inner());
+    level <= g.as_ref().map_or(LogLevel::Info, |l| l.level)
+}
+
+pub fn log(level: LogLevel, msg: &str) {
+    let mut g = LOGGER.lock().unwrap_or_else(|e| e.into_inner());
+    let (max, ctx) = match g.as_ref() {
+        Some(l) => (l.level, l.context.as_str()),
+        None => (LogLevel::Info, ""),
+    };
+    if level > max {
+        return;
+    }
+    let tag = match level {
+        LogLevel::Error => "error",
+        LogLevel::Warn => "warn",
+        LogLevel::Info => "info",
+        LogLevel::Debug => "debug",
+    };
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let line = format!(
+        "{}.{:03} roce-tune[{}] {tag} {ctx}: {msg}\n",
+        now.as_secs(),
+        now.subsec_millis(),
+        std::process::id()
+    );
+    let _ = std::io::stderr().write_all(line.as_bytes());
+    if let Some(f) = g.as_mut().and_then(|l| l.file.as_mut()) {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
+#[macro_export]
+macro_rules! log_at {
+    ($lvl:expr, $($arg:tt)*) => {
+        if $crate::log::enabled($lvl) { $crate::log::log($lvl, &format!($($arg)*)) }
+    };
+}
+#[macro_export]
+macro_rules! error { ($($arg:tt)*) => { $crate::log_at!($crate::cni::config::LogLevel::Error, $($arg)*) }; }
+#[macro_export]
+macro_rules! warn { ($($arg:tt)*) => { $crate::log_at!($crate::cni::config::LogLevel::Warn, $($arg)*) }; }
+#[macro_export]
+macro_rules! info { ($($arg:tt)*) => { $crate::log_at!($crate::cni::config::LogLevel::Info, $($arg)*) }; }
+#[macro_export]
+macro_rules! debug { ($($arg:tt)*) => { $crate::log_at!($crate::cni::config::LogLevel::Debug, $($arg)*) }; }

@@ -1,0 +1,239 @@
+//! The GID table (DESIGN 1.3). NCCL finds a rail's RoCE v2 GID by index
+//! (NCCL_IB_GID_INDEX, 3 by convention); roce-tune proves the index holds the
+//! RoCE v2 GID of the address the pod was given. GIDs are added from a kernel
+//! workqueue after the address, so the check polls with a bound, and it must
+//! run on a thread inside the pod netns (MLNX_OFED hides other netns' GIDs).
+
+use super::RdmaPort;
+use crate::cni::{code, CniError};
+use ipnetwork::IpNetwork;
+use std::net::{IpAddr, Ipv6Addr};
+use std::time::{Duration, Instant};
+
+pub const ROCE_V2: &str = "RoCE v2";
+
+/// The GID the kernel derives from `addrs` (what prevResult gives the
+/// interface): the v4-mapped form of the first IPv4 address, or the first
+/// IPv6 address when there is no IPv4 one.
+pub fn expected_gid(addrs: &[IpNetwork]) -> Option<(Ipv6Addr, IpAddr)> {
+    let v4 = addrs.iter().find_map(|a| match a.ip() {
+        IpAddr::V4(ip) => Some((ip.to_ipv6_mapped(), IpAddr::V4(ip))),
+        _ => None,
+    });
+    v4.or_else(|| {
+        addrs.iter().find_map(|a| match a.ip() {
+            IpAddr::V6(ip) => Some((ip, IpAddr::V6(ip))),
+            _ => None,
+        })
+    })
+}
+
+/// sysfs's form: eight groups of four lower-case hex digits.
+pub fn format_gid(g: &Ipv6Addr) -> String {
+    g.segments()
+        .iter()
+        .map(|s| format!("{s:04x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+pub fn parse_gid(s: &str) -> Option<Ipv6Addr> {
+    s.trim().parse().ok()
+}
+
+/// One row of the GID table as sysfs shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GidEntry {
+    /// `None` when unreadable or malformed; all zeros is an unused entry.
+    pub gid: Option<Ipv6Addr>,
+    /// `None` when the read fails (EINVAL for unused entries) or is empty.
+    pub gid_type: Option<String>,
+    pub ndev: Option<String>,
+}
+
+impl GidEntry {
+    pub fn is_unused(&self) -> bool {
+        self.gid.is_none_or(|g| g.is_unspecified())
+    }
+
+    pub fn is_roce_v2_of(&self, want: &Ipv6Addr) -> bool {
+        self.gid.as_ref() == Some(want) && self.gid_type.as_deref() == Some(ROCE_V2)
+    }
+
+    pub fn describe(&self) -> String {
+        let gid = self
+            .gid
+            .as_ref()
+            .map_or("unreadable".to_string(), format_gid);
+        match &self.gid_type {
+            Some(t) => format!("{gid} ({t})"),
+            None if self.is_unused() => format!("{gid} (unused)"),
+            None => format!("{gid} (no type)"),
+        }
+    }
+}
+
+fn read_trimmed(p: &std::path::Path) -> Option<String> {
+    std::fs::read_to_string(p)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+pub fn read_entry(port: &RdmaPort, index: u32) -> GidEntry {
+    GidEntry {
+        gid: read_trimmed(&port.gid_path(index)).and_then(|s| parse_gid(&s)),
+        gid_type: read_trimmed(&port.gid_type_path(index)),
+        ndev: read_trimmed(&port.gid_ndev_path(index)),
+    }
+}
+
+/// Every index in the port's table, in order (from the `gids/` directory).
+pub fn indexes(port: &RdmaPort) -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir(port.gids_dir())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
+/// The whole table, unused entries included.
+pub fn table(port: &RdmaPort) -> Vec<(u32, GidEntry)> {
+    indexes(port)
+        .into_iter()
+        .map(|i| (i, read_entry(port, i)))
+        .collect()
+}
+
+/// Where the RoCE v2 GID `want` sits, if anywhere.
+pub fn locate(port: &RdmaPort, want: &Ipv6Addr) -> Option<u32> {
+    indexes(port)
+        .into_iter()
+        .find(|&i| read_entry(port, i).is_roce_v2_of(want))
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    /// What the index held at the end, and where the expected GID sits.
+    Mismatch {
+        found: GidEntry,
+        located: Option<u32>,
+    },
+}
+
+/// How often the index is re-read while waiting: one sysfs read costs a few
+/// microseconds, and a late GID should be noticed within a few milliseconds.
+const POLL_INTERVAL: Duration = Duration::from_millis(1);
+/// The whole table is scanned less often: once the expected GID has a slot
+/// elsewhere, the kernel will not move it, and waiting longer is useless.
+const SCAN_EVERY: u32 = 25;
+
+/// Poll `index` until it holds the RoCE v2 GID `want` or `timeout` passes.
+pub fn wait_for(port: &RdmaPort, index: u32, want: &Ipv6Addr, timeout: Duration) -> Verdict {
+    let deadline = Instant::now() + timeout;
+    let mut round = 0u32;
+    loop {
+        let found = read_entry(port, index);
+        if found.is_roce_v2_of(want) {
+            return Verdict::Pass;
+        }
+        round += 1;
+        let give_up = Instant::now() >= deadline;
+        if give_up || round % SCAN_EVERY == 0 {
+            let located = locate(port, want);
+            if give_up || located.is_some() {
+                return Verdict::Mismatch { found, located };
+            }
+        }
+        #[cfg(feature = "fault-injection")]
+        crate::fault::point("add-gid-wait");
+        std::thread::sleep(POLL_INTERVAL.min(deadline.saturating_duration_since(Instant::now())));
+    }
+}
+
+/// Error 101 (DESIGN 2.2): device, index, expected GID, what was found, and
+/// where the expected GID is, with the fix an operator can apply.
+pub fn mismatch_error(
+    port: &RdmaPort,
+    index: u32,
+    want: &Ipv6Addr,
+    addr: &IpAddr,
+    found: &GidEntry,
+    located: Option<u32>,
+) -> CniError {
+    let mut msg = format!(
+        "GID check failed on {} port {}: index {index} should hold the RoCE v2 GID {} of {addr}, found {}",
+        port.device,
+        port.port,
+        format_gid(want),
+        found.describe()
+    );
+    match located {
+        Some(i) => msg.push_str(&format!(
+            "; the expected RoCE v2 GID is at index {i}: set NCCL_IB_GID_INDEX={i} (and gidIndex: {i}) or give the pod's IPv4 address first"
+        )),
+        None => msg.push_str("; the expected RoCE v2 GID is at no index: is the address on the VF's netdev, and is the VF's RoCE enabled?"),
+    }
+    CniError::new(code::GID_CHECK, msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v4_mapped_form_matches_the_seed() {
+        let addrs: Vec<IpNetwork> = vec![
+            "fd00::5/64".parse().unwrap(),
+            "192.168.0.34/16".parse().unwrap(),
+        ];
+        let (g, a) = expected_gid(&addrs).unwrap();
+        assert_eq!(format_gid(&g), "0000:0000:0000:0000:0000:ffff:c0a8:0022");
+        assert_eq!(a.to_string(), "192.168.0.34");
+        let v6: Vec<IpNetwork> = vec!["fd00::5/64".parse().unwrap()];
+        assert_eq!(
+            format_gid(&expected_gid(&v6).unwrap().0),
+            "fd00:0000:0000:0000:0000:0000:0000:0005"
+        );
+        assert!(expected_gid(&[]).is_none());
+    }
+
+    #[test]
+    fn parse_sysfs_forms() {
+        assert_eq!(
+            parse_gid("0000:0000:0000:0000:0000:ffff:c0a8:0022\n"),
+            Some("::ffff:192.168.0.34".parse().unwrap())
+        );
+        assert_eq!(
+            parse_gid("fe80:0000:0000:0000:8cca:d1ff:fed4:647d"),
+            Some("fe80::8cca:d1ff:fed4:647d".parse().unwrap())
+        );
+        assert!(parse_gid("zz").is_none());
+        let zero = GidEntry {
+            gid: parse_gid("0000:0000:0000:0000:0000:0000:0000:0000"),
+            gid_type: None,
+            ndev: None,
+        };
+        assert!(zero.is_unused());
+    }
+
+    #[test]
+    fn type_must_be_roce_v2() {
+        let want: Ipv6Addr = "::ffff:192.168.0.34".parse().unwrap();
+        let v1 = GidEntry {
+            gid: Some(want),
+            gid_type: Some("IB/RoCE v1".into()),
+            ndev: None,
+        };
+        assert!(!v1.is_roce_v2_of(&want));
+        let v2 = GidEntry {
+            gid_type: Some("RoCE v2".into()),
+            ..v1
+        };
+        assert!(v2.is_roce_v2_of(&want));
+    }
+}

@@ -1,0 +1,160 @@
+//! The mlx5 traffic class file (DESIGN 1.2). Reading: empty when unset, else a
+//! `Global tclass=<N>` first line, possibly followed by per-flow rule lines
+//! that are never taken for the global value. Writing: `tclass=<N>` sets it,
+//! `tclass=-1` unsets it (writing 0 would FORCE class 0, the RDMA CNI's bug).
+
+use crate::cni::{code, CniError, CniResult};
+use std::path::Path;
+
+/// The global traffic class: `None` is unset.
+pub type TrafficClass = Option<u8>;
+
+/// Parse the file's content. Besides the driver's form, a plain file in a
+/// test tree holds what was last written: `tclass=N`, a bare `N`, `-1` or
+/// `tclass=-1` (DESIGN 2.2).
+pub fn parse(content: &str) -> Result<TrafficClass, String> {
+    let first = content.lines().map(str::trim).find(|l| !l.is_empty());
+    let Some(line) = first else { return Ok(None) };
+    let value = line
+        .strip_prefix("Global tclass=")
+        .or_else(|| line.strip_prefix("tclass="))
+        .unwrap_or(line)
+        .trim();
+    if value == "-1" {
+        return Ok(None);
+    }
+    // A rule line first (`dst_ip=...,tclass=96`) has no global value: it is
+    // not a number and is refused rather than mistaken for one.
+    match value.parse::<u16>() {
+        Ok(n) if n <= 255 => Ok(Some(n as u8)),
+        _ => Err(format!(
+            "first line {:?} is not a global traffic class",
+            truncate(line)
+        )),
+    }
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+/// What to write to set `tc`, or to unset the class.
+pub fn write_form(tc: TrafficClass) -> String {
+    match tc {
+        Some(n) => format!("tclass={n}"),
+        None => "tclass=-1".to_string(),
+    }
+}
+
+pub fn describe(tc: TrafficClass) -> String {
+    match tc {
+        Some(n) => n.to_string(),
+        None => "unset".to_string(),
+    }
+}
+
+pub fn read(path: &Path) -> CniResult<TrafficClass> {
+    let content = std::fs::read_to_string(path).map_err(|e| {
+        CniError::new(
+            code::TRAFFIC_CLASS,
+            format!("read traffic class {}: {e}", path.display()),
+        )
+    })?;
+    parse(&content).map_err(|why| {
+        CniError::new(
+            code::TRAFFIC_CLASS,
+            format!(
+                "traffic class file {}: {why}; roce-tune will not change a file it cannot read",
+                path.display()
+            ),
+        )
+    })
+}
+
+/// Write `tc` and read it back.
+pub fn write_verified(path: &Path, tc: TrafficClass) -> CniResult<()> {
+    // O_TRUNC as `echo >` does (a plain test-tree file must not keep a longer
+    // old content); no O_CREAT: a missing file means the device is not what we
+    // think it is, and it must stay missing.
+    let form = write_form(tc);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, form.as_bytes()))
+        .map_err(|e| {
+            CniError::new(
+                code::TRAFFIC_CLASS,
+                format!("write {form} to {}: {e}", path.display()),
+            )
+        })?;
+    let back = read(path)?;
+    if back != tc {
+        return Err(CniError::new(
+            code::TRAFFIC_CLASS,
+            format!(
+                "traffic class {} reads {} after writing {}: the driver did not take it",
+                path.display(),
+                describe(back),
+                describe(tc)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The driver's forms, from ../shared/fixtures/traffic-class-file.txt.
+    fn fixture_cases() -> Vec<(String, String)> {
+        let text = include_str!("../../tests/data/traffic-class-file.txt");
+        text.split("-----\n")
+            .map(|block| {
+                let mut lines = block.lines().filter(|l| !l.starts_with('#'));
+                let name = lines
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("case: ")
+                    .to_string();
+                let body: Vec<&str> = lines.collect();
+                (name, body.join("\n"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn driver_forms_from_fixture() {
+        let cases = fixture_cases();
+        assert_eq!(cases.len(), 4);
+        assert_eq!(parse(&cases[0].1), Ok(None), "{}", cases[0].0);
+        assert_eq!(parse(&cases[1].1), Ok(Some(0)), "{}", cases[1].0);
+        assert_eq!(parse(&cases[2].1), Ok(Some(41)), "{}", cases[2].0);
+        assert_eq!(parse(&cases[3].1), Ok(Some(106)), "{}", cases[3].0);
+    }
+
+    #[test]
+    fn test_tree_forms() {
+        assert_eq!(parse("tclass=41"), Ok(Some(41)));
+        assert_eq!(parse("41\n"), Ok(Some(41)));
+        assert_eq!(parse("tclass=-1"), Ok(None));
+        assert_eq!(parse("-1"), Ok(None));
+        assert_eq!(parse("\n\n"), Ok(None));
+    }
+
+    #[test]
+    fn rule_lines_are_never_the_global_value() {
+        assert!(parse("dst_ip=10.0.0.0/8,tclass=96\n").is_err());
+        assert!(parse("Global tclass=256").is_err());
+        assert!(parse("tclass=abc").is_err());
+        assert!(parse("Global tclass=-2").is_err());
+    }
+
+    #[test]
+    fn write_forms() {
+        assert_eq!(write_form(Some(41)), "tclass=41");
+        assert_eq!(write_form(Some(0)), "tclass=0");
+        assert_eq!(write_form(None), "tclass=-1");
+    }
+}

@@ -1,0 +1,148 @@
+//! The rail sysctls, applied in the pod's netns. /proc/sys/net shows the netns
+//! of the task that opens the file, so every function here must run on a
+//! thread that entered the pod netns (see `netns`).
+
+use crate::cni::config::SysctlSetting;
+use crate::cni::{code, CniError, CniResult};
+use std::io::ErrorKind;
+use std::path::PathBuf;
+
+/// A sysctl with `IFNAME` resolved and its /proc/sys path built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedSysctl {
+    /// Dotted key as configured, `IFNAME` replaced (for messages).
+    pub key: String,
+    pub path: PathBuf,
+    pub value: String,
+}
+
+/// Resolve keys against the interface name. The key was validated as dotted
+/// components (config::validate_sysctl_key); `IFNAME` is replaced as a whole
+/// component so an interface name holding a dot (a VLAN, `net1.100`) stays one
+/// path component, unlike a dots-to-slashes rewrite of the whole string.
+pub fn resolve(settings: &[SysctlSetting], ifname: &str) -> Vec<ResolvedSysctl> {
+    settings
+        .iter()
+        .map(|s| {
+            let parts: Vec<&str> = s
+                .key
+                .split('.')
+                .map(|p| if p == "IFNAME" { ifname } else { p })
+                .collect();
+            let mut path = PathBuf::from("/proc/sys");
+            path.extend(&parts);
+            ResolvedSysctl {
+                key: parts.join("."),
+                path,
+                value: s.value.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Kernel output separates multi-value sysctls with tabs; compare by words.
+pub fn same_value(a: &str, b: &str) -> bool {
+    a.split_whitespace().eq(b.split_whitespace())
+}
+
+pub fn read(s: &ResolvedSysctl) -> CniResult<String> {
+    std::fs::read_to_string(&s.path)
+        .map(|v| v.trim_end().to_string())
+        .map_err(|e| error(s, "read", e))
+}
+
+fn error(s: &ResolvedSysctl, what: &str, e: std::io::Error) -> CniError {
+    if e.kind() == ErrorKind::NotFound {
+        CniError::config(format!(
+            "sysctl {} does not exist in the pod netns ({}): check the key and that the interface exists",
+            s.key,
+            s.path.display()
+        ))
+    } else {
+        CniError::new(
+            code::IO_FAILURE,
+            format!("{what} sysctl {} ({}): {e}", s.key, s.path.display()),
+        )
+    }
+}
+
+/// What was there before `apply` changed it, to undo a failed ADD.
+pub type Undo = Vec<(ResolvedSysctl, String)>;
+
+/// Write each sysctl whose live value differs (reading first keeps a
+/// read-only /proc working when nothing has to change). On failure, what was
+/// already written is put back before the error is returned.
+pub fn apply(list: &[ResolvedSysctl]) -> CniResult<Undo> {
+    let mut undo: Undo = Vec::new();
+    for s in list {
+        let step = read(s).and_then(|old| {
+            if same_value(&old, &s.value) {
+                return Ok(None);
+            }
+            std::fs::write(&s.path, s.value.as_bytes()).map_err(|e| error(s, "write", e))?;
+            Ok(Some(old))
+        });
+        match step {
+            Ok(Some(old)) => undo.push((s.clone(), old)),
+            Ok(None) => {}
+            Err(e) => {
+                revert(&undo);
+                return Err(e);
+            }
+        }
+    }
+    Ok(undo)
+}
+
+/// Best effort: put back values recorded by `apply`, newest first.
+pub fn revert(undo: &Undo) {
+    for (s, old) in undo.iter().rev() {
+        if let Err(e) = std::fs::write(&s.path, old.as_bytes()) {
+            crate::warn!("could not put back sysctl {} to {old:?}: {e}", s.key);
+        }
+    }
+}
+
+/// CHECK: the first sysctl whose live value differs, as an error naming it.
+pub fn verify(list: &[ResolvedSysctl]) -> CniResult<()> {
+    for s in list {
+        let live = read(s)?;
+        if !same_value(&live, &s.value) {
+            return Err(CniError::new(
+                code::SYSCTL_DRIFT,
+                format!(
+                    "sysctl {} is {live:?} in the pod, expected {:?}",
+                    s.key, s.value
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ifname_replaced_as_a_component() {
+        let r = resolve(
+            &[SysctlSetting {
+                key: "net.ipv4.conf.IFNAME.arp_ignore".into(),
+                value: "1".into(),
+            }],
+            "net1.100",
+        );
+        assert_eq!(r[0].key, "net.ipv4.conf.net1.100.arp_ignore");
+        assert_eq!(
+            r[0].path,
+            PathBuf::from("/proc/sys/net/ipv4/conf/net1.100/arp_ignore")
+        );
+    }
+
+    #[test]
+    fn tab_and_space_separated_values_compare_equal() {
+        assert!(same_value("4096\t87380\t6291456", "4096 87380 6291456"));
+        assert!(!same_value("1", "0"));
+    }
+}
