@@ -60,9 +60,8 @@ pub fn log(level: LogLevel, msg: &str) {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     let line = format!(
-        "{}.{:03} roce-tune[{}] {tag} {ctx}: {msg}\n",
-        now.as_secs(),
-        now.subsec_millis(),
+        "{} roce-tune[{}] {tag} {ctx}: {msg}\n",
+        utc_timestamp(now),
         std::process::id()
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
@@ -85,3 +84,46 @@ macro_rules! warn { ($($arg:tt)*) => { $crate::log_at!($crate::cni::config::LogL
 macro_rules! info { ($($arg:tt)*) => { $crate::log_at!($crate::cni::config::LogLevel::Info, $($arg)*) }; }
 #[macro_export]
 macro_rules! debug { ($($arg:tt)*) => { $crate::log_at!($crate::cni::config::LogLevel::Debug, $($arg)*) }; }
+
+/// `2026-11-30T18:09:52.142Z`, without a date crate: days-from-civil inverse
+/// (Howard Hinnant's algorithm) on the seconds since the epoch.
+fn utc_timestamp(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    let (days, rem) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60,
+        d.subsec_millis()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_timestamps() {
+        use std::time::Duration;
+        assert_eq!(
+            super::utc_timestamp(Duration::from_millis(0)),
+            "1970-01-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            super::utc_timestamp(Duration::from_millis(1_796_062_192_142)),
+            "2026-11-30T18:09:52.142Z"
+        );
+        assert_eq!(
+            super::utc_timestamp(Duration::from_secs(951_782_400)),
+            "2000-02-29T00:00:00.000Z"
+        );
+    }
+}

@@ -82,7 +82,12 @@ pub fn take(state: &StateDir, port: &RdmaPort, claim: &Claim, tc: u8) -> CniResu
     state.write(&entry)?;
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-state-write");
-    traffic_class::write_verified(&path, Some(tc))?;
+    traffic_class::write(&path, Some(tc))?;
+    #[cfg(feature = "fault-injection")]
+    crate::fault::point("add-after-class-write");
+    traffic_class::verify(&path, Some(tc))?;
+    #[cfg(feature = "fault-injection")]
+    crate::fault::point("add-after-readback");
     crate::info!(
         "traffic class of {} port {} set to {tc} (original {}, recorded in {})",
         port.device,

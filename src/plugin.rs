@@ -66,7 +66,12 @@ fn dispatch(stdin: &[u8]) -> (String, Result<Option<Value>, CniError>) {
     };
     let context = match env.command {
         Command::Add | Command::Del | Command::Check => {
-            format!("{:?} {}/{}", env.command, env.container_id(), env.ifname()).to_uppercase()
+            format!(
+                "{} {}/{}",
+                format!("{:?}", env.command).to_uppercase(),
+                env.container_id(),
+                env.ifname()
+            )
         }
         other => format!("{other:?}").to_uppercase(),
     };

@@ -73,6 +73,11 @@ pub fn read(path: &Path) -> CniResult<TrafficClass> {
 
 /// Write `tc` and read it back.
 pub fn write_verified(path: &Path, tc: TrafficClass) -> CniResult<()> {
+    write(path, tc)?;
+    verify(path, tc)
+}
+
+pub fn write(path: &Path, tc: TrafficClass) -> CniResult<()> {
     // O_TRUNC as `echo >` does (a plain test-tree file must not keep a longer
     // old content); no O_CREAT: a missing file means the device is not what we
     // think it is, and it must stay missing.
@@ -87,7 +92,12 @@ pub fn write_verified(path: &Path, tc: TrafficClass) -> CniResult<()> {
                 code::TRAFFIC_CLASS,
                 format!("write {form} to {}: {e}", path.display()),
             )
-        })?;
+        })
+}
+
+/// Read back: the driver rejects some writes silently (a VF without QoS
+/// support keeps its old value).
+pub fn verify(path: &Path, tc: TrafficClass) -> CniResult<()> {
     let back = read(path)?;
     if back != tc {
         return Err(CniError::new(

@@ -1,0 +1,44 @@
+# roce-tune: the two commands of the README are `make demo` and `make test`.
+# Fragments in mk/*.mk add the end-to-end, benchmark and reliability targets.
+
+CARGO        ?= cargo
+TARGET       := x86_64-unknown-linux-gnu
+# A static binary: it is copied onto GPU nodes whose libc nobody knows.
+# With --target, RUSTFLAGS do not reach proc-macros and build scripts.
+STATIC_FLAGS := -C target-feature=+crt-static
+STATIC_BIN   := target/$(TARGET)/release/roce-tune
+BIN          := target/release/roce-tune
+
+.PHONY: all release build test unit integration clean fmt lint
+
+all: release
+
+# `make release`: the static, stripped binary; also copied to target/release
+# where the e2e harness and the benchmarks look for it.
+release build:
+	RUSTFLAGS="$(STATIC_FLAGS)" $(CARGO) build --release --locked --target $(TARGET)
+	mkdir -p target/release && rm -f $(BIN) && cp $(STATIC_BIN) $(BIN)
+	@file $(BIN) | grep -Eq 'static(-pie)? linked' || { echo "$(BIN) is not static" >&2; exit 1; }
+	@echo "static: $(BIN) ($$(stat -c %s $(BIN)) bytes)"
+
+# Every test: unit tests, the process-level integration tests against real
+# netns (root required; ROCE_TUNE_REQUIRE_ROOT=1 turns a skip into a failure),
+# then the end-to-end chain with real peers (mk/e2e.mk).
+test: setup unit integration e2e
+
+unit:
+	$(CARGO) test --locked --lib --bins
+
+integration:
+	ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --tests -- --test-threads=2
+
+fmt:
+	$(CARGO) fmt --all -- --check
+
+lint:
+	$(CARGO) clippy --all-targets -- -D warnings
+
+clean:
+	$(CARGO) clean
+
+-include mk/*.mk
