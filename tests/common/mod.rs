@@ -16,14 +16,19 @@ static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// A name unique to this test process and call.
 pub fn unique(tag: &str) -> String {
-    format!("{tag}{}x{}", std::process::id() % 100_000, SEQ.fetch_add(1, Ordering::SeqCst))
+    format!(
+        "{tag}{}x{}",
+        std::process::id() % 100_000,
+        SEQ.fetch_add(1, Ordering::SeqCst)
+    )
 }
 
 /// Tests that need root and netns call this first. Without root they say so
 /// on stderr and return false; under CI (ROCE_TUNE_REQUIRE_ROOT=1) a skip is
 /// a failure, so CI cannot pass by skipping.
 pub fn have_root(test: &str) -> bool {
-    let root = nix::unistd::geteuid().is_root();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { nix::libc::geteuid() } == 0;
     if !root {
         if std::env::var("ROCE_TUNE_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
             panic!("{test}: needs root (netns, veth, sysctls) and ROCE_TUNE_REQUIRE_ROOT=1 forbids skipping");
@@ -34,8 +39,16 @@ pub fn have_root(test: &str) -> bool {
 }
 
 pub fn sh(cmd: &str) -> String {
-    let out = Command::new("sh").arg("-c").arg(cmd).output().expect("run sh");
-    assert!(out.status.success(), "`{cmd}` failed: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .expect("run sh");
+    assert!(
+        out.status.success(),
+        "`{cmd}` failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -49,7 +62,10 @@ impl Pod {
     pub fn new(ifname: &str, addr: Option<&str>) -> Pod {
         let ns = unique("rtp");
         sh(&format!("ip netns add {ns}"));
-        let pod = Pod { ns, ifname: ifname.to_owned() };
+        let pod = Pod {
+            ns,
+            ifname: ifname.to_owned(),
+        };
         pod.add_rail(ifname, addr);
         pod
     }
@@ -76,7 +92,10 @@ impl Pod {
     }
 
     pub fn set_sysctl(&self, key: &str, value: &str) {
-        sh(&format!("ip netns exec {} sysctl -qw {key}={value}", self.ns));
+        sh(&format!(
+            "ip netns exec {} sysctl -qw {key}={value}",
+            self.ns
+        ));
     }
 
     /// Delete the netns now (its veth ends go with it).
@@ -96,7 +115,10 @@ pub const ZERO_GID: &str = "0000:0000:0000:0000:0000:0000:0000:0000";
 /// The v4-mapped GID of an IPv4 address, as sysfs prints it.
 pub fn v4_gid(ip: &str) -> String {
     let o: Vec<u8> = ip.split('.').map(|p| p.parse().unwrap()).collect();
-    format!("0000:0000:0000:0000:0000:ffff:{:02x}{:02x}:{:02x}{:02x}", o[0], o[1], o[2], o[3])
+    format!(
+        "0000:0000:0000:0000:0000:ffff:{:02x}{:02x}:{:02x}{:02x}",
+        o[0], o[1], o[2], o[3]
+    )
 }
 
 /// An RDMA sysfs test tree under a temp dir, removed on drop.
@@ -115,7 +137,11 @@ impl Tree {
     /// A VF at `pci` with RDMA device `dev`: tc file holding `tc` (empty =
     /// unset), 8 unused GIDs and the link-local pair at 0/1.
     pub fn add_device(&self, pci: &str, dev: &str, tc: &str) {
-        std::fs::create_dir_all(self.root.join(format!("bus/pci/devices/{pci}/infiniband/{dev}"))).unwrap();
+        std::fs::create_dir_all(
+            self.root
+                .join(format!("bus/pci/devices/{pci}/infiniband/{dev}")),
+        )
+        .unwrap();
         let d = self.dev_dir(dev);
         std::fs::create_dir_all(d.join("tc/1")).unwrap();
         std::fs::create_dir_all(d.join("ports/1/gids")).unwrap();
@@ -125,7 +151,12 @@ impl Tree {
         for i in 0..8 {
             self.set_gid(dev, i, ZERO_GID, "");
         }
-        self.set_gid(dev, 0, "fe80:0000:0000:0000:8cca:d1ff:fed4:647d", "IB/RoCE v1");
+        self.set_gid(
+            dev,
+            0,
+            "fe80:0000:0000:0000:8cca:d1ff:fed4:647d",
+            "IB/RoCE v1",
+        );
         self.set_gid(dev, 1, "fe80:0000:0000:0000:8cca:d1ff:fed4:647d", "RoCE v2");
     }
 
@@ -137,7 +168,11 @@ impl Tree {
     pub fn set_gid(&self, dev: &str, index: u32, gid: &str, typ: &str) {
         let d = self.dev_dir(dev);
         std::fs::write(d.join(format!("ports/1/gids/{index}")), format!("{gid}\n")).unwrap();
-        let t = if typ.is_empty() { String::new() } else { format!("{typ}\n") };
+        let t = if typ.is_empty() {
+            String::new()
+        } else {
+            format!("{typ}\n")
+        };
         std::fs::write(d.join(format!("ports/1/gid_attrs/types/{index}")), t).unwrap();
     }
 
@@ -175,7 +210,9 @@ impl StateDirPath {
     }
     /// Entry files (`*.json`) left in the state dir.
     pub fn entries(&self) -> Vec<String> {
-        let Ok(rd) = std::fs::read_dir(&self.0) else { return vec![] };
+        let Ok(rd) = std::fs::read_dir(&self.0) else {
+            return vec![];
+        };
         let mut v: Vec<String> = rd
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .filter(|n| n.ends_with(".json"))
@@ -223,33 +260,53 @@ pub struct Run {
 
 impl Run {
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {:?}", self.stdout))
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {:?}", self.stdout))
     }
     /// The error code on stdout (panics if the run succeeded).
     pub fn code(&self) -> u64 {
-        assert_ne!(self.status, 0, "expected a failure, got success: {}", self.stdout);
-        self.json()["code"].as_u64().expect("error object has a code")
+        assert_ne!(
+            self.status, 0,
+            "expected a failure, got success: {}",
+            self.stdout
+        );
+        self.json()["code"]
+            .as_u64()
+            .expect("error object has a code")
     }
     pub fn msg(&self) -> String {
         self.json()["msg"].as_str().unwrap_or_default().to_string()
     }
     pub fn ok(&self) -> &Self {
-        assert_eq!(self.status, 0, "plugin failed: stdout {} stderr {}", self.stdout, self.stderr);
+        assert_eq!(
+            self.status, 0,
+            "plugin failed: stdout {} stderr {}",
+            self.stdout, self.stderr
+        );
         self
     }
 }
 
 /// Run the plugin as a runtime would: CNI_* env (all six set, empty ones
 /// included, as libcni does), config on stdin.
-pub fn run_plugin(command: &str, container_id: &str, netns: &str, ifname: &str, stdin: &[u8]) -> Run {
-    run_plugin_env(&[
-        ("CNI_COMMAND", command),
-        ("CNI_CONTAINERID", container_id),
-        ("CNI_NETNS", netns),
-        ("CNI_IFNAME", ifname),
-        ("CNI_ARGS", ""),
-        ("CNI_PATH", "/usr/lib/cni"),
-    ], stdin)
+pub fn run_plugin(
+    command: &str,
+    container_id: &str,
+    netns: &str,
+    ifname: &str,
+    stdin: &[u8],
+) -> Run {
+    run_plugin_env(
+        &[
+            ("CNI_COMMAND", command),
+            ("CNI_CONTAINERID", container_id),
+            ("CNI_NETNS", netns),
+            ("CNI_IFNAME", ifname),
+            ("CNI_ARGS", ""),
+            ("CNI_PATH", "/usr/lib/cni"),
+        ],
+        stdin,
+    )
 }
 
 pub fn run_plugin_env(env: &[(&str, &str)], stdin: &[u8]) -> Run {
@@ -258,7 +315,12 @@ pub fn run_plugin_env(env: &[(&str, &str)], stdin: &[u8]) -> Run {
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn roce-tune");
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn roce-tune");
     let mut input = child.stdin.take().unwrap();
     let data = stdin.to_vec();
     let writer = std::thread::spawn(move || {
