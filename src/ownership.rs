@@ -62,7 +62,7 @@ pub fn take(state: &StateDir, port: &RdmaPort, claim: &Claim, tc: u8) -> CniResu
         }
         None => match co_owners(state, &probe)
             .into_iter()
-            .min_by_key(|e| e.created)
+            .min_by_key(|e| age(state, e))
         {
             Some(co) => {
                 crate::info!(
@@ -96,6 +96,17 @@ pub fn take(state: &StateDir, port: &RdmaPort, claim: &Claim, tc: u8) -> CniResu
         state.path().display()
     );
     Ok(entry)
+}
+
+/// Order of co-owners: `created` has whole seconds, so owners taken within
+/// one second would tie and fall back to name order; the entry file's mtime
+/// (written at the same moment, finer grained) breaks the tie.
+fn age(state: &StateDir, e: &Entry) -> (u64, Option<std::time::SystemTime>) {
+    let file = state
+        .path()
+        .join(state::entry_name(&e.container_id, &e.ifname));
+    let mtime = std::fs::symlink_metadata(file).and_then(|m| m.modified());
+    (e.created, mtime.ok())
 }
 
 /// Other attachments' entries on the same device port.
@@ -137,7 +148,7 @@ pub fn release(state: &StateDir, entry: &Entry, port: &RdmaPort) -> CniResult<Re
         if current == Some(entry.written) {
             let heir = co_owners(state, entry)
                 .into_iter()
-                .max_by_key(|e| e.created);
+                .max_by_key(|e| age(state, e));
             let target = heir.as_ref().map_or(entry.original, |h| Some(h.written));
             traffic_class::write_verified(&path, target)?;
             #[cfg(feature = "fault-injection")]

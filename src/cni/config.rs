@@ -138,6 +138,18 @@ impl NetConf {
                 MAX_STDIN_BYTES
             )));
         }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(CniError::new(
+                code::DECODE_FAILED,
+                "network config on stdin is empty: the runtime must send the plugin's config",
+            ));
+        }
+        if let Err(e) = std::str::from_utf8(bytes) {
+            return Err(CniError::new(
+                code::DECODE_FAILED,
+                format!("network config on stdin is not UTF-8 (invalid byte at offset {})", e.valid_up_to()),
+            ));
+        }
         let v = json::from_slice(bytes).map_err(|e| {
             CniError::new(
                 code::DECODE_FAILED,

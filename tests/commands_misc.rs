@@ -1,0 +1,175 @@
+//! VERSION, GC and STATUS as a runtime sends them, and the binary run by
+//! hand (no CNI_COMMAND). None of these touch a netns, so none needs root.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+
+const VERSIONS: &[&str] = &["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
+
+/// libcni sets all six variables for every command, the unused ones empty.
+fn run_cmd(command: &str, stdin: &[u8]) -> Run {
+    run_plugin(command, "", "", "", stdin)
+}
+
+fn supported(v: &Value) -> Vec<String> {
+    let mut s: Vec<String> = v["supportedVersions"]
+        .as_array()
+        .expect("supportedVersions is an array")
+        .iter()
+        .map(|x| x.as_str().expect("a string").to_owned())
+        .collect();
+    s.sort();
+    s
+}
+
+#[test]
+fn version_echoes_the_input_version_and_lists_all_supported() {
+    for v in VERSIONS {
+        let r = run_cmd("VERSION", json!({"cniVersion": v}).to_string().as_bytes());
+        r.ok();
+        let out = r.json();
+        assert_eq!(out["cniVersion"], *v, "{v}");
+        assert_eq!(supported(&out), VERSIONS, "{v}");
+    }
+    // Only CNI_COMMAND set, a full config on stdin: the same answer.
+    let r = run_plugin_env(
+        &[("CNI_COMMAND", "VERSION")],
+        br#"{"cniVersion":"0.4.0","name":"rail","type":"roce-tune"}"#,
+    );
+    r.ok();
+    assert_eq!(r.json()["cniVersion"], "0.4.0");
+}
+
+#[test]
+fn version_works_with_empty_stdin() {
+    for r in [
+        run_cmd("VERSION", b""),
+        run_plugin_env(&[("CNI_COMMAND", "VERSION")], b""),
+    ] {
+        r.ok();
+        let out = r.json();
+        let v = out["cniVersion"].as_str().expect("a cniVersion");
+        assert!(VERSIONS.contains(&v), "{v}");
+        assert_eq!(supported(&out), VERSIONS);
+    }
+}
+
+fn gc_conf(version: &str, state: &StateDirPath) -> Value {
+    json!({
+        "cniVersion": version,
+        "name": "rail",
+        "type": "roce-tune",
+        "stateDir": path_str(&state.0),
+    })
+}
+
+#[test]
+fn gc_accepts_both_attachment_keys_and_prints_nothing() {
+    let list = json!([{"containerID": "c1", "ifname": "net1"}]);
+    for key in ["cni.dev/valid-attachments", "cni.dev/attachments"] {
+        for existing_dir in [false, true] {
+            let state = StateDirPath::new();
+            if existing_dir {
+                std::fs::create_dir(&state.0).unwrap();
+                std::fs::set_permissions(&state.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+            }
+            let mut c = gc_conf("1.1.0", &state);
+            c[key] = list.clone();
+            let r = run_cmd("GC", c.to_string().as_bytes());
+            assert_eq!(r.status, 0, "{key} (dir exists: {existing_dir}): {r:?}");
+            assert_eq!(r.stdout, "", "{key}: GC prints nothing on success");
+        }
+    }
+}
+
+#[test]
+fn gc_without_the_attachment_list_is_refused() {
+    let state = StateDirPath::new();
+    let r = run_cmd("GC", gc_conf("1.1.0", &state).to_string().as_bytes());
+    assert_eq!(r.code(), 7, "{r:?}");
+    assert!(r.msg().contains("cni.dev/valid-attachments"), "{}", r.msg());
+    assert_eq!(r.json()["cniVersion"], "1.1.0");
+}
+
+#[test]
+fn gc_and_status_need_1_1_0() {
+    for cmd in ["GC", "STATUS"] {
+        for v in ["1.0.0", "0.4.0"] {
+            let state = StateDirPath::new();
+            let mut c = gc_conf(v, &state);
+            c["cni.dev/valid-attachments"] = json!([]);
+            let r = run_cmd(cmd, c.to_string().as_bytes());
+            assert_eq!(r.code(), 1, "{cmd} on {v}: {r:?}");
+            assert!(r.msg().contains("1.1.0"), "{cmd} on {v}: {}", r.msg());
+            assert_eq!(r.json()["cniVersion"], v, "{cmd} on {v}");
+            assert!(!state.0.exists(), "{cmd} on {v} created the state dir");
+        }
+    }
+}
+
+#[test]
+fn status_creates_a_private_state_dir() {
+    let state = StateDirPath::new();
+    assert!(!state.0.exists());
+    let r = run_cmd("STATUS", gc_conf("1.1.0", &state).to_string().as_bytes());
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(r.stdout, "");
+    let meta = std::fs::metadata(&state.0).expect("STATUS created the state dir");
+    assert!(meta.is_dir());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o700);
+    // Ready again on the second call, with the dir already there.
+    run_cmd("STATUS", gc_conf("1.1.0", &state).to_string().as_bytes()).ok();
+}
+
+#[test]
+fn status_below_a_regular_file_is_not_ready() {
+    let state = StateDirPath::new();
+    std::fs::write(&state.0, "not a dir").unwrap();
+    let mut c = gc_conf("1.1.0", &state);
+    c["stateDir"] = json!(path_str(&state.0.join("state")));
+    let r = run_cmd("STATUS", c.to_string().as_bytes());
+    assert_eq!(r.code(), 50, "{r:?}");
+    assert!(r.msg().contains("not ready"), "{}", r.msg());
+    assert!(r.msg().contains(&path_str(&state.0)), "{}", r.msg());
+    assert!(std::fs::metadata(&state.0).unwrap().is_file());
+}
+
+/// The binary run by an operator: no CNI_* variable at all.
+fn run_by_hand(args: &[&str]) -> Run {
+    let out = Command::new(BIN)
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run roce-tune");
+    Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+    }
+}
+
+#[test]
+fn help_prints_usage() {
+    let r = run_by_hand(&["--help"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    for part in ["CNI_COMMAND", "roce-tune inspect", "roce-tune gc --orphans"] {
+        assert!(r.stdout.contains(part), "usage lacks {part}: {}", r.stdout);
+    }
+}
+
+#[test]
+fn no_args_and_no_cni_command_is_an_error_on_stderr() {
+    let r = run_by_hand(&[]);
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(r.stderr.contains("CNI_COMMAND is not set"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("1.1.0"),
+        "names the versions: {}",
+        r.stderr
+    );
+}
