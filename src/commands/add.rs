@@ -58,6 +58,7 @@ pub fn run(env: &CniEnv, conf: &NetConf) -> CniResult<Value> {
         };
         let rail = || -> CniResult<()> {
             if let (Some(tc), Some(port), Some(state)) = (conf.traffic_class, &port, &state) {
+                release_previous_device(state, env, port);
                 ownership::take(state, port, &claim, tc)?;
             }
             if let (Some((want, addr)), Some(port)) = (&expected, &port) {
@@ -120,6 +121,20 @@ fn check_gid(conf: &NetConf, port: &RdmaPort, want: &Ipv6Addr, addr: &IpAddr) ->
             } else {
                 crate::error!("{}", err.msg);
                 Err(err)
+            }
+        }
+    }
+}
+
+/// A repeated ADD whose attachment now resolves to another device (the VF
+/// changed under the same ifname): give the first device back before the
+/// entry is overwritten, or its original would be lost.
+fn release_previous_device(state: &StateDir, env: &CniEnv, port: &RdmaPort) {
+    if let Ok(old) = state.read(env.container_id(), env.ifname()) {
+        if old.device != port.device || old.port != port.port || old.sysfs_root != port.root {
+            crate::warn!("repeated ADD now on {} port {}: first giving back {} port {}", port.device, port.port, old.device, old.port);
+            if let Err(e) = super::release_entry(state, &old) {
+                crate::error!("could not give back {}: {e}", old.device);
             }
         }
     }

@@ -13,24 +13,31 @@ pub type TrafficClass = Option<u8>;
 /// test tree holds what was last written: `tclass=N`, a bare `N`, `-1` or
 /// `tclass=-1` (DESIGN 2.2).
 pub fn parse(content: &str) -> Result<TrafficClass, String> {
-    let first = content.lines().map(str::trim).find(|l| !l.is_empty());
-    let Some(line) = first else { return Ok(None) };
-    let value = line
-        .strip_prefix("Global tclass=")
-        .or_else(|| line.strip_prefix("tclass="))
-        .unwrap_or(line)
-        .trim();
+    let lines: Vec<&str> = content.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    // The driver prints the global value first when it is set; rule lines
+    // (`dst_ip=10.0.0.0/8,tclass=96`) alone mean the global value is unset.
+    if let Some(v) = lines.iter().find_map(|l| l.strip_prefix("Global tclass=")) {
+        return global_value(v.trim(), content);
+    }
+    match lines.first() {
+        None => Ok(None),
+        Some(l) if is_rule(l) && lines.iter().all(|l| is_rule(l)) => Ok(None),
+        Some(l) => global_value(l.strip_prefix("tclass=").unwrap_or(l).trim(), l),
+    }
+}
+
+/// A per-flow rule: `key=value` pairs separated by commas, one of them tclass.
+fn is_rule(line: &str) -> bool {
+    line.contains(',') && line.split(',').all(|kv| kv.contains('='))
+}
+
+fn global_value(value: &str, line: &str) -> Result<TrafficClass, String> {
     if value == "-1" {
         return Ok(None);
     }
-    // A rule line first (`dst_ip=...,tclass=96`) has no global value: it is
-    // not a number and is refused rather than mistaken for one.
     match value.parse::<u16>() {
         Ok(n) if n <= 255 => Ok(Some(n as u8)),
-        _ => Err(format!(
-            "first line {:?} is not a global traffic class",
-            truncate(line)
-        )),
+        _ => Err(format!("{:?} is not a global traffic class", truncate(line.lines().next().unwrap_or(line)))),
     }
 }
 
@@ -155,7 +162,9 @@ mod tests {
 
     #[test]
     fn rule_lines_are_never_the_global_value() {
-        assert!(parse("dst_ip=10.0.0.0/8,tclass=96\n").is_err());
+        assert_eq!(parse("dst_ip=10.0.0.0/8,tclass=96\nsrc_ip=1.2.3.4,dst_ip=5.6.7.0/24,tclass=104\n"), Ok(None));
+        assert_eq!(parse("dst_ip=10.0.0.0/8,tclass=96\nGlobal tclass=7\n"), Ok(Some(7)));
+        assert!(parse("dst_ip=10.0.0.0/8,tclass=96\ngarbage\n").is_err());
         assert!(parse("Global tclass=256").is_err());
         assert!(parse("tclass=abc").is_err());
         assert!(parse("Global tclass=-2").is_err());

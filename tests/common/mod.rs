@@ -224,7 +224,8 @@ impl StateDirPath {
 
 impl Drop for StateDirPath {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        // Some tests put a plain file where the dir would be.
+        let _ = std::fs::remove_dir_all(&self.0).or_else(|_| std::fs::remove_file(&self.0));
     }
 }
 
@@ -337,4 +338,78 @@ pub fn run_plugin_env(env: &[(&str, &str)], stdin: &[u8]) -> Run {
 
 pub fn path_str(p: &Path) -> String {
     p.to_str().unwrap().to_string()
+}
+
+// Helpers of the RDMA tests (rdma_traffic_class, rdma_gid, rdma_lookup,
+// exclusive_sysfs).
+
+/// The config those tests start from: a rail on the VF `pci` of `tree`,
+/// trafficClass `tc`, the default GID check, and a prevResult giving `addrs`
+/// to `pod`'s net1. Tests change keys on the returned value.
+pub fn rail_conf(
+    tree: &Tree,
+    state: &StateDirPath,
+    pci: &str,
+    pod: &Pod,
+    tc: u8,
+    addrs: &[&str],
+) -> Value {
+    json!({
+        "cniVersion": "1.1.0", "name": "rdma-vf", "type": "roce-tune",
+        "trafficClass": tc, "deviceID": pci, "gidTimeoutMs": 800,
+        "sysfsRoot": path_str(&tree.root), "stateDir": path_str(&state.0),
+        "prevResult": prev_result("1.1.0", &pod.ifname, &pod.path(), addrs),
+    })
+}
+
+/// Run `command` for `pod`'s rail under `container_id` with config `conf`.
+pub fn run_conf(command: &str, container_id: &str, pod: &Pod, conf: &Value) -> Run {
+    run_plugin(
+        command,
+        container_id,
+        &pod.path(),
+        &pod.ifname,
+        conf.to_string().as_bytes(),
+    )
+}
+
+impl StateDirPath {
+    /// An attachment's state entry as JSON, `None` when there is none.
+    pub fn entry(&self, container_id: &str, ifname: &str) -> Option<Value> {
+        let p = self.0.join(format!("{container_id}:{ifname}.json"));
+        let text = std::fs::read_to_string(p).ok()?;
+        Some(serde_json::from_str(&text).expect("state entry is JSON"))
+    }
+
+    /// Write an entry by hand, the way an ADD that died after recording it
+    /// would have left it (dir 0700, file 0600).
+    pub fn plant(&self, entry: &Value) {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(self.0.join("locks"))
+            .unwrap();
+        let name = format!(
+            "{}:{}.json",
+            entry["containerId"].as_str().unwrap(),
+            entry["ifname"].as_str().unwrap()
+        );
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(self.0.join(name))
+            .unwrap();
+        f.write_all(entry.to_string().as_bytes()).unwrap();
+    }
+}
+
+/// Seconds since the epoch, as state entries record `created`.
+pub fn epoch_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }

@@ -1,0 +1,231 @@
+//! The GID check through the binary (DESIGN 1.3, 2.2): the configured index
+//! (3) must hold the RoCE v2 GID of the pod's address. The test plays the
+//! kernel: the GID is there at once, later, elsewhere, of the wrong type, or
+//! never. A failed check (101) leaves the node as ADD found it.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+const PCI: &str = "0000:0c:00.2";
+const DEV: &str = "mlx5_2";
+const ADDR: &str = "192.168.0.34/16";
+const IP: &str = "192.168.0.34";
+
+/// A pod with `addr`, a VF whose class starts unset, and a config with
+/// trafficClass 41 and gidCheck enforce.
+fn setup(addr: &str) -> (Pod, Tree, StateDirPath, Value) {
+    let pod = Pod::new("net1", Some(addr));
+    let tree = Tree::new();
+    tree.add_device(PCI, DEV, "");
+    let state = StateDirPath::new();
+    let mut c = rail_conf(&tree, &state, PCI, &pod, 41, &[addr]);
+    c["gidCheck"] = json!("enforce");
+    (pod, tree, state, c)
+}
+
+/// ADD failed with 101 and left no trace: class unset again, no entry.
+fn assert_gid_failure(r: &Run, tree: &Tree, state: &StateDirPath) -> String {
+    assert_eq!(r.code(), 101, "{}", r.stdout);
+    assert_eq!(tree.tc(DEV), "tclass=-1", "class rolled back to unset");
+    assert!(state.entries().is_empty(), "{:?}", state.entries());
+    let msg = r.msg();
+    assert!(
+        msg.contains(DEV) && msg.contains("index 3"),
+        "101 names the device and the index: {msg}"
+    );
+    msg
+}
+
+#[test]
+fn gid_present_at_once() {
+    if !have_root("gid_present_at_once") {
+        return;
+    }
+    let (pod, tree, state, c) = setup(ADDR);
+    tree.set_ipv4_gids(DEV, IP);
+    let r = run_conf("ADD", "c1", &pod, &c);
+    r.ok();
+    assert_eq!(r.json()["ips"][0]["address"], json!(ADDR));
+    assert_eq!(tree.tc(DEV), "tclass=41");
+    assert_eq!(state.entries(), vec!["c1:net1.json".to_string()]);
+}
+
+#[test]
+fn gid_appearing_late_is_waited_for() {
+    if !have_root("gid_appearing_late_is_waited_for") {
+        return;
+    }
+    let (pod, tree, _state, mut c) = setup(ADDR);
+    c["gidTimeoutMs"] = json!(3000);
+    let start = Instant::now();
+    let r = std::thread::scope(|s| {
+        // The kernel's workqueue adds the GID some time after the address.
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            tree.set_ipv4_gids(DEV, IP);
+        });
+        run_conf("ADD", "c1", &pod, &c)
+    });
+    let took = start.elapsed();
+    r.ok();
+    assert!(
+        took >= Duration::from_millis(300),
+        "ADD cannot pass before the GID exists: {took:?}"
+    );
+    assert!(
+        took < Duration::from_millis(3000),
+        "it waited the whole timeout: {took:?}"
+    );
+    assert_eq!(tree.tc(DEV), "tclass=41");
+}
+
+#[test]
+fn gid_never_appearing_fails_after_the_timeout() {
+    if !have_root("gid_never_appearing_fails_after_the_timeout") {
+        return;
+    }
+    let (pod, tree, state, mut c) = setup(ADDR);
+    c["gidTimeoutMs"] = json!(500);
+    let start = Instant::now();
+    let r = run_conf("ADD", "c1", &pod, &c);
+    let took = start.elapsed();
+    let msg = assert_gid_failure(&r, &tree, &state);
+    assert!(
+        took >= Duration::from_millis(450) && took <= Duration::from_secs(3),
+        "the wait is bounded by gidTimeoutMs 500: {took:?}"
+    );
+    assert!(msg.contains(&v4_gid(IP)), "names the expected GID: {msg}");
+}
+
+#[test]
+fn gid_at_another_index_names_it() {
+    if !have_root("gid_at_another_index_names_it") {
+        return;
+    }
+    let (pod, tree, state, mut c) = setup(ADDR);
+    // An IPv6 address took 2/3 first: the IPv4 pair landed at 4/5.
+    tree.set_gid(DEV, 4, &v4_gid(IP), "IB/RoCE v1");
+    tree.set_gid(DEV, 5, &v4_gid(IP), "RoCE v2");
+    c["gidTimeoutMs"] = json!(3000);
+    let start = Instant::now();
+    let r = run_conf("ADD", "c1", &pod, &c);
+    let took = start.elapsed();
+    let msg = assert_gid_failure(&r, &tree, &state);
+    assert!(
+        msg.contains("index 5") && msg.contains("NCCL_IB_GID_INDEX=5"),
+        "{msg}"
+    );
+    // The kernel never moves a GID it has placed: no use waiting it out.
+    assert!(
+        took < Duration::from_millis(2000),
+        "gave up early: {took:?}"
+    );
+}
+
+#[test]
+fn gid_of_type_roce_v1_fails() {
+    if !have_root("gid_of_type_roce_v1_fails") {
+        return;
+    }
+    let (pod, tree, state, mut c) = setup(ADDR);
+    tree.set_gid(DEV, 3, &v4_gid(IP), "IB/RoCE v1");
+    c["gidTimeoutMs"] = json!(400);
+    let msg = assert_gid_failure(&run_conf("ADD", "c1", &pod, &c), &tree, &state);
+    assert!(msg.contains("IB/RoCE v1"), "names the type found: {msg}");
+}
+
+#[test]
+fn gid_of_zeros_fails() {
+    if !have_root("gid_of_zeros_fails") {
+        return;
+    }
+    let (pod, tree, state, mut c) = setup(ADDR);
+    tree.set_gid(DEV, 2, &v4_gid(IP), "IB/RoCE v1");
+    tree.set_gid(DEV, 3, ZERO_GID, "");
+    c["gidTimeoutMs"] = json!(400);
+    let msg = assert_gid_failure(&run_conf("ADD", "c1", &pod, &c), &tree, &state);
+    assert!(msg.contains(ZERO_GID), "{msg}");
+    assert!(
+        msg.contains("at no index"),
+        "a v1 GID is not the one: {msg}"
+    );
+}
+
+#[test]
+fn ipv6_only_address() {
+    if !have_root("ipv6_only_address") {
+        return;
+    }
+    let v6 = "fd00::34/64";
+    let gid = "fd00:0000:0000:0000:0000:0000:0000:0034";
+    let (pod, tree, state, mut c) = setup(v6);
+    c["gidTimeoutMs"] = json!(400);
+    let msg = assert_gid_failure(&run_conf("ADD", "c1", &pod, &c), &tree, &state);
+    assert!(msg.contains(gid), "the address itself is the GID: {msg}");
+
+    tree.set_gid(DEV, 2, gid, "IB/RoCE v1");
+    tree.set_gid(DEV, 3, gid, "RoCE v2");
+    run_conf("ADD", "c1", &pod, &c).ok();
+    assert_eq!(tree.tc(DEV), "tclass=41");
+}
+
+#[test]
+fn gid_check_warn_logs_and_goes_on() {
+    if !have_root("gid_check_warn_logs_and_goes_on") {
+        return;
+    }
+    let (pod, tree, state, mut c) = setup(ADDR);
+    c["gidCheck"] = json!("warn");
+    c["gidTimeoutMs"] = json!(400);
+    let r = run_conf("ADD", "c1", &pod, &c);
+    r.ok();
+    assert!(
+        r.stderr.contains("GID check failed") && r.stderr.contains("index 3"),
+        "the mismatch is logged: {}",
+        r.stderr
+    );
+    assert_eq!(r.json()["ips"][0]["address"], json!(ADDR));
+    assert_eq!(tree.tc(DEV), "tclass=41");
+    assert_eq!(state.entries().len(), 1);
+}
+
+#[test]
+fn gid_check_off_reads_no_gid() {
+    if !have_root("gid_check_off_reads_no_gid") {
+        return;
+    }
+    let (pod, tree, state, mut c) = setup(ADDR);
+    // No GID table at all: a check that read one would fail.
+    std::fs::remove_dir_all(tree.dev_dir(DEV).join("ports")).unwrap();
+    c["gidCheck"] = json!("off");
+    c["gidTimeoutMs"] = json!(3000);
+    let start = Instant::now();
+    run_conf("ADD", "c1", &pod, &c).ok();
+    assert!(start.elapsed() < Duration::from_millis(2000));
+    assert_eq!(tree.tc(DEV), "tclass=41");
+    assert_eq!(state.entries().len(), 1);
+
+    // Without a class to write either, the RDMA device is not needed at all.
+    c.as_object_mut().unwrap().remove("trafficClass");
+    c["deviceID"] = json!("0000:0c:00.7");
+    run_conf("ADD", "c2", &pod, &c).ok();
+}
+
+#[test]
+fn no_address_under_enforce_fails_before_any_change() {
+    if !have_root("no_address_under_enforce_fails_before_any_change") {
+        return;
+    }
+    let (pod, tree, state, mut c) = setup(ADDR);
+    tree.set_ipv4_gids(DEV, IP);
+    c["prevResult"] = prev_result("1.1.0", "net1", &pod.path(), &[]);
+    pod.set_sysctl("net.ipv4.conf.net1.arp_ignore", "0");
+    let r = run_conf("ADD", "c1", &pod, &c);
+    assert_eq!(r.code(), 101, "{}", r.stdout);
+    assert!(r.msg().contains("no IP address"), "{}", r.msg());
+    assert_eq!(tree.tc(DEV), "", "nothing written");
+    assert!(state.entries().is_empty());
+    assert_eq!(pod.sysctl("net.ipv4.conf.net1.arp_ignore"), "0");
+}

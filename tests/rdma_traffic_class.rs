@@ -1,0 +1,453 @@
+//! The traffic class through the binary (DESIGN 1.2, 2.2): ADD records the
+//! original before writing, DEL gives exactly that back (unset included) and
+//! only when the file still holds what roce-tune wrote. Real netns and veth;
+//! the test tree's plain file holds what was last written.
+
+mod common;
+use common::*;
+use serde_json::{json, Value};
+use std::os::unix::fs::PermissionsExt;
+
+const PCI: &str = "0000:0c:00.2";
+const DEV: &str = "mlx5_2";
+const ADDR: &str = "192.168.0.34/16";
+const IP: &str = "192.168.0.34";
+
+/// A pod, a tree with one VF whose class starts as `original` and whose GID
+/// is in place, and a state dir path.
+fn setup(original: &str) -> (Pod, Tree, StateDirPath) {
+    let pod = Pod::new("net1", Some(ADDR));
+    let tree = Tree::new();
+    tree.add_device(PCI, DEV, original);
+    tree.set_ipv4_gids(DEV, IP);
+    (pod, tree, StateDirPath::new())
+}
+
+fn conf(tree: &Tree, state: &StateDirPath, pod: &Pod, tc: u8) -> Value {
+    rail_conf(tree, state, PCI, pod, tc, &[ADDR])
+}
+
+#[test]
+fn del_restores_each_kind_of_original() {
+    if !have_root("del_restores_each_kind_of_original") {
+        return;
+    }
+    // (file before ADD, original as recorded, file after DEL). An unset class
+    // comes back through `tclass=-1`, never as 0: 0 would FORCE class 0.
+    let cases = [
+        ("", Value::Null, "tclass=-1"),
+        ("Global tclass=0\n", json!(0), "tclass=0"),
+        (
+            "Global tclass=106\ndst_ip=10.0.0.0/8,tclass=96\n",
+            json!(106),
+            "tclass=106",
+        ),
+    ];
+    for (before, recorded, after) in cases {
+        let (pod, tree, state) = setup(before);
+        let c = conf(&tree, &state, &pod, 41);
+        run_conf("ADD", "c1", &pod, &c).ok();
+        assert_eq!(tree.tc(DEV), "tclass=41", "original {before:?}");
+        let e = state.entry("c1", "net1").expect("ADD recorded an entry");
+        assert_eq!(e["original"], recorded, "original {before:?}: {e}");
+        assert_eq!(e["written"], json!(41));
+        assert_eq!(e["device"], json!(DEV));
+        let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&state.0), 0o700);
+        assert_eq!(mode(&state.0.join("c1:net1.json")), 0o600);
+
+        let r = run_conf("DEL", "c1", &pod, &c);
+        r.ok();
+        assert_eq!(r.stdout, "", "DEL prints nothing");
+        assert_eq!(tree.tc(DEV), after, "original {before:?}");
+        assert!(state.entries().is_empty(), "{:?}", state.entries());
+    }
+}
+
+#[test]
+fn del_after_device_recreated_leaves_the_file_alone() {
+    if !have_root("del_after_device_recreated_leaves_the_file_alone") {
+        return;
+    }
+    let (pod, tree, state) = setup("Global tclass=106\n");
+    let c = conf(&tree, &state, &pod, 41);
+    run_conf("ADD", "c1", &pod, &c).ok();
+    assert_eq!(tree.tc(DEV), "tclass=41");
+    // A VF re-bind re-creates the device: the file starts unset again.
+    tree.set_tc(DEV, "");
+    run_conf("DEL", "c1", &pod, &c).ok();
+    assert_eq!(
+        tree.tc(DEV),
+        "",
+        "the new device's class is not ours to restore"
+    );
+    assert!(state.entries().is_empty());
+}
+
+#[test]
+fn del_after_add_died_before_its_write() {
+    if !have_root("del_after_add_died_before_its_write") {
+        return;
+    }
+    let (pod, tree, state) = setup("");
+    state.plant(&json!({
+        "version": 1, "network": "rdma-vf", "containerId": "c1", "ifname": "net1",
+        "netns": pod.path(), "sysfsRoot": path_str(&tree.root), "exclusive": false,
+        "device": DEV, "port": 1, "original": null, "written": 41, "created": epoch_secs(),
+    }));
+    let c = conf(&tree, &state, &pod, 41);
+    run_conf("DEL", "c1", &pod, &c).ok();
+    assert_eq!(
+        tree.tc(DEV),
+        "",
+        "the class was never written: nothing to give back"
+    );
+    assert!(state.entries().is_empty());
+}
+
+#[test]
+fn repeated_add_keeps_the_first_original() {
+    if !have_root("repeated_add_keeps_the_first_original") {
+        return;
+    }
+    let (pod, tree, state) = setup("");
+    let c = conf(&tree, &state, &pod, 41);
+    run_conf("ADD", "c1", &pod, &c).ok();
+    run_conf("ADD", "c1", &pod, &c).ok();
+    assert_eq!(tree.tc(DEV), "tclass=41");
+    let e = state.entry("c1", "net1").unwrap();
+    assert_eq!(
+        e["original"],
+        Value::Null,
+        "the second ADD must not take the first's 41 as the original: {e}"
+    );
+    assert_eq!(state.entries().len(), 1);
+    run_conf("DEL", "c1", &pod, &c).ok();
+    assert_eq!(tree.tc(DEV), "tclass=-1");
+    assert!(state.entries().is_empty());
+}
+
+#[test]
+fn del_twice_and_del_without_netns() {
+    if !have_root("del_twice_and_del_without_netns") {
+        return;
+    }
+    let (pod, tree, state) = setup("Global tclass=106\n");
+    let c = conf(&tree, &state, &pod, 41);
+    run_conf("ADD", "c1", &pod, &c).ok();
+    run_conf("DEL", "c1", &pod, &c).ok();
+    assert_eq!(tree.tc(DEV), "tclass=106");
+    // Someone sets 41 by hand after our DEL: a second DEL has no entry, so
+    // it must not touch the file.
+    tree.set_tc(DEV, "tclass=41");
+    run_conf("DEL", "c1", &pod, &c).ok();
+    assert_eq!(tree.tc(DEV), "tclass=41");
+    tree.set_tc(DEV, "Global tclass=106\n");
+
+    // The pod's netns is gone before DEL: in shared mode the class is
+    // reached through the host view, so it is still restored.
+    run_conf("ADD", "c2", &pod, &c).ok();
+    assert_eq!(tree.tc(DEV), "tclass=41");
+    let netns = pod.path();
+    pod.delete();
+    assert!(!std::path::Path::new(&netns).exists());
+    let stdin = c.to_string();
+    run_plugin("DEL", "c2", &netns, "net1", stdin.as_bytes()).ok();
+    assert_eq!(tree.tc(DEV), "tclass=106");
+    assert!(state.entries().is_empty());
+    // libcni sends an empty CNI_NETNS when the sandbox is gone.
+    run_plugin("DEL", "c2", "", "net1", stdin.as_bytes()).ok();
+}
+
+#[test]
+fn del_without_state_dir_succeeds_and_creates_nothing() {
+    if !have_root("del_without_state_dir_succeeds_and_creates_nothing") {
+        return;
+    }
+    let (pod, tree, state) = setup("Global tclass=106\n");
+    let r = run_conf("DEL", "c1", &pod, &conf(&tree, &state, &pod, 41));
+    r.ok();
+    assert_eq!(r.stdout, "");
+    assert!(!state.0.exists(), "DEL must not create the state dir");
+    assert_eq!(tree.tc(DEV), "Global tclass=106\n");
+}
+
+#[test]
+fn failed_add_rolls_back_class_and_sysctls() {
+    if !have_root("failed_add_rolls_back_class_and_sysctls") {
+        return;
+    }
+    let pod = Pod::new("net1", Some(ADDR));
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    // The GID never appears.
+    tree.add_device(PCI, DEV, "Global tclass=106\n");
+    // Values the ADD would change, so putting them back is observable.
+    pod.set_sysctl("net.ipv4.conf.all.rp_filter", "2");
+    pod.set_sysctl("net.ipv4.conf.net1.arp_ignore", "2");
+    pod.set_sysctl("net.ipv4.conf.net1.accept_local", "0");
+    let keys = [
+        "net.ipv4.conf.all.rp_filter",
+        "net.ipv4.conf.net1.arp_announce",
+        "net.ipv4.conf.net1.arp_filter",
+        "net.ipv4.conf.net1.arp_ignore",
+        "net.ipv4.conf.net1.rp_filter",
+        "net.ipv4.conf.net1.accept_local",
+    ];
+    let before: Vec<String> = keys.iter().map(|k| pod.sysctl(k)).collect();
+    let mut c = conf(&tree, &state, &pod, 41);
+    c["gidTimeoutMs"] = json!(400);
+    let r = run_conf("ADD", "c1", &pod, &c);
+    assert_eq!(r.code(), 101, "{}", r.stdout);
+    assert_eq!(tree.tc(DEV), "tclass=106", "class rolled back");
+    assert!(state.entries().is_empty(), "{:?}", state.entries());
+    let after: Vec<String> = keys.iter().map(|k| pod.sysctl(k)).collect();
+    assert_eq!(after, before, "sysctls put back");
+    // The error left nothing for DEL to do, and DEL agrees.
+    run_conf("DEL", "c1", &pod, &c).ok();
+    assert_eq!(tree.tc(DEV), "tclass=106");
+}
+
+/// Run each (command, container, pod, conf) at once, each on its own thread.
+fn at_once(runs: Vec<(&'static str, &'static str, &Pod, Value)>) -> Vec<Run> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = runs
+            .into_iter()
+            .map(|(cmd, cid, pod, c)| {
+                let (netns, ifname) = (pod.path(), pod.ifname.clone());
+                s.spawn(move || run_plugin(cmd, cid, &netns, &ifname, c.to_string().as_bytes()))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn concurrent_adds_on_different_devices() {
+    if !have_root("concurrent_adds_on_different_devices") {
+        return;
+    }
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    let pods = [Pod::new("net1", Some(ADDR)), Pod::new("net1", Some(ADDR))];
+    let devs = [
+        ("0000:0c:00.2", "mlx5_2", "", 41, "tclass=-1"),
+        (
+            "0000:0c:00.3",
+            "mlx5_3",
+            "Global tclass=106\n",
+            50,
+            "tclass=106",
+        ),
+    ];
+    let mut confs = Vec::new();
+    for ((pci, dev, tc, class, _), pod) in devs.iter().zip(&pods) {
+        tree.add_device(pci, dev, tc);
+        tree.set_ipv4_gids(dev, IP);
+        confs.push(rail_conf(&tree, &state, pci, pod, *class, &[ADDR]));
+    }
+    let runs = |cmd| {
+        vec![
+            (cmd, "ca", &pods[0], confs[0].clone()),
+            (cmd, "cb", &pods[1], confs[1].clone()),
+        ]
+    };
+    for r in at_once(runs("ADD")) {
+        r.ok();
+    }
+    assert_eq!(tree.tc("mlx5_2"), "tclass=41");
+    assert_eq!(tree.tc("mlx5_3"), "tclass=50");
+    assert_eq!(state.entry("ca", "net1").unwrap()["original"], Value::Null);
+    assert_eq!(state.entry("cb", "net1").unwrap()["original"], json!(106));
+    for r in at_once(runs("DEL")) {
+        r.ok();
+    }
+    for (_, dev, _, _, restored) in devs {
+        assert_eq!(tree.tc(dev), restored, "{dev}");
+    }
+    assert!(state.entries().is_empty());
+}
+
+#[test]
+fn concurrent_adds_on_one_device_share_its_true_original() {
+    if !have_root("concurrent_adds_on_one_device_share_its_true_original") {
+        return;
+    }
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    let pods = [Pod::new("net1", Some(ADDR)), Pod::new("net1", Some(ADDR))];
+    tree.add_device(PCI, DEV, "Global tclass=106\n");
+    tree.set_ipv4_gids(DEV, IP);
+    let ca = rail_conf(&tree, &state, PCI, &pods[0], 41, &[ADDR]);
+    let cb = rail_conf(&tree, &state, PCI, &pods[1], 41, &[ADDR]);
+    for del_order in [["ca", "cb"], ["cb", "ca"]] {
+        let adds = vec![
+            ("ADD", "ca", &pods[0], ca.clone()),
+            ("ADD", "cb", &pods[1], cb.clone()),
+        ];
+        for r in at_once(adds) {
+            r.ok();
+        }
+        assert_eq!(tree.tc(DEV), "tclass=41");
+        // Whichever ADD ran second must not take the first's 41 as original.
+        for cid in ["ca", "cb"] {
+            let e = state.entry(cid, "net1").unwrap();
+            assert_eq!(e["original"], json!(106), "{cid}: {e}");
+        }
+        let (first, second) = (del_order[0], del_order[1]);
+        let pod_of = |cid| if cid == "ca" { &pods[0] } else { &pods[1] };
+        let conf_of = |cid| if cid == "ca" { &ca } else { &cb };
+        run_conf("DEL", first, pod_of(first), conf_of(first)).ok();
+        assert_eq!(tree.tc(DEV), "tclass=41", "{second} still owns the device");
+        run_conf("DEL", second, pod_of(second), conf_of(second)).ok();
+        assert_eq!(tree.tc(DEV), "tclass=106", "DEL order {del_order:?}");
+        assert!(state.entries().is_empty());
+        tree.set_tc(DEV, "Global tclass=106\n");
+    }
+}
+
+#[test]
+fn different_classes_on_one_device_in_both_del_orders() {
+    if !have_root("different_classes_on_one_device_in_both_del_orders") {
+        return;
+    }
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    let pods = [Pod::new("net1", Some(ADDR)), Pod::new("net1", Some(ADDR))];
+    tree.add_device(PCI, DEV, "");
+    tree.set_ipv4_gids(DEV, IP);
+    let ca = rail_conf(&tree, &state, PCI, &pods[0], 41, &[ADDR]);
+    let cb = rail_conf(&tree, &state, PCI, &pods[1], 50, &[ADDR]);
+
+    // A then B: A's DEL finds B's 50 (not its 41) and leaves it to B.
+    run_conf("ADD", "ca", &pods[0], &ca).ok();
+    run_conf("ADD", "cb", &pods[1], &cb).ok();
+    assert_eq!(tree.tc(DEV), "tclass=50", "the newest owner's class");
+    assert_eq!(state.entry("cb", "net1").unwrap()["original"], Value::Null);
+    run_conf("DEL", "ca", &pods[0], &ca).ok();
+    assert_eq!(tree.tc(DEV), "tclass=50", "B still owns the device");
+    run_conf("DEL", "cb", &pods[1], &cb).ok();
+    assert_eq!(tree.tc(DEV), "tclass=-1", "the true original: unset");
+    assert!(state.entries().is_empty());
+
+    // B then A: B's DEL hands the device back to A's 41.
+    tree.set_tc(DEV, "");
+    run_conf("ADD", "ca", &pods[0], &ca).ok();
+    run_conf("ADD", "cb", &pods[1], &cb).ok();
+    assert_eq!(tree.tc(DEV), "tclass=50");
+    run_conf("DEL", "cb", &pods[1], &cb).ok();
+    assert_eq!(tree.tc(DEV), "tclass=41", "A is the remaining owner");
+    run_conf("DEL", "ca", &pods[0], &ca).ok();
+    assert_eq!(tree.tc(DEV), "tclass=-1");
+    assert!(state.entries().is_empty());
+}
+
+#[test]
+fn corrupt_entry_is_moved_aside_and_class_left_alone() {
+    if !have_root("corrupt_entry_is_moved_aside_and_class_left_alone") {
+        return;
+    }
+    let (pod, tree, state) = setup("Global tclass=106\n");
+    let c = conf(&tree, &state, &pod, 41);
+    run_conf("ADD", "c1", &pod, &c).ok();
+    let path = state.0.join("c1:net1.json");
+    std::fs::write(&path, b"{\"version\":1,\"original\":").unwrap();
+    let r = run_conf("DEL", "c1", &pod, &c);
+    r.ok();
+    assert_eq!(
+        tree.tc(DEV),
+        "tclass=41",
+        "a corrupt entry's original is never guessed"
+    );
+    assert!(!path.exists());
+    let moved = state.0.join("c1:net1.json.corrupt");
+    assert_eq!(
+        std::fs::read(&moved).unwrap(),
+        b"{\"version\":1,\"original\":",
+        "kept as found for the operator"
+    );
+    assert!(state.entries().is_empty());
+    assert!(r.stderr.contains("corrupt"), "{}", r.stderr);
+}
+
+#[test]
+fn check_passes_after_add_and_reports_class_drift() {
+    if !have_root("check_passes_after_add_and_reports_class_drift") {
+        return;
+    }
+    let (pod, tree, state) = setup("");
+    let c = conf(&tree, &state, &pod, 41);
+    run_conf("ADD", "c1", &pod, &c).ok();
+    let r = run_conf("CHECK", "c1", &pod, &c);
+    r.ok();
+    assert_eq!(r.stdout, "", "CHECK prints nothing on success");
+    // The driver's own form of the same value is no drift.
+    tree.set_tc(DEV, "Global tclass=41\n");
+    run_conf("CHECK", "c1", &pod, &c).ok();
+
+    tree.set_tc(DEV, "tclass=0");
+    let r = run_conf("CHECK", "c1", &pod, &c);
+    assert_eq!(r.code(), 102, "{}", r.stdout);
+    let msg = r.msg();
+    assert!(
+        msg.contains(DEV) && msg.contains("is 0") && msg.contains("expected 41"),
+        "{msg}"
+    );
+    tree.set_tc(DEV, "");
+    let msg = run_conf("CHECK", "c1", &pod, &c).msg();
+    assert!(msg.contains("unset"), "{msg}");
+}
+
+#[test]
+fn three_owners_newest_remaining_takes_over() {
+    if !have_root("three_owners_newest_remaining_takes_over") {
+        return;
+    }
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    let pod = Pod::new("net1", Some(ADDR));
+    tree.add_device(PCI, DEV, "Global tclass=106\n");
+    tree.set_ipv4_gids(DEV, IP);
+    // Taken within one second and named opposite to their age: the order of
+    // owners must come from when they took the device, not from their names.
+    let owners = [("c-old", 41u8), ("b-mid", 50), ("a-new", 60)];
+    for (cid, tc) in owners {
+        run_conf("ADD", cid, &pod, &conf(&tree, &state, &pod, tc)).ok();
+    }
+    assert_eq!(tree.tc(DEV), "tclass=60");
+    for cid in ["c-old", "b-mid", "a-new"] {
+        assert_eq!(state.entry(cid, "net1").unwrap()["original"], json!(106));
+    }
+    let del = |cid, tc| {
+        run_conf("DEL", cid, &pod, &conf(&tree, &state, &pod, tc)).ok();
+    };
+    del("a-new", 60);
+    assert_eq!(tree.tc(DEV), "tclass=50", "the newest remaining owner");
+    del("c-old", 41);
+    assert_eq!(tree.tc(DEV), "tclass=50", "c-old did not hold the device");
+    del("b-mid", 50);
+    assert_eq!(tree.tc(DEV), "tclass=106");
+    assert!(state.entries().is_empty());
+}
+
+#[test]
+fn repeated_add_on_another_device_gives_the_first_one_back() {
+    if !have_root("repeated_add_on_another_device_gives_the_first_one_back") {
+        return;
+    }
+    // The same (containerID, ifname) ADDed again, now resolving to another
+    // VF: the first device must get its original back before the entry is
+    // overwritten, or nothing would ever restore it.
+    let (pod, tree, state) = setup("Global tclass=106\n");
+    tree.add_device("0000:0c:00.3", "mlx5_3", "");
+    tree.set_ipv4_gids("mlx5_3", IP);
+    run_conf("ADD", "c1", &pod, &conf(&tree, &state, &pod, 41)).ok();
+    assert_eq!(tree.tc(DEV), "tclass=41");
+    let second = rail_conf(&tree, &state, "0000:0c:00.3", &pod, 41, &[ADDR]);
+    run_conf("ADD", "c1", &pod, &second).ok();
+    assert_eq!(tree.tc(DEV), "tclass=106", "first device given back");
+    assert_eq!(tree.tc("mlx5_3"), "tclass=41");
+    run_conf("DEL", "c1", &pod, &second).ok();
+    assert_eq!(tree.tc("mlx5_3"), "tclass=-1");
+    assert!(state.entries().is_empty());
+}
