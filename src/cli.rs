@@ -9,8 +9,10 @@ As a CNI plugin it is run by the container runtime (CNI_COMMAND set) and reads
 its network config on stdin. Without CNI_COMMAND it is an operator's tool:
 
   roce-tune inspect [--netns PATH | --pid PID] [--ifname NAME] [--device DEV]
-                    [--gid-index N] [--traffic-class N] [--sysfs-root DIR] [--json]
-      Show the node's RDMA devices, or a pod's rails, and PASS/FAIL each check.
+                    [--gid-index N] [--traffic-class N] [--port N]
+                    [--sysfs-root DIR] [--json]
+      Show the node's RDMA devices, or a pod's rails, and PASS/FAIL each check
+      (exit 0 all pass, 1 a check failed, 2 usage error); inspect --help for more.
   roce-tune gc --orphans [--state-dir DIR]
       Restore the traffic class of every state entry whose pod netns is gone.
   roce-tune --help | --version

@@ -1,0 +1,633 @@
+//! `roce-tune inspect` run as an operator runs it: the built binary, no
+//! CNI_COMMAND, against a real netns holding a veth renamed net1 and an RDMA
+//! sysfs test tree in which the test plays the kernel (DESIGN 2.3).
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::process::Command;
+
+/// The seed's check pod output (shared/fixtures/seed-check-pod-output.txt):
+/// device, address, and GIDs 0..3 with their types, for both netns modes.
+const SEED_SHARED: (&str, &str, [(&str, &str); 4]) = (
+    "mlx5_26",
+    "192.168.0.34",
+    [
+        ("fe80:0000:0000:0000:8cca:d1ff:fed4:647d", "IB/RoCE v1"),
+        ("fe80:0000:0000:0000:8cca:d1ff:fed4:647d", "RoCE v2"),
+        ("0000:0000:0000:0000:0000:ffff:c0a8:0022", "IB/RoCE v1"),
+        ("0000:0000:0000:0000:0000:ffff:c0a8:0022", "RoCE v2"),
+    ],
+);
+const SEED_EXCLUSIVE: (&str, &str, [(&str, &str); 4]) = (
+    "mlx5_31",
+    "192.168.0.18",
+    [
+        ("fe80:0000:0000:0000:4044:00ff:fecb:f958", "IB/RoCE v1"),
+        ("fe80:0000:0000:0000:4044:00ff:fecb:f958", "RoCE v2"),
+        ("0000:0000:0000:0000:0000:ffff:c0a8:0012", "IB/RoCE v1"),
+        ("0000:0000:0000:0000:0000:ffff:c0a8:0012", "RoCE v2"),
+    ],
+);
+
+const RAIL_SYSCTLS: &[(&str, &str)] = &[
+    ("net.ipv4.conf.all.rp_filter", "0"),
+    ("net.ipv4.conf.net1.arp_announce", "2"),
+    ("net.ipv4.conf.net1.arp_filter", "1"),
+    ("net.ipv4.conf.net1.arp_ignore", "1"),
+    ("net.ipv4.conf.net1.rp_filter", "0"),
+    ("net.ipv4.conf.net1.accept_local", "1"),
+];
+
+fn inspect(args: &[&str]) -> Run {
+    let out = Command::new(BIN)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .arg("inspect")
+        .args(args)
+        .output()
+        .expect("run roce-tune inspect");
+    let r = Run {
+        status: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+    };
+    // docs/readme-inspect.md is pasted from these runs:
+    // INSPECT_SHOW=1 cargo test --test inspect -- --nocapture --test-threads=1
+    if std::env::var_os("INSPECT_SHOW").is_some() {
+        eprintln!(
+            "$ roce-tune inspect {}\n{}{}[exit {}]\n",
+            args.join(" "),
+            r.stdout,
+            r.stderr,
+            r.status
+        );
+    }
+    r
+}
+
+fn lines_starting<'a>(r: &'a Run, prefix: &str) -> Vec<&'a str> {
+    r.stdout.lines().filter(|l| l.starts_with(prefix)).collect()
+}
+
+/// A pod with net1 at `ip`/24 and a tree whose `dev` holds the seed's GIDs.
+fn seed_case(seed: &(&str, &str, [(&str, &str); 4]), netns_mode: &str) -> (Tree, Pod) {
+    let (dev, ip, gids) = seed;
+    let tree = Tree::new();
+    std::fs::write(
+        tree.root.join("module/ib_core/parameters/netns_mode"),
+        format!("{netns_mode}\n"),
+    )
+    .unwrap();
+    tree.add_device("0000:0c:00.2", dev, "");
+    for (i, (g, t)) in gids.iter().enumerate() {
+        tree.set_gid(dev, i as u32, g, t);
+    }
+    let pod = Pod::new("net1", Some(&format!("{ip}/24")));
+    (tree, pod)
+}
+
+fn set_recommended(pod: &Pod) {
+    for (k, v) in RAIL_SYSCTLS {
+        pod.set_sysctl(k, v);
+    }
+}
+
+fn pod_args<'a>(pod_path: &'a str, tree: &'a Tree, dev: &'a str) -> Vec<&'a str> {
+    vec![
+        "--netns",
+        pod_path,
+        "--ifname",
+        "net1",
+        "--device",
+        dev,
+        "--sysfs-root",
+        tree.root.to_str().unwrap(),
+    ]
+}
+
+/// Every GID row of the seed appears in the table, index, GID and type.
+fn assert_seed_gids(r: &Run, gids: &[(&str, &str); 4]) {
+    for (i, (g, t)) in gids.iter().enumerate() {
+        let row = r
+            .stdout
+            .lines()
+            .find(|l| {
+                let cells: Vec<&str> = l.split_whitespace().collect();
+                cells.first() == Some(&i.to_string().as_str()) && cells.get(1) == Some(g)
+            })
+            .unwrap_or_else(|| panic!("no row for gid {i} {g}:\n{}", r.stdout));
+        assert!(row.contains(t), "gid {i} type {t}: {row}");
+    }
+}
+
+#[test]
+fn seed_shared_example_passes_gid_index_3() {
+    if !have_root("seed_shared_example_passes_gid_index_3") {
+        return;
+    }
+    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    let path = pod.path();
+    let r = inspect(&pod_args(&path, &tree, "mlx5_26"));
+    assert!(
+        r.stdout
+            .contains("RDMA netns mode: Y (Y = shared, N = exclusive)"),
+        "{}",
+        r.stdout
+    );
+    assert!(r
+        .stdout
+        .contains("Interface net1: ip=192.168.0.34 rdma_device=mlx5_26"));
+    assert_seed_gids(&r, &SEED_SHARED.2);
+    assert_eq!(
+        lines_starting(&r, "PASS gid-index"),
+        ["PASS gid-index: GID index 3 of mlx5_26 is the RoCE v2 GID of 192.168.0.34"],
+        "{}",
+        r.stdout
+    );
+    // A fresh netns has the kernel's defaults (arp_ignore 0): the rail is not
+    // right yet, whatever the GID says.
+    assert_eq!(r.status, 1, "{}", r.stdout);
+    assert!(!lines_starting(&r, "FAIL sysctl").is_empty());
+}
+
+#[test]
+fn seed_exclusive_example_is_reported_and_passes() {
+    if !have_root("seed_exclusive_example_is_reported_and_passes") {
+        return;
+    }
+    let (tree, pod) = seed_case(&SEED_EXCLUSIVE, "N");
+    set_recommended(&pod);
+    let path = pod.path();
+    let r = inspect(&pod_args(&path, &tree, "mlx5_31"));
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r
+        .stdout
+        .contains("RDMA netns mode: N (Y = shared, N = exclusive)"));
+    assert!(r
+        .stdout
+        .contains("a test tree: both views, nothing mounted"));
+    assert_seed_gids(&r, &SEED_EXCLUSIVE.2);
+    assert!(r
+        .stdout
+        .contains("PASS gid-index: GID index 3 of mlx5_31 is the RoCE v2 GID of 192.168.0.18"));
+    let mut a = pod_args(&path, &tree, "mlx5_31");
+    a.push("--json");
+    let j = inspect(&a).json();
+    assert_eq!(j["mode"], "exclusive");
+    assert_eq!(j["netns_mode"], "N");
+}
+
+/// Run a case whose only defect is `make_wrong`, and return the one FAIL line.
+fn single_failure(
+    test: &str,
+    extra: &[&str],
+    make_wrong: impl FnOnce(&Tree, &Pod),
+) -> Option<(Run, String)> {
+    if !have_root(test) {
+        return None;
+    }
+    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    set_recommended(&pod);
+    tree.set_tc("mlx5_26", "tclass=41");
+    make_wrong(&tree, &pod);
+    let path = pod.path();
+    let mut a = pod_args(&path, &tree, "mlx5_26");
+    a.extend_from_slice(extra);
+    let r = inspect(&a);
+    assert_eq!(r.status, 1, "{test}: {}{}", r.stdout, r.stderr);
+    let fails = lines_starting(&r, "FAIL ");
+    assert_eq!(fails.len(), 1, "{test}: {}", r.stdout);
+    let line = fails[0].to_string();
+    assert!(r.stdout.contains("Result: FAIL (1 of"), "{}", r.stdout);
+    Some((r, line))
+}
+
+#[test]
+fn gid_at_index_5_names_the_index_and_nccl_setting() {
+    let Some((_, line)) = single_failure("gid_at_index_5", &[], |t, _| {
+        let v4 = v4_gid("192.168.0.34");
+        t.set_gid("mlx5_26", 2, ZERO_GID, "");
+        t.set_gid("mlx5_26", 3, ZERO_GID, "");
+        t.set_gid("mlx5_26", 4, &v4, "IB/RoCE v1");
+        t.set_gid("mlx5_26", 5, &v4, "RoCE v2");
+    }) else {
+        return;
+    };
+    assert!(line.starts_with("FAIL gid-index: index 3 of mlx5_26 holds 0000:0000:0000:0000:0000:0000:0000:0000 (unused)"), "{line}");
+    assert!(
+        line.contains("the RoCE v2 GID of 192.168.0.34 is at index 5: set NCCL_IB_GID_INDEX=5"),
+        "{line}"
+    );
+}
+
+#[test]
+fn gid_zeros_fail() {
+    let Some((_, line)) = single_failure("gid_zeros_fail", &[], |t, _| {
+        t.set_gid("mlx5_26", 2, ZERO_GID, "");
+        t.set_gid("mlx5_26", 3, ZERO_GID, "");
+    }) else {
+        return;
+    };
+    assert!(line.starts_with("FAIL gid-index:"), "{line}");
+    assert!(
+        line.contains("(unused)") && line.contains("is at no index"),
+        "{line}"
+    );
+}
+
+#[test]
+fn gid_of_wrong_type_names_the_type() {
+    let Some((_, line)) = single_failure("gid_of_wrong_type", &[], |t, _| {
+        let v4 = v4_gid("192.168.0.34");
+        t.set_gid("mlx5_26", 3, &v4, "IB/RoCE v1");
+    }) else {
+        return;
+    };
+    assert!(line.starts_with("FAIL gid-index:"), "{line}");
+    assert!(line.contains("type IB/RoCE v1, not RoCE v2"), "{line}");
+}
+
+#[test]
+fn forced_class_0_fails_against_41() {
+    let Some((r, line)) = single_failure("forced_class_0", &["--traffic-class", "41"], |t, _| {
+        t.set_tc("mlx5_26", "Global tclass=0\n");
+    }) else {
+        return;
+    };
+    assert_eq!(
+        line.split(": set trafficClass").next().unwrap(),
+        "FAIL traffic-class: mlx5_26 is 0, expected 41 (class 0 falls to the lossy priority)"
+    );
+    assert!(r.stdout.contains("traffic_class=0"), "{}", r.stdout);
+}
+
+#[test]
+fn wrong_sysctl_names_the_key() {
+    let Some((r, line)) = single_failure("wrong_sysctl", &[], |_, p| {
+        p.set_sysctl("net.ipv4.conf.net1.arp_ignore", "0");
+    }) else {
+        return;
+    };
+    assert!(
+        line.starts_with(
+            "FAIL sysctl: net.ipv4.conf.net1.arp_ignore is 0, recommended 1: nsenter --net="
+        ),
+        "{line}"
+    );
+    let row = r
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("net.ipv4.conf.net1.arp_ignore"))
+        .unwrap();
+    assert!(row.ends_with("DIFFERS"), "{row}");
+}
+
+#[test]
+fn all_good_exits_0() {
+    if !have_root("all_good_exits_0") {
+        return;
+    }
+    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    set_recommended(&pod);
+    tree.set_tc("mlx5_26", "tclass=41");
+    let path = pod.path();
+    let mut a = pod_args(&path, &tree, "mlx5_26");
+    a.extend_from_slice(&["--traffic-class", "41"]);
+    let r = inspect(&a);
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    assert!(lines_starting(&r, "FAIL").is_empty());
+    assert_eq!(lines_starting(&r, "PASS").len(), 3, "{}", r.stdout);
+    assert!(r.stdout.contains("Result: PASS (3 checks)"));
+    // Sanity: the case really depends on what the test set (not a tool that
+    // passes everything): undo one sysctl and the same run fails.
+    pod.set_sysctl("net.ipv4.conf.net1.arp_filter", "0");
+    assert_eq!(inspect(&a).status, 1);
+}
+
+#[test]
+fn pid_reaches_the_same_netns() {
+    if !have_root("pid_reaches_the_same_netns") {
+        return;
+    }
+    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    // `ip netns exec` execs the command: the child's pid is a process in the pod.
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &pod.ns, "sleep", "30"])
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    // Wait until the exec into the netns has happened.
+    let ns_of = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
+    let want = std::fs::metadata(pod.path())
+        .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+        .unwrap();
+    for _ in 0..200 {
+        if ns_of(&pid).is_some_and(|l| l.to_string_lossy().contains(&want.to_string())) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let root = tree.root.to_str().unwrap().to_string();
+    let r = inspect(&[
+        "--pid",
+        &pid,
+        "--ifname",
+        "net1",
+        "--device",
+        "mlx5_26",
+        "--sysfs-root",
+        &root,
+    ]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        r.stdout.contains("PASS gid-index: GID index 3 of mlx5_26"),
+        "{}{}",
+        r.stdout,
+        r.stderr
+    );
+    assert!(r.stdout.contains(&format!("Pod netns: /proc/{pid}/ns/net")));
+    assert!(r
+        .stdout
+        .contains("Character devices: - (no /dev/infiniband in the pod)"));
+}
+
+#[test]
+fn json_carries_the_same_verdicts_as_the_table() {
+    if !have_root("json_carries_the_same_verdicts_as_the_table") {
+        return;
+    }
+    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    // Two defects and one good check: GID at 5, class forced to 0.
+    let v4 = v4_gid("192.168.0.34");
+    tree.set_gid("mlx5_26", 2, ZERO_GID, "");
+    tree.set_gid("mlx5_26", 3, ZERO_GID, "");
+    tree.set_gid("mlx5_26", 4, &v4, "IB/RoCE v1");
+    tree.set_gid("mlx5_26", 5, &v4, "RoCE v2");
+    tree.set_tc("mlx5_26", "tclass=0");
+    set_recommended(&pod);
+    let path = pod.path();
+    let mut a = pod_args(&path, &tree, "mlx5_26");
+    a.extend_from_slice(&["--traffic-class", "41"]);
+    let text = inspect(&a);
+    a.push("--json");
+    let js = inspect(&a);
+    assert_eq!(text.status, 1);
+    assert_eq!(js.status, 1);
+    let j: Value = js.json();
+    let checks = j["checks"].as_array().unwrap();
+    let verdict_lines: Vec<&str> = text
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("PASS ") || l.starts_with("FAIL "))
+        .collect();
+    assert_eq!(checks.len(), verdict_lines.len(), "{}", text.stdout);
+    for (c, line) in checks.iter().zip(&verdict_lines) {
+        let pass = c["pass"].as_bool().unwrap();
+        let mut want = format!(
+            "{} {}: {}",
+            if pass { "PASS" } else { "FAIL" },
+            c["name"].as_str().unwrap(),
+            c["reason"].as_str().unwrap()
+        );
+        if !pass {
+            want.push_str(&format!(": {}", c["fix"].as_str().unwrap()));
+        }
+        assert_eq!(*line, want);
+        assert_eq!(c["ifname"], "net1");
+    }
+    let failed: Vec<&str> = checks
+        .iter()
+        .filter(|c| c["pass"] == false)
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["gid-index", "traffic-class"]);
+    assert_eq!(j["pass"], false);
+    assert_eq!(j["view"], "pod");
+    let i = &j["interfaces"][0];
+    assert_eq!(i["device"], "mlx5_26");
+    assert_eq!(i["traffic_class"]["value"], 0);
+    assert_eq!(i["addresses"][0]["address"], "192.168.0.34/24");
+    assert_eq!(i["addresses"][0]["roce_v2_index"], 5);
+}
+
+/// A node: a PF 0000:0c:00.0 (mlx5_0) with a netdev and an ACTIVE port, a VF
+/// 0000:0c:00.2 (mlx5_2) whose physfn links to the PF, and a non-mlx5
+/// device without a tc file. No netns: runs without root.
+fn node_tree() -> Tree {
+    let tree = Tree::new();
+    tree.add_device("0000:0c:00.0", "mlx5_0", "");
+    tree.add_device("0000:0c:00.2", "mlx5_2", "tclass=41");
+    let pci = tree.root.join("bus/pci/devices");
+    std::os::unix::fs::symlink("../0000:0c:00.0", pci.join("0000:0c:00.2/physfn")).unwrap();
+    std::fs::create_dir_all(pci.join("0000:0c:00.0/net/ens1f0np0")).unwrap();
+    std::fs::write(tree.dev_dir("mlx5_0").join("ports/1/state"), "4: ACTIVE\n").unwrap();
+    tree.add_device("0000:3b:00.0", "rxe0", "");
+    std::fs::remove_dir_all(tree.dev_dir("rxe0").join("tc")).unwrap();
+    tree
+}
+
+fn row<'a>(r: &'a Run, dev: &str) -> Vec<&'a str> {
+    r.stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(dev))
+        .unwrap_or_else(|| panic!("no row for {dev}:\n{}", r.stdout))
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect()
+}
+
+#[test]
+fn node_view_lists_devices_with_pci_pf_and_class() {
+    let tree = node_tree();
+    let root = tree.root.to_str().unwrap();
+    let r = inspect(&["--sysfs-root", root]);
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("RDMA devices: 3"));
+    let header = r.stdout.lines().find(|l| l.starts_with("DEVICE")).unwrap();
+    assert_eq!(
+        header
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect::<Vec<_>>(),
+        [
+            "DEVICE",
+            "PCI",
+            "PF",
+            "NETDEV",
+            "PORT",
+            "STATE",
+            "TRAFFIC CLASS"
+        ]
+    );
+    assert_eq!(
+        row(&r, "mlx5_0"),
+        [
+            "mlx5_0",
+            "0000:0c:00.0",
+            "-",
+            "ens1f0np0",
+            "1",
+            "4: ACTIVE",
+            "unset"
+        ]
+    );
+    assert_eq!(
+        row(&r, "mlx5_2"),
+        [
+            "mlx5_2",
+            "0000:0c:00.2",
+            "0000:0c:00.0",
+            "-",
+            "1",
+            "-",
+            "41"
+        ]
+    );
+    assert_eq!(
+        row(&r, "rxe0"),
+        ["rxe0", "0000:3b:00.0", "-", "-", "1", "-", "n/a"]
+    );
+    // Columns line up: each row's PCI starts where the header's does.
+    let col = header.find("PCI").unwrap();
+    for dev in ["mlx5_0", "mlx5_2", "rxe0"] {
+        let l = r.stdout.lines().find(|l| l.starts_with(dev)).unwrap();
+        assert_eq!(&l[col..col + 5], "0000:", "{l}");
+    }
+
+    let r = inspect(&["--sysfs-root", root, "--device", "mlx5_2", "--json"]);
+    assert_eq!(r.status, 0);
+    let j = r.json();
+    let devs = j["devices"].as_array().unwrap();
+    assert_eq!(devs.len(), 1);
+    assert_eq!(devs[0]["device"], "mlx5_2");
+    assert_eq!(devs[0]["pf"], "0000:0c:00.0");
+    assert_eq!(devs[0]["traffic_class"]["value"], 41);
+    assert_eq!(j["view"], "node");
+
+    let r = inspect(&["--sysfs-root", root, "--device", "mlx5_2"]);
+    assert!(r.stdout.contains("RDMA devices: 1"));
+    assert!(!r.stdout.contains("mlx5_0"), "{}", r.stdout);
+}
+
+#[test]
+fn node_view_checks_the_class_when_asked() {
+    let tree = node_tree();
+    let root = tree.root.to_str().unwrap();
+    let r = inspect(&[
+        "--sysfs-root",
+        root,
+        "--device",
+        "mlx5_2",
+        "--traffic-class",
+        "41",
+    ]);
+    assert_eq!(r.status, 0, "{}", r.stdout);
+    assert_eq!(lines_starting(&r, "PASS traffic-class: mlx5_2").len(), 1);
+    let r = inspect(&["--sysfs-root", root, "--traffic-class", "41"]);
+    assert_eq!(r.status, 1, "{}", r.stdout);
+    let fails = lines_starting(&r, "FAIL traffic-class");
+    assert_eq!(fails.len(), 2, "{}", r.stdout);
+    assert!(fails[0].contains("mlx5_0 is unset, expected 41"));
+    assert!(fails[1].contains("rxe0 has no traffic class file"));
+    let r = inspect(&["--sysfs-root", root, "--device", "mlx5_9"]);
+    assert_eq!(r.status, 1);
+    assert!(
+        lines_starting(&r, "FAIL rdma-device: mlx5_9 is not under").len() == 1,
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn help_and_bad_options() {
+    let r = inspect(&["--help"]);
+    assert_eq!(r.status, 0);
+    for opt in [
+        "--netns",
+        "--pid",
+        "--ifname",
+        "--device",
+        "--gid-index",
+        "--traffic-class",
+        "--port",
+        "--sysfs-root",
+        "--json",
+        "Exit codes",
+    ] {
+        assert!(r.stdout.contains(opt), "help does not explain {opt}");
+    }
+    for (args, says) in [
+        (&["--bogus"][..], "unknown option \"--bogus\""),
+        (
+            &["--traffic-class", "300"][..],
+            "--traffic-class \"300\" is not a number from 0 to 255",
+        ),
+        (&["--netns", "/a", "--pid", "1"][..], "not both"),
+        (&["--ifname", "net1"][..], "--ifname needs --netns or --pid"),
+        (&["--pid"][..], "--pid needs a value"),
+    ] {
+        let r = inspect(args);
+        assert_eq!(r.status, 2, "{args:?}");
+        assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+        assert!(r.stdout.is_empty());
+    }
+    // A netns that does not exist stops the inspection: exit 2, not a FAIL.
+    let r = inspect(&["--netns", "/var/run/netns/roce-tune-no-such-ns", "--json"]);
+    assert_eq!(r.status, 2);
+    assert!(r.json()["error"]
+        .as_str()
+        .unwrap()
+        .contains("does not exist"));
+    let r = inspect(&["--sysfs-root", "/nonexistent-roce-tune-tree"]);
+    assert_eq!(r.status, 2);
+    assert!(r.stderr.contains("is not a directory"));
+}
+
+#[test]
+fn pod_without_an_rdma_interface_fails_rdma_device() {
+    if !have_root("pod_without_an_rdma_interface_fails_rdma_device") {
+        return;
+    }
+    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    let path = pod.path();
+    let root = tree.root.to_str().unwrap();
+    // A veth has no parent device: discovery finds no rail and says why.
+    let r = inspect(&["--netns", &path, "--sysfs-root", root]);
+    assert_eq!(r.status, 1, "{}", r.stdout);
+    let fails = lines_starting(&r, "FAIL rdma-device: no RDMA interface in the pod (net1: ");
+    assert_eq!(fails.len(), 1, "{}", r.stdout);
+    assert!(fails[0].contains("no parent device"), "{}", fails[0]);
+    let r = inspect(&["--netns", &path, "--ifname", "net9", "--sysfs-root", root]);
+    assert_eq!(r.status, 1);
+    assert!(
+        r.stdout.contains("there is no interface net9 in the pod"),
+        "{}",
+        r.stdout
+    );
+    // A named device that the tree does not have.
+    let r = inspect(&[
+        "--netns",
+        &path,
+        "--ifname",
+        "net1",
+        "--device",
+        "mlx5_9",
+        "--sysfs-root",
+        root,
+    ]);
+    assert_eq!(r.status, 1);
+    assert_eq!(
+        lines_starting(
+            &r,
+            "FAIL rdma-device: RDMA device mlx5_9 (--device) is not under"
+        )
+        .len(),
+        1,
+        "{}",
+        r.stdout
+    );
+}
