@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# integration/check-conf.sh: validate conf/ offline against the upstream CRD schemas.
+# Needs python3 with yaml and jsonschema (Debian: python3-yaml python3-jsonschema; setup.sh
+# installs them). Does not need root or the roce-tune binary.
+#
+# CRDs: $ROCE_TUNE_CRD_DIR, else $SHARED_DIR/fixtures/crds, else ../shared/fixtures/crds
+# relative to the repository (the checkout sees shared/ beside it, locally and in CI).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+
+crd_dir="${ROCE_TUNE_CRD_DIR:-}"
+if [ -z "$crd_dir" ]; then
+    for d in "${SHARED_DIR:+$SHARED_DIR/fixtures/crds}" "$repo/../shared/fixtures/crds" "$repo/shared/fixtures/crds"; do
+        [ -n "$d" ] && [ -d "$d" ] && { crd_dir="$d"; break; }
+    done
+fi
+[ -n "$crd_dir" ] || { echo "check-conf: no CRD directory (set ROCE_TUNE_CRD_DIR or SHARED_DIR)" >&2; exit 1; }
+
+# Debian's interpreter first (where apt puts python3-yaml/python3-jsonschema), then PATH's.
+py=""
+for cand in /usr/bin/python3 python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import yaml, jsonschema' 2>/dev/null; then
+        py="$cand"; break
+    fi
+done
+[ -n "$py" ] || { echo "check-conf: need python3 with yaml and jsonschema (apt-get install python3-yaml python3-jsonschema, or run integration/setup.sh)" >&2; exit 1; }
+
+echo "check-conf: CRDs from $(cd "$crd_dir" && pwd)"
+exec "$py" "$here/check-conf.py" "$repo/conf" "$crd_dir"

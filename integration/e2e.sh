@@ -1,0 +1,466 @@
+#!/usr/bin/env bash
+# integration/e2e.sh: end-to-end tests of roce-tune on a simulated GPU node (see lib.sh).
+#
+#   sudo integration/e2e.sh [scenario...]      (default: all; `make e2e` builds first)
+#
+# Scenarios (each on its own node: own sysfs test tree, state dir, namespaces):
+#   add            cnitool ADD of host-device -> roce-tune -> sbr: sysctls, traffic class, GID
+#                  check, sbr's rule and table, the final result
+#   check          cnitool CHECK (chain without sbr): passes; fails naming a drifted sysctl,
+#                  the traffic class, the GID
+#   del            cnitool DEL: class back to unset / to 106 (from a multi-line original),
+#                  a value someone else wrote is left alone, no state, sbr's rule gone,
+#                  a repeated DEL (direct, no prevResult, and with the netns gone) succeeds
+#   rails-16x2     two pods side by side with 16 rails each (32 VFs, 32 RDMA devices), ADDs
+#                  and DELs of the two pods run concurrently: every device gets its own class,
+#                  every DEL restores its own original
+#   gid-timeout    the GID never appears (gidTimeoutMs 500): ADD fails in ~0.5 s with the
+#                  GID in the message, code 101 on roce-tune's own stdout, sbr never ran,
+#                  the class is restored and no state is left, DEL succeeds; gidCheck warn
+#                  lets the same ADD through, gidCheck off does not wait
+#   gid-late       the GID appears 800 ms after the address (and, on a second rail, its type
+#                  reads "RoCE v2" while the GID still reads zeros): ADD waits and succeeds
+#   exclusive-tree netns_mode N in the test tree: the same chain works (nothing is mounted)
+#   version-0.4.0  cnitool with a 0.4.0 conflist: ADD/CHECK/DEL, 0.4.0 result
+#   version-1.1.0  cnitool (libcni 1.1.2) stops at 1.0.0, so a bash runtime (lib.sh
+#                  cni_runtime) drives the chain like a spec-1.1.0 runtime: ADD, CHECK, STATUS,
+#                  DEL, GC (valid attachments kept, others restored), 1.1.0 fields kept
+#
+# Output: one "PASS <name>" or "FAIL <name>: <reason>" per scenario, then "N passed, M failed".
+# Exit status: 0 when M is 0. Logs of the last run: integration/.build/e2e-logs/<scenario>.log
+# (E2E_VERBOSE=1 also prints a failed scenario's log).
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=integration/lib.sh
+. "$here/lib.sh"
+
+lib_require_root e2e
+lib_check_tools || { echo "e2e: prerequisites missing (run integration/setup.sh, cargo build --release)" >&2; exit 2; }
+
+E2E_LOG_DIR="$here/.build/e2e-logs"
+SCEN_PID=""
+on_signal() {
+    echo "e2e: interrupted, cleaning up" >&2
+    if [ -n "$SCEN_PID" ]; then
+        pkill -TERM -P "$SCEN_PID" 2>/dev/null    # the running scenario's children
+        kill -TERM "$SCEN_PID" 2>/dev/null
+        wait "$SCEN_PID" 2>/dev/null
+    fi
+    exit 130
+}
+trap 'lib_cleanup' EXIT
+trap on_signal INT TERM HUP
+lib_init
+
+V4_GID() { local a b c d; IFS=. read -r a b c d <<<"${1%/*}"; printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d"; }
+
+# ============================================================== 1. add
+s_add() {
+    pod_create pod || return 1
+    rail_create 1 pod net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "" 41 || return 1
+    local net; net="$(rail_write_conf 1 1.0.0 sbr)" || return 1
+    expect_eq "precondition: pod all.rp_filter" "$(pod_sysctl pod net.ipv4.conf.all.rp_filter)" 1 || return 1
+    expect_eq "precondition: traffic class" "$(tc_value 1)" unset || return 1
+
+    cnitool_run add "$net" pod net1; expect_rc0 "cnitool add" || return 1
+    expect_eq "result cniVersion" "$(jq -r .cniVersion <<<"$CNI_OUT")" 1.0.0 || return 1
+    expect_eq "result interface names" "$(jq -r '[.interfaces[].name] | join(",")' <<<"$CNI_OUT")" net1 || return 1
+    expect_eq "result sandbox" "$(jq -r '.interfaces[0].sandbox' <<<"$CNI_OUT")" "$(pod_path pod)" || return 1
+    expect_eq "result address" "$(jq -r '[.ips[].address] | join(",")' <<<"$CNI_OUT")" 192.168.0.34/16 || return 1
+    expect_eq "result gateway" "$(jq -r '.ips[0].gateway' <<<"$CNI_OUT")" 192.168.0.1 || return 1
+
+    local bad; bad="$(sysctls_bad pod net1)"
+    [ -z "$bad" ] || { fail "sysctls in the pod: $bad"; return 1; }
+    expect_eq "traffic_class file" "$(tc_raw 1)" "tclass=41" || return 1
+    expect_eq "GID index 3" "$(gid_read 1 3)" "$(V4_GID 192.168.0.34)" || return 1
+    expect_eq "GID index 3 type" "$(gid_type 1 3)" "RoCE v2" || return 1
+    expect_eq "state records" "$(state_list)" "$(cnitool_cid pod):net1.json" || return 1
+
+    local table; table="$(sbr_rule_table pod 192.168.0.34)"
+    [ -n "$table" ] || { fail "sbr: no rule 'from 192.168.0.34 lookup N' in: $(ip -n "$(pod_ns pod)" rule show | tr '\n' ';')"; return 1; }
+    ip -n "$(pod_ns pod)" route show table "$table" | grep "default via 192.168.0.1 dev net1" >/dev/null \
+        || { fail "sbr: no default route via 192.168.0.1 in table $table"; return 1; }
+
+    cnitool_run del "$net" pod net1; expect_rc0 "cnitool del (cleanup)" || return 1
+}
+
+# ============================================================== 2. check
+s_check() {
+    pod_create pod || return 1
+    rail_create 1 pod net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "" 41 || return 1
+    # CHECK through cnitool on a chain WITHOUT sbr: once sbr has moved the routes to its table,
+    # host-device's CHECK (pkg/ip ValidateExpectedInterfaceIPs) fails with "Failed to find
+    # Gateway ... for interface", whatever roce-tune does.
+    local net; net="$(rail_write_conf 1 1.0.0 nosbr)" || return 1
+    local ns; ns="$(pod_ns pod)"
+    cnitool_run add "$net" pod net1; expect_rc0 "cnitool add" || return 1
+    cnitool_run check "$net" pod net1; expect_rc0 "cnitool check (clean)" || return 1
+    expect_eq "CHECK output" "$CNI_OUT" "" || return 1
+
+    # A drifted per-interface sysctl.
+    ip netns exec "$ns" sysctl -q -w net.ipv4.conf.net1.arp_ignore=0
+    cnitool_run check "$net" pod net1
+    [ "$CNI_RC" != 0 ] || { fail "CHECK passed with net1.arp_ignore=0"; return 1; }
+    expect_contains "CHECK message for arp_ignore" "$CNI_ERR" "arp_ignore" || return 1
+    ip netns exec "$ns" sysctl -q -w net.ipv4.conf.net1.arp_ignore=1
+
+    # The "all" rp_filter (the kernel uses the max of all and the interface).
+    ip netns exec "$ns" sysctl -q -w net.ipv4.conf.all.rp_filter=1
+    cnitool_run check "$net" pod net1
+    [ "$CNI_RC" != 0 ] || { fail "CHECK passed with all.rp_filter=1"; return 1; }
+    expect_contains "CHECK message for all.rp_filter" "$CNI_ERR" "all[./]rp_filter" || return 1
+    ip netns exec "$ns" sysctl -q -w net.ipv4.conf.all.rp_filter=0
+    cnitool_run check "$net" pod net1; expect_rc0 "cnitool check (sysctls restored)" || return 1
+
+    # A drifted traffic class (what the RDMA CNI's DEL would leave).
+    echo "tclass=0" >"$(tc_file 1)"
+    cnitool_run check "$net" pod net1
+    [ "$CNI_RC" != 0 ] || { fail "CHECK passed with traffic class 0"; return 1; }
+    expect_contains "CHECK message for the traffic class" "$CNI_ERR" "traffic[ _-]?class|tclass" || return 1
+    echo "tclass=41" >"$(tc_file 1)"
+    cnitool_run check "$net" pod net1; expect_rc0 "cnitool check (class restored)" || return 1
+
+    # A GID that went away (index 3 zeroed).
+    local gid3; gid3="$(gid_read 1 3)"
+    echo "$ZERO_GID" >"$NODE_SYS/class/infiniband/mlx5_2/ports/1/gids/3"
+    cnitool_run check "$net" pod net1
+    [ "$CNI_RC" != 0 ] || { fail "CHECK passed with GID index 3 zeroed"; return 1; }
+    expect_contains "CHECK message for the GID" "$CNI_ERR" "gid" || return 1
+    echo "$gid3" >"$NODE_SYS/class/infiniband/mlx5_2/ports/1/gids/3"
+    cnitool_run check "$net" pod net1; expect_rc0 "cnitool check (GID back)" || return 1
+
+    cnitool_run del "$net" pod net1; expect_rc0 "cnitool del" || return 1
+    expect_eq "traffic class after DEL" "$(tc_value 1)" unset || return 1
+    expect_eq "state records after DEL" "$(state_count)" 0 || return 1
+}
+
+# ============================================================== 3. del
+s_del() {
+    pod_create pod || return 1
+    # a: never set (empty file); b: the driver's multi-line form with a global 106;
+    # c: forced to 0 by an earlier RDMA CNI, and changed by someone else while the pod runs.
+    rail_create a pod net1 0000:0c:00.2 mlx5_2 10.1.0.34/16 10.1.0.1 "" 41 || return 1
+    rail_create b pod net2 0000:0c:00.3 mlx5_3 10.2.0.34/16 10.2.0.1 \
+        "Global tclass=106\ndst_ip=10.0.0.0/8,tclass=96\nsrc_ip=192.168.1.7,dst_ip=192.168.2.0/24,tclass=104\n" 41 || return 1
+    rail_create c pod net3 0000:0c:00.4 mlx5_4 10.3.0.34/16 10.3.0.1 "Global tclass=0\n" 41 || return 1
+    local r net
+    for r in a b c; do
+        net="$(rail_write_conf $r 1.0.0 sbr)" || return 1
+        cnitool_run add "$net" pod "${R_IF[$r]}"; expect_rc0 "cnitool add rail $r" || return 1
+        expect_eq "traffic_class file of rail $r after ADD" "$(tc_raw $r)" "tclass=41" || return 1
+        sbr_rule_present pod "${R_CIDR[$r]}" || { fail "no sbr rule for ${R_CIDR[$r]} after ADD"; return 1; }
+    done
+    expect_eq "state records after 3 ADDs" "$(state_count)" 3 || return 1
+
+    echo "tclass=96" >"$(tc_file c)"      # someone else owns the class now
+    for r in c b a; do
+        cnitool_run del "${R_NET[$r]}" pod "${R_IF[$r]}"; expect_rc0 "cnitool del rail $r" || return 1
+    done
+    local raw; raw="$(tc_raw a)"
+    case "$raw" in ""|-1|tclass=-1) ;; *) fail "rail a (original unset) after DEL: file holds '$raw', want unset (empty, -1 or tclass=-1)"; return 1 ;; esac
+    expect_eq "rail b (original 'Global tclass=106' + rules) after DEL" "$(tc_value b)" 106 || return 1
+    expect_eq "rail c (changed by someone else to 96) after DEL" "$(tc_value c)" 96 || return 1
+    expect_eq "state records after DEL" "$(state_list)" "" || return 1
+    for r in a b c; do
+        sbr_rule_present pod "${R_CIDR[$r]}" && { fail "sbr rule for ${R_CIDR[$r]} still there after DEL"; return 1; }
+        vf_in_host $r || { fail "VF ${R_VF[$r]} not back in the host after DEL"; return 1; }
+    done
+
+    # DEL again, straight to roce-tune: no prevResult, no state, interface gone from the pod.
+    local conf cid; cid="$(cnitool_cid pod)"
+    conf="$(rail_conf a 1.0.0 sbr | jq -c '.plugins[1] + {name: .name, cniVersion: .cniVersion}')"
+    plugin_exec DEL "$conf" "$(pod_path pod)" net1 "$cid"
+    expect_eq "repeated DEL exit code" "$PL_RC" 0 || return 1
+    plugin_exec DEL "$conf" "" net1 "$cid"
+    expect_eq "DEL without a netns exit code" "$PL_RC" 0 || return 1
+    raw="$(tc_raw a)"
+    case "$raw" in ""|-1|tclass=-1) ;; *) fail "repeated DEL changed rail a's class to '$raw'"; return 1 ;; esac
+    expect_eq "rail b after repeated DELs" "$(tc_value b)" 106 || return 1
+    expect_eq "state records after repeated DEL" "$(state_count)" 0 || return 1
+}
+
+# ============================================================== 4. rails-16x2
+R16_ORIG() { # <n 1..32>: a varied original per device
+    case $(( $1 % 4 )) in
+        0) echo "" ;;
+        1) echo "Global tclass=0\n" ;;
+        2) echo "Global tclass=$(( 100 + $1 ))\n" ;;
+        3) echo "Global tclass=$(( 100 + $1 ))\ndst_ip=10.0.0.0/8,tclass=96\n" ;;
+    esac
+}
+s_rails() {
+    local p i r n
+    for p in 1 2; do
+        pod_create "pod$p" || return 1
+        for i in $(seq 1 16); do
+            r="$p$(printf %02d "$i")"; n=$(( (p - 1) * 16 + i ))
+            # rail i = PF on bus 0x10+i; the pod's VF is function 1+p on it.
+            rail_create "$r" "pod$p" "net$i" "$(printf '0000:%02x:00.%d' $(( 0x10 + i )) $(( 1 + p )))" \
+                "mlx5_$(( n + 1 ))" "192.168.$i.$(( 10 + p ))/24" "192.168.$i.1" "$(R16_ORIG $n)" $(( 40 + n )) || return 1
+            rail_write_conf "$r" 1.0.0 sbr >/dev/null || return 1
+        done
+    done
+    # ADD: the two pods concurrently, each pod's 16 rails in order (as Multus does).
+    local rc=0 pid pids=()
+    for p in 1 2; do
+        (
+            for i in $(seq 1 16); do
+                r="$p$(printf %02d "$i")"
+                cnitool_run add "${R_NET[$r]}" "pod$p" "net$i" || { fail "cnitool add rail $r (pod$p net$i): $(tail -n1 <<<"$CNI_ERR")"; exit 1; }
+            done
+        ) &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+    [ "$rc" = 0 ] || return 1
+    expect_eq "state records after 32 ADDs" "$(state_count)" 32 || return 1
+    local bad dump
+    for p in 1 2; do
+        dump="$(ip netns exec "$(pod_ns "pod$p")" sysctl net.ipv4.conf 2>/dev/null)"
+        grep -qx "net.ipv4.conf.all.rp_filter = 0" <<<"$dump" || { fail "pod$p: all.rp_filter not 0"; return 1; }
+        for i in $(seq 1 16); do
+            r="$p$(printf %02d "$i")"
+            expect_eq "traffic_class of ${R_DEV[$r]} (pod$p net$i)" "$(tc_raw "$r")" "tclass=${R_TC[$r]}" || return 1
+            for kv in $RAIL_SYSCTLS; do
+                grep -qx "net.ipv4.conf.net$i.${kv%=*} = ${kv#*=}" <<<"$dump" \
+                    || { fail "pod$p net$i: ${kv%=*} is not ${kv#*=}"; return 1; }
+            done
+            sbr_rule_present "pod$p" "${R_CIDR[$r]}" || { fail "pod$p net$i: no sbr rule for ${R_CIDR[$r]}"; return 1; }
+            expect_eq "GID index 3 of ${R_DEV[$r]}" "$(gid_read "$r" 3)" "$(V4_GID "${R_CIDR[$r]}")" || return 1
+        done
+    done
+    # DEL: both pods concurrently, each in reverse order.
+    rc=0; pids=()
+    for p in 1 2; do
+        (
+            for i in $(seq 16 -1 1); do
+                r="$p$(printf %02d "$i")"
+                cnitool_run del "${R_NET[$r]}" "pod$p" "net$i" || { fail "cnitool del rail $r (pod$p net$i): $(tail -n1 <<<"$CNI_ERR")"; exit 1; }
+            done
+        ) &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+    [ "$rc" = 0 ] || return 1
+    for p in 1 2; do
+        for i in $(seq 1 16); do
+            r="$p$(printf %02d "$i")"; n=$(( (p - 1) * 16 + i ))
+            expect_eq "${R_DEV[$r]} (pod$p net$i) after DEL" "$(tc_value "$r")" "$(tc_original_value "$(R16_ORIG $n)")" || return 1
+            sbr_rule_present "pod$p" "${R_CIDR[$r]}" && { fail "pod$p net$i: sbr rule left"; return 1; }
+        done
+    done
+    expect_eq "state records after 32 DELs" "$(state_count)" 0 || return 1
+}
+
+# ============================================================== 5. gid-timeout
+s_gid_timeout() {
+    pod_create pod || return 1
+    rail_create 1 pod net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "Global tclass=106\n" 41 never || return 1
+    local net; net="$(rail_write_conf 1 1.0.0 sbr '{"gidTimeoutMs": 500}')" || return 1
+    local ns; ns="$(pod_ns pod)"
+    local t0 t1 ms
+    t0="${EPOCHREALTIME/./}"
+    cnitool_run add "$net" pod net1
+    t1="${EPOCHREALTIME/./}"; ms=$(( (t1 - t0) / 1000 ))
+    [ "$CNI_RC" != 0 ] || { fail "cnitool add succeeded without the GID"; return 1; }
+    expect_contains "ADD error names the check" "$CNI_ERR" "gid" || return 1
+    expect_contains "ADD error names the expected GID" "$CNI_ERR" "ffff:c0a8:0022" || return 1
+    if [ "$ms" -lt 400 ] || [ "$ms" -ge 2900 ]; then fail "ADD took ${ms} ms; gidTimeoutMs 500 expects about 500"; return 1; fi
+    log "ADD failed after $ms ms"
+    # sbr never ran.
+    sbr_rule_present pod 192.168.0.34 && { fail "sbr rule present after a failed roce-tune ADD"; return 1; }
+    ip -n "$ns" route show table all | grep "table 100" >/dev/null && { fail "sbr table 100 present after a failed ADD"; return 1; }
+    # A failed ADD leaves the node as it found it.
+    expect_eq "traffic class after failed ADD" "$(tc_value 1)" 106 || return 1
+    expect_eq "state records after failed ADD" "$(state_count)" 0 || return 1
+
+    cnitool_run del "$net" pod net1; expect_rc0 "cnitool del after failed add" || return 1
+    expect_eq "traffic class after DEL" "$(tc_value 1)" 106 || return 1
+    expect_eq "state records after DEL" "$(state_count)" 0 || return 1
+    vf_in_host 1 || { fail "VF not back in the host after DEL"; return 1; }
+
+    # The code: the same chain driven by hand, so roce-tune's own stdout is seen
+    # (libcni keeps only msg/details for cnitool's output).
+    cni_runtime ADD "$NODE_NETD/$net.conflist" "$(pod_path pod)" net1 e2e-gid-timeout
+    expect_eq "hand-driven ADD failed at" "$RT_FAILED" roce-tune || return 1
+    expect_eq "roce-tune error code" "$(jq -r .code <<<"$PL_OUT" 2>/dev/null)" 101 || return 1
+    local msg; msg="$(jq -r '.msg + " " + (.details // "")' <<<"$PL_OUT")"
+    expect_contains "101 message names the device" "$msg" "mlx5_2" || return 1
+    expect_contains "101 message names the index" "$msg" "3" || return 1
+    expect_eq "traffic class after failed ADD (direct)" "$(tc_value 1)" 106 || return 1
+    expect_eq "state records after failed ADD (direct)" "$(state_count)" 0 || return 1
+    cni_runtime DEL "$NODE_NETD/$net.conflist" "$(pod_path pod)" net1 e2e-gid-timeout
+    expect_eq "hand-driven DEL exit code (failed: ${RT_FAILED:-none})" "$PL_RC" 0 || return 1
+    expect_eq "traffic class at the end" "$(tc_value 1)" 106 || return 1
+
+    # gidCheck warn: the same missing GID only logs; gidCheck off: no wait at all.
+    local check
+    for check in warn off; do
+        net="$(rail_write_conf 1 1.0.0 sbr "{\"gidTimeoutMs\": 500, \"gidCheck\": \"$check\"}" | tail -n1)" || return 1
+        t0="${EPOCHREALTIME/./}"
+        cnitool_run add "$net" pod net1; expect_rc0 "cnitool add with gidCheck $check" || return 1
+        ms=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+        expect_eq "traffic_class file (gidCheck $check)" "$(tc_raw 1)" "tclass=41" || return 1
+        sbr_rule_present pod 192.168.0.34 || { fail "gidCheck $check: no sbr rule"; return 1; }
+        if [ "$check" = off ] && [ "$ms" -ge 450 ]; then fail "gidCheck off: ADD took $ms ms (waited for the GID?)"; return 1; fi
+        cnitool_run del "$net" pod net1; expect_rc0 "cnitool del with gidCheck $check" || return 1
+        expect_eq "traffic class after DEL (gidCheck $check)" "$(tc_value 1)" 106 || return 1
+    done
+}
+
+# ============================================================== 5b. gid-late
+s_gid_late() {
+    pod_create pod || return 1
+    # 1: the GID appears 800 ms after the address (the kernel's workqueue is slow).
+    # 2: the same, but the type reads "RoCE v2" while the GID still reads zeros: the state a
+    #    reader that reads gids/3 and then types/3 can see when the entry is added in between.
+    rail_create 1 pod net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "" 41 delay:800 || return 1
+    rail_create 2 pod net2 0000:0c:00.3 mlx5_3 10.2.0.34/16 10.2.0.1 "" 41 torn:800 || return 1
+    local r net t0 ms
+    for r in 1 2; do
+        net="$(rail_write_conf $r 1.0.0 sbr)" || return 1
+        t0="${EPOCHREALTIME/./}"
+        cnitool_run add "$net" pod "${R_IF[$r]}"; expect_rc0 "cnitool add rail $r (kernel mode $(cut -d' ' -f4 "$E2E_TMP/kernel.d/$NODE.$r"))" || return 1
+        ms=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+        [ "$ms" -ge 700 ] || { fail "rail $r: ADD returned after $ms ms, before the GID existed"; return 1; }
+        expect_eq "rail $r traffic_class file" "$(tc_raw $r)" "tclass=41" || return 1
+    done
+    for r in 2 1; do
+        cnitool_run del "${R_NET[$r]}" pod "${R_IF[$r]}"; expect_rc0 "cnitool del rail $r" || return 1
+        expect_eq "rail $r traffic class after DEL" "$(tc_value $r)" unset || return 1
+    done
+    expect_eq "state records after DEL" "$(state_count)" 0 || return 1
+}
+
+# ============================================================== 5c. exclusive-tree
+# netns_mode N (exclusive RDMA mode) in a test tree: DESIGN 2.3 says the tree is both the host
+# and the pod view (nothing is mounted), so the chain behaves as in shared mode.
+s_exclusive_tree() {
+    echo N >"$NODE_SYS/module/ib_core/parameters/netns_mode"
+    pod_create pod || return 1
+    rail_create 1 pod net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "Global tclass=106\n" 41 || return 1
+    local net; net="$(rail_write_conf 1 1.0.0 sbr)" || return 1
+    cnitool_run add "$net" pod net1; expect_rc0 "cnitool add (netns_mode N)" || return 1
+    expect_eq "traffic_class file" "$(tc_raw 1)" "tclass=41" || return 1
+    cnitool_run del "$net" pod net1; expect_rc0 "cnitool del (netns_mode N)" || return 1
+    expect_eq "traffic class after DEL" "$(tc_value 1)" 106 || return 1
+    expect_eq "state records after DEL" "$(state_count)" 0 || return 1
+}
+
+# ============================================================== 6. versions
+s_v040() {
+    pod_create pod || return 1
+    rail_create 1 pod net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "" 41 || return 1
+    local net; net="$(rail_write_conf 1 0.4.0 sbr)" || return 1
+    cnitool_run add "$net" pod net1; expect_rc0 "cnitool add (0.4.0)" || return 1
+    expect_eq "result cniVersion" "$(jq -r .cniVersion <<<"$CNI_OUT")" 0.4.0 || return 1
+    expect_eq "result ips[0].version" "$(jq -r '.ips[0].version' <<<"$CNI_OUT")" 4 || return 1
+    expect_eq "result address" "$(jq -r '.ips[0].address' <<<"$CNI_OUT")" 192.168.0.34/16 || return 1
+    expect_eq "traffic_class file" "$(tc_raw 1)" "tclass=41" || return 1
+    sbr_rule_present pod 192.168.0.34 || { fail "no sbr rule (sbr did not take roce-tune's 0.4.0 result)"; return 1; }
+    local bad; bad="$(sysctls_bad pod net1)"; [ -z "$bad" ] || { fail "sysctls: $bad"; return 1; }
+    cnitool_run del "$net" pod net1; expect_rc0 "cnitool del (0.4.0)" || return 1
+    expect_eq "traffic class after DEL" "$(tc_value 1)" unset || return 1
+    expect_eq "state records after DEL" "$(state_count)" 0 || return 1
+    kernel_settle 1 || { fail "simulated kernel did not drop the GIDs after DEL"; return 1; }
+
+    net="$(rail_write_conf 1 0.4.0 nosbr)" || return 1
+    cnitool_run add "$net" pod net1; expect_rc0 "cnitool add (0.4.0, no sbr)" || return 1
+    cnitool_run check "$net" pod net1; expect_rc0 "cnitool check (0.4.0)" || return 1
+    cnitool_run del "$net" pod net1; expect_rc0 "cnitool del (0.4.0, no sbr)" || return 1
+    expect_eq "traffic class after DEL" "$(tc_value 1)" unset || return 1
+}
+
+s_v110() {
+    pod_create pod || return 1
+    rail_create 1 pod net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "Global tclass=106\n" 41 || return 1
+    local net; net="$(rail_write_conf 1 1.1.0 sbr)" || return 1
+    local file="$NODE_NETD/$net.conflist" path; path="$(pod_path pod)"
+    local rt; rt="$(jq -c '.plugins[1] + {name: .name, cniVersion: .cniVersion}' "$file")"
+
+    plugin_exec VERSION '{"cniVersion":"1.1.0"}' "" "" "" roce-tune
+    expect_eq "VERSION supports 1.1.0" "$(jq -r '.supportedVersions | index("1.1.0") != null' <<<"$PL_OUT")" true || return 1
+
+    cni_runtime ADD "$file" "$path" net1 e2e-v110-a
+    [ -z "$RT_FAILED" ] || { fail "hand-driven ADD (1.1.0) stopped at $RT_FAILED: $PL_OUT"; return 1; }
+    local out="${RT_OUTS[roce-tune]}"
+    expect_eq "roce-tune result cniVersion" "$(jq -r .cniVersion <<<"$out")" 1.1.0 || return 1
+    expect_eq "roce-tune result interface" "$(jq -r '.interfaces[0].name' <<<"$out")" net1 || return 1
+    expect_eq "roce-tune result keeps the 1.1.0 field interfaces[0].mtu" "$(jq -r '.interfaces[0].mtu' <<<"$out")" 1500 || return 1
+    expect_eq "roce-tune result address" "$(jq -r '.ips[0].address' <<<"$out")" 192.168.0.34/16 || return 1
+    expect_eq "final result cniVersion" "$(jq -r .cniVersion <<<"$RT_RESULT")" 1.1.0 || return 1
+    expect_eq "traffic_class file" "$(tc_raw 1)" "tclass=41" || return 1
+    local bad; bad="$(sysctls_bad pod net1)"; [ -z "$bad" ] || { fail "sysctls: $bad"; return 1; }
+    sbr_rule_present pod 192.168.0.34 || { fail "no sbr rule"; return 1; }
+
+    # CHECK as the runtime sends it to roce-tune: the cached (final) result as prevResult.
+    plugin_exec CHECK "$(jq -c --argjson p "$RT_RESULT" '. + {prevResult: $p}' <<<"$rt")" "$path" net1 e2e-v110-a
+    expect_eq "CHECK (1.1.0) exit code, output '$PL_OUT'" "$PL_RC" 0 || return 1
+    plugin_exec STATUS "$rt" "" "" ""
+    expect_eq "STATUS exit code, output '$PL_OUT'" "$PL_RC" 0 || return 1
+
+    cni_runtime DEL "$file" "$path" net1 e2e-v110-a
+    expect_eq "hand-driven DEL (1.1.0) failed at" "${RT_FAILED:-none}" none || return 1
+    expect_eq "traffic class after DEL" "$(tc_value 1)" 106 || return 1
+    expect_eq "state records after DEL" "$(state_count)" 0 || return 1
+    sbr_rule_present pod 192.168.0.34 && { fail "sbr rule left after DEL"; return 1; }
+    kernel_settle 1 || { fail "simulated kernel did not drop the GIDs after DEL"; return 1; }
+
+    # GC: an attachment whose DEL never came (lost by the runtime).
+    cni_runtime ADD "$file" "$path" net1 e2e-v110-b
+    [ -z "$RT_FAILED" ] || { fail "hand-driven ADD #2 (1.1.0) stopped at $RT_FAILED: $PL_OUT"; return 1; }
+    local valid='[{"containerID":"e2e-v110-b","ifname":"net1"}]'
+    plugin_exec GC "$(jq -c --argjson v "$valid" '. + {"cni.dev/valid-attachments": $v, "cni.dev/attachments": $v}' <<<"$rt")" "" "" ""
+    expect_eq "GC (attachment valid) exit code, output '$PL_OUT'" "$PL_RC" 0 || return 1
+    expect_eq "state records after GC keeping the attachment" "$(state_count)" 1 || return 1
+    expect_eq "traffic class after GC keeping the attachment" "$(tc_raw 1)" "tclass=41" || return 1
+    plugin_exec GC "$(jq -c '. + {"cni.dev/valid-attachments": [], "cni.dev/attachments": []}' <<<"$rt")" "" "" ""
+    expect_eq "GC (no valid attachment) exit code, output '$PL_OUT'" "$PL_RC" 0 || return 1
+    expect_eq "state records after GC" "$(state_count)" 0 || return 1
+    expect_eq "traffic class after GC" "$(tc_value 1)" 106 || return 1
+    cni_runtime DEL "$file" "$path" net1 e2e-v110-b
+    expect_eq "hand-driven DEL after GC failed at" "${RT_FAILED:-none}" none || return 1
+    expect_eq "traffic class at the end" "$(tc_value 1)" 106 || return 1
+}
+
+# ============================================================== runner
+SCENARIOS=(add:s_add check:s_check del:s_del rails-16x2:s_rails gid-timeout:s_gid_timeout
+           gid-late:s_gid_late exclusive-tree:s_exclusive_tree version-0.4.0:s_v040
+           version-1.1.0:s_v110)
+want=("$@")
+passed=0 failed=0 idx=0
+echo "e2e: roce-tune $E2E_BIN ($(stat -c %y "$E2E_BIN" | cut -d. -f1)), cnitool $CNITOOL, plugins $CNI_PLUGIN_DIR, run $E2E_RUN"
+for entry in "${SCENARIOS[@]}"; do
+    name="${entry%%:*}"; fn="${entry#*:}"
+    if [ "${#want[@]}" -gt 0 ] && [[ " ${want[*]} " != *" $name "* ]]; then continue; fi
+    idx=$(( idx + 1 ))
+    start="${EPOCHREALTIME/./}"
+    # In the background and waited for, so a signal reaches the trap at once (bash runs traps
+    # only after a foreground command ends, but interrupts `wait`).
+    (
+        trap 'node_cleanup' EXIT
+        node_init "$name" $(( idx % 10 )) || { fail "node setup failed"; exit 1; }
+        "$fn"
+    ) </dev/null &
+    SCEN_PID=$!
+    wait "$SCEN_PID"
+    rc=$?
+    SCEN_PID=""
+    secs="$(( (${EPOCHREALTIME/./} - start) / 1000 ))"
+    if [ "$rc" = 0 ]; then
+        echo "PASS $name"
+        passed=$(( passed + 1 ))
+    else
+        reason="$(cat "$E2E_TMP/reason.$name" 2>/dev/null)"
+        echo "FAIL $name: ${reason:-exit status $rc (see $E2E_LOG_DIR/$name.log)}"
+        failed=$(( failed + 1 ))
+        if [ "${E2E_VERBOSE:-0}" = 1 ]; then sed 's/^/    | /' "$E2E_TMP/logs/$name.log"; fi
+    fi
+    echo "[$name: ${secs} ms, rc $rc]" >>"$E2E_TMP/logs/$name.log"
+done
+if [ "${#want[@]}" -gt 0 ] && [ "$idx" = 0 ]; then
+    echo "e2e: no scenario named ${want[*]} (have: ${SCENARIOS[*]%%:*})" >&2
+    exit 2
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

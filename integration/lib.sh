@@ -1,0 +1,526 @@
+# integration/lib.sh: a simulated GPU node for roce-tune's end-to-end tests and demo.
+# Sourced by integration/e2e.sh and integration/demo.sh (bash 5, root).
+#
+# What is simulated and what is real:
+#   * REAL: network namespaces (the "pods"), veth pairs (one end is the stand-in VF, left in the
+#     host netns for host-device to move into the pod; the peer sits in a "switch" netns),
+#     the reference plugins from Debian's containernetworking-plugins (host-device + static
+#     IPAM stand in for sriov + IPAM; sbr is the real sbr), cnitool (libcni 1.1.2), sysctls,
+#     ip rules and routes, and the roce-tune binary.
+#   * SIMULATED: the RDMA sysfs (DESIGN 2.3), a test tree per node, passed to roce-tune as
+#     sysfsRoot, and the kernel's GID management: a background loop ("the kernel") that writes
+#     the v4-mapped GID of a rail's address into gids/2 (IB/RoCE v1) and gids/3 (RoCE v2) once
+#     the address is on the interface in the pod, and zeroes them when it goes away.
+#
+# Naming: everything carries the run id E2E_RUN (4 hex digits) so it can be found and removed:
+#   netns      rt<run>-<node>-<pod>, rt<run>-<node>-sw
+#   host links rt<run><node>v<n>      (VFs; their peers live in the switch netns)
+#   networks   rt<run>-<node>-<rail>  (conflist names; libcni caches results under
+#                                       /var/lib/cni/results/<network>-*, removed on cleanup)
+#   files      $E2E_TMP (mktemp -d)
+# Functions return non-zero on failure (no reliance on set -e). Assertion helpers record the
+# reason in $E2E_TMP/reason.<node> (see fail()). Callers use pipefail: never end a pipeline
+# with grep -q (it exits early, the writer gets SIGPIPE, the pipeline fails).
+
+E2E_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+E2E_REPO="$(dirname "$E2E_LIB_DIR")"
+E2E_BIN="${ROCE_TUNE_BIN:-$E2E_REPO/target/release/roce-tune}"
+CNITOOL="${CNITOOL:-$E2E_LIB_DIR/.build/bin/cnitool}"
+CNI_PLUGIN_DIR="${CNI_PLUGIN_DIR:-/usr/lib/cni}"
+LIBCNI_CACHE=/var/lib/cni/results
+ZERO_GID=0000:0000:0000:0000:0000:0000:0000:0000
+
+# ------------------------------------------------------------------ run setup / teardown
+
+# lib_require_root: loud exit if not root.
+lib_require_root() {
+    if [ "$(id -u)" != 0 ]; then
+        {
+            echo "########################################################################"
+            echo "## $(basename "$0"): NOT RUN: must run as ROOT (uid $(id -u) now)."
+            echo "## It creates network namespaces and veths and runs CNI plugins."
+            echo "## Try: sudo make ${1:-e2e}"
+            echo "########################################################################"
+        } >&2
+        exit 2
+    fi
+}
+
+# lib_check_tools: everything the harness runs must be there.
+lib_check_tools() {
+    local missing=()
+    local t
+    for t in ip jq sysctl sha512sum timeout; do
+        command -v "$t" >/dev/null 2>&1 || missing+=("$t")
+    done
+    for t in host-device static sbr; do
+        [ -x "$CNI_PLUGIN_DIR/$t" ] || missing+=("$CNI_PLUGIN_DIR/$t")
+    done
+    [ -x "$CNITOOL" ] || missing+=("$CNITOOL (run integration/setup.sh)")
+    [ -x "$E2E_BIN" ] || missing+=("$E2E_BIN (cargo build --release)")
+    if [ "${#missing[@]}" -gt 0 ]; then
+        echo "missing: ${missing[*]}" >&2
+        return 1
+    fi
+}
+
+# lib_init: temp dir, CNI_PATH dir holding roce-tune, the kernel loop. Call once per run.
+lib_init() {
+    E2E_RUN="$(printf '%04x' $(( ($$ + RANDOM) % 65536 )))"
+    E2E_TMP="$(mktemp -d /tmp/roce-tune-e2e.XXXXXX)"
+    mkdir -p "$E2E_TMP/bin" "$E2E_TMP/kernel.d" "$E2E_TMP/logs"
+    # CNI_PATH: the Debian plugins first, then a dir with roce-tune (a copy: a rebuild during
+    # the run must not change the binary under test).
+    cp "$E2E_BIN" "$E2E_TMP/bin/roce-tune"
+    E2E_CNI_PATH="$CNI_PLUGIN_DIR:$E2E_TMP/bin"
+    export E2E_RUN E2E_TMP E2E_CNI_PATH
+    kernel_start
+}
+
+# lib_cleanup: remove everything of this run (idempotent; used by traps).
+lib_cleanup() {
+    [ -n "${E2E_RUN:-}" ] || return 0
+    kernel_stop
+    local ns l
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^rt${E2E_RUN}-" || true); do
+        ip netns del "$ns" 2>/dev/null || true
+    done
+    for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^rt${E2E_RUN}" || true); do
+        ip link del "$l" 2>/dev/null || true
+    done
+    rm -f "$LIBCNI_CACHE/rt${E2E_RUN}"-* 2>/dev/null || true
+    if [ -n "${E2E_TMP:-}" ] && [ -d "$E2E_TMP" ]; then
+        if [ -n "${E2E_LOG_DIR:-}" ]; then
+            rm -rf "$E2E_LOG_DIR"; mkdir -p "$E2E_LOG_DIR"
+            cp -r "$E2E_TMP/logs/." "$E2E_LOG_DIR/" 2>/dev/null || true
+        fi
+        rm -rf "$E2E_TMP"
+    fi
+}
+
+# ------------------------------------------------------------------ the kernel (GID manager)
+
+# Registration file per rail: $E2E_TMP/kernel.d/<node>.<rail> holding one line
+#   <netns> <ifname> <port dir in the test tree> <mode>
+# mode: now | never | delay:<ms> (the GID appears <ms> after the address) |
+#       torn:<ms> (the type file reads "RoCE v2" at once, the GID <ms> later: what a reader
+#       that reads gids/<i> and then types/<i> sees when the kernel adds the entry in between)
+kernel_loop() {
+    declare -A written seen
+    local f ns ifname port mode key addr a b c d gid now due
+    while [ ! -e "$E2E_TMP/kernel.stop" ]; do
+        declare -A addrs=()
+        for f in "$E2E_TMP"/kernel.d/*; do
+            [ -e "$f" ] || continue
+            read -r ns ifname port mode <"$f" 2>/dev/null || continue
+            key="${f##*/}"
+            if [ -z "${addrs[$ns]+x}" ]; then
+                addrs[$ns]="$(ip -n "$ns" -4 -o addr show 2>/dev/null | awk '{print $2" "$4}')"
+            fi
+            addr="$(awk -v i="$ifname" '$1 == i {sub(/\/.*/, "", $2); print $2; exit}' <<<"${addrs[$ns]}")"
+            if [ -z "$addr" ]; then
+                # The address is gone (DEL moved the VF out, or not there yet): no IP GIDs.
+                unset "seen[$key]"
+                if [ -n "${written[$key]:-}" ]; then
+                    kernel_write_gid "$port" 2 "$ZERO_GID" ""
+                    kernel_write_gid "$port" 3 "$ZERO_GID" ""
+                    unset "written[$key]"
+                fi
+                continue
+            fi
+            [ "${written[$key]:-}" = "$addr" ] && continue
+            case "$mode" in
+                never) continue ;;
+                delay:*|torn:*)
+                    now="${EPOCHREALTIME/./}"; now=$(( now / 1000 ))
+                    if [ -z "${seen[$key]:-}" ]; then
+                        seen[$key]="$now"
+                        if [ "${mode%%:*}" = torn ]; then
+                            kernel_write_gid "$port" 2 "$ZERO_GID" "IB/RoCE v1"
+                            kernel_write_gid "$port" 3 "$ZERO_GID" "RoCE v2"
+                        fi
+                    fi
+                    due=$(( ${seen[$key]} + ${mode#*:} ))
+                    [ "$now" -ge "$due" ] || continue ;;
+            esac
+            IFS=. read -r a b c d <<<"$addr"
+            gid="$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d")"
+            kernel_write_gid "$port" 2 "$gid" "IB/RoCE v1"
+            kernel_write_gid "$port" 3 "$gid" "RoCE v2"
+            written[$key]="$addr"
+        done
+        unset addrs
+        sleep 0.05
+    done
+}
+
+# kernel_write_gid <port dir> <index> <gid> <type>: type first, then the GID, each replaced
+# atomically (rename), so a reader never sees a half-written entry.
+kernel_write_gid() {
+    local port="$1" i="$2" gid="$3" type="$4" tmp
+    tmp="${port%/class/infiniband/*}/.tmp"     # <sysfsRoot>/.tmp: same filesystem, outside the tree
+    mkdir -p "$tmp"
+    printf '%s' "$type" >"$tmp/type.$i.$BASHPID" && mv -f "$tmp/type.$i.$BASHPID" "$port/gid_attrs/types/$i"
+    printf '%s\n' "$gid" >"$tmp/gid.$i.$BASHPID" && mv -f "$tmp/gid.$i.$BASHPID" "$port/gids/$i"
+}
+
+kernel_start() {
+    rm -f "$E2E_TMP/kernel.stop"
+    kernel_loop >"$E2E_TMP/logs/kernel.log" 2>&1 &
+    E2E_KERNEL_PID=$!
+    echo "$E2E_KERNEL_PID" >"$E2E_TMP/kernel.pid"
+}
+
+kernel_stop() {
+    [ -n "${E2E_TMP:-}" ] && [ -d "$E2E_TMP" ] || return 0
+    touch "$E2E_TMP/kernel.stop"
+    local pid
+    pid="$(cat "$E2E_TMP/kernel.pid" 2>/dev/null || true)"
+    if [ -n "$pid" ]; then
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    fi
+    rm -f "$E2E_TMP/kernel.pid"
+}
+
+# kernel_settle <rail>: after a DEL moved the VF out of the pod, wait (<= 3 s) until the
+# kernel has dropped the IP GIDs (2 and 3), as the real one does right away; without this a
+# quick re-ADD could pass its GID check on the previous attachment's entries.
+kernel_settle() {
+    local port="$NODE_SYS/class/infiniband/${R_DEV[$1]}/ports/1" k
+    for k in $(seq 60); do
+        [ "$(cat "$port/gids/2")" = "$ZERO_GID" ] && [ "$(cat "$port/gids/3")" = "$ZERO_GID" ] && return 0
+        sleep 0.05
+    done
+    log "kernel_settle $1: IP GIDs still there after 3 s"
+    return 1
+}
+
+# kernel_mode <rail> <mode>: change how the kernel treats a registered rail.
+kernel_mode() {
+    local f="$E2E_TMP/kernel.d/$NODE.$1" ns ifname port mode
+    read -r ns ifname port mode <"$f"
+    echo "$ns $ifname $port $2" >"$f.tmp" && mv -f "$f.tmp" "$f"
+}
+
+# ------------------------------------------------------------------ a node
+
+# node_init <name> <index 0..9>: a node = a sysfs test tree, a state dir, a switch netns.
+# Sets NODE, NODE_IDX, NODE_DIR, NODE_SYS, NODE_STATE, NODE_NETD, NODE_LOG.
+node_init() {
+    NODE="$1"
+    NODE_IDX="$2"
+    NODE_DIR="$E2E_TMP/$NODE"
+    NODE_SYS="$NODE_DIR/sys"
+    NODE_STATE="$NODE_DIR/state"
+    NODE_NETD="$NODE_DIR/net.d"
+    NODE_LOG="$E2E_TMP/logs/$NODE.log"
+    NODE_SW="rt${E2E_RUN}-${NODE}-sw"
+    mkdir -p "$NODE_SYS/module/ib_core/parameters" "$NODE_SYS/bus/pci/devices" \
+             "$NODE_SYS/class/infiniband" "$NODE_SYS/.tmp" "$NODE_STATE" "$NODE_NETD"
+    echo Y >"$NODE_SYS/module/ib_core/parameters/netns_mode"
+    : >"$NODE_LOG"
+    ip netns add "$NODE_SW" || return 1
+    ip -n "$NODE_SW" link set lo up
+    declare -gA R_POD=() R_IF=() R_VF=() R_PCI=() R_DEV=() R_CIDR=() R_GW=() R_TC=() R_NET=()
+}
+
+# node_cleanup: remove this node's namespaces, VFs, kernel registrations and libcni cache.
+node_cleanup() {
+    [ -n "${NODE:-}" ] || return 0
+    rm -f "$E2E_TMP/kernel.d/$NODE".*
+    local ns l
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^rt${E2E_RUN}-${NODE}-" || true); do
+        ip netns del "$ns" 2>/dev/null || true
+    done
+    for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^rt${E2E_RUN}${NODE_IDX}v" || true); do
+        ip link del "$l" 2>/dev/null || true
+    done
+    rm -f "$LIBCNI_CACHE/rt${E2E_RUN}-${NODE}"-* 2>/dev/null || true
+}
+
+log() { echo "[$(date +%T.%3N)] $*" >>"$NODE_LOG"; }
+
+# pod_create <pod>: a pod netns. Its defaults are set to the values a hardened host would give
+# (rp_filter strict), so the VF moved in starts with values roce-tune must change.
+pod_create() {
+    local ns; ns="$(pod_ns "$1")"
+    ip netns add "$ns" || return 1
+    ip -n "$ns" link set lo up
+    ip netns exec "$ns" sysctl -q -w net.ipv4.conf.all.rp_filter=1 net.ipv4.conf.default.rp_filter=1 \
+        net.ipv4.conf.default.arp_ignore=0 net.ipv4.conf.default.arp_announce=0 \
+        net.ipv4.conf.default.arp_filter=0 net.ipv4.conf.default.accept_local=0 >/dev/null
+}
+pod_ns() { echo "${POD_NS_PREFIX-rt${E2E_RUN}-${NODE}-}$1"; }
+pod_path() { echo "/var/run/netns/$(pod_ns "$1")"; }
+# The container ID cnitool uses: "cnitool-" + hex of the first 10 bytes of sha512(netns path).
+cnitool_cid() { printf 'cnitool-%s' "$(printf '%s' "$(pod_path "$1")" | sha512sum | cut -c1-20)"; }
+
+# gid_from_mac <mac>: the fe80 link-local GID (EUI-64) in the kernel's uncompressed form.
+gid_from_mac() {
+    local m1 m2 m3 m4 m5 m6
+    IFS=: read -r m1 m2 m3 m4 m5 m6 <<<"$1"
+    printf 'fe80:0000:0000:0000:%02x%02x:%02xff:fe%02x:%02x%02x' \
+        $(( 0x$m1 ^ 2 )) "0x$m2" "0x$m3" "0x$m4" "0x$m5" "0x$m6"
+}
+
+# rail_create <rail> <pod> <ifname> <pci> <rdma dev> <cidr> <gateway> <tc original> <trafficClass> [kernel mode]
+# A VF (veth end in the host netns), its RDMA device in the test tree with the given
+# traffic_class content, and its registration with the kernel loop. <rail> is a short id
+# (alphanumeric, <= 3 chars; it is part of the VF name unless RAIL_VF_NAME gives one).
+rail_create() {
+    local rail="$1" pod="$2" ifname="$3" pci="$4" dev="$5" cidr="$6" gw="$7" orig="$8" tc="$9" mode="${10:-now}"
+    local vf="${RAIL_VF_NAME:-rt${E2E_RUN}${NODE_IDX}v${rail}}"
+    [ "${#vf}" -le 15 ] || { echo "VF name $vf too long" >&2; return 1; }
+    ip link add "$vf" type veth peer name "p$rail" netns "$NODE_SW" || return 1
+    ip -n "$NODE_SW" link set "p$rail" up
+    local mac ll i root="$NODE_SYS/class/infiniband/$dev" port
+    mac="$(cat "/sys/class/net/$vf/address")"
+    ll="$(gid_from_mac "$mac")"
+    port="$root/ports/1"
+    mkdir -p "$NODE_SYS/bus/pci/devices/$pci/infiniband/$dev" "$root/tc/1" "$port/gids" \
+             "$port/gid_attrs/types" "$port/gid_attrs/ndevs"
+    printf '%b' "$orig" >"$root/tc/1/traffic_class"
+    for i in 0 1 2 3 4 5 6 7; do
+        echo "$ZERO_GID" >"$port/gids/$i"
+        : >"$port/gid_attrs/types/$i"
+    done
+    echo "$ll" >"$port/gids/0"; printf 'IB/RoCE v1' >"$port/gid_attrs/types/0"
+    echo "$ll" >"$port/gids/1"; printf 'RoCE v2' >"$port/gid_attrs/types/1"
+    R_POD[$rail]="$pod"; R_IF[$rail]="$ifname"; R_VF[$rail]="$vf"; R_PCI[$rail]="$pci"
+    R_DEV[$rail]="$dev"; R_CIDR[$rail]="$cidr"; R_GW[$rail]="$gw"; R_TC[$rail]="$tc"
+    R_NET[$rail]="rt${E2E_RUN}-${NODE}-$rail"
+    echo "$(pod_ns "$pod") $ifname $port $mode" >"$E2E_TMP/kernel.d/$NODE.$rail"
+    log "rail $rail: $vf -> $(pod_ns "$pod")/$ifname pci $pci dev $dev $cidr tc $tc original '$orig'"
+}
+
+# rail_conf <rail> <cniVersion> <chain: sbr|nosbr> [extra roce-tune JSON] -> conflist on stdout.
+# The chain as the operator renders it, host-device + static IPAM standing in for sriov + IPAM.
+# Multus injects deviceID and pciBusID into every plugin; NOT pciBusID into host-device: there
+# it means "move the netdev of this PCI device" and the fake PCI address does not exist.
+rail_conf() {
+    local rail="$1" ver="$2" chain="$3" extra="${4:-}"
+    [ -n "$extra" ] || extra='{}'
+    local name="${R_NET[$rail]}"
+    [ "$chain" = sbr ] || name="$name-$chain"
+    jq -n --arg ver "$ver" --arg name "$name" --arg vf "${R_VF[$rail]}" --arg pci "${R_PCI[$rail]}" \
+        --arg cidr "${R_CIDR[$rail]}" --arg gw "${R_GW[$rail]}" --argjson tc "${R_TC[$rail]}" \
+        --arg sys "$NODE_SYS" --arg state "$NODE_STATE" --arg chain "$chain" --argjson extra "$extra" '
+      {cniVersion: $ver, name: $name, plugins: ([
+        {type: "host-device", device: $vf, deviceID: $pci,
+         ipam: {type: "static", addresses: [{address: $cidr, gateway: $gw}]}},
+        ({type: "roce-tune", trafficClass: $tc, sysfsRoot: $sys, stateDir: $state,
+          gidTimeoutMs: 3000, deviceID: $pci, pciBusID: $pci} + $extra)
+      ] + (if $chain == "sbr" then [{type: "sbr", deviceID: $pci, pciBusID: $pci}] else [] end))}'
+}
+
+# rail_write_conf <rail> <cniVersion> <chain> [extra]: writes $NODE_NETD/<network>.conflist,
+# prints the network name.
+rail_write_conf() {
+    local name
+    name="$(rail_conf "$@" | jq -r .name)" || return 1
+    rail_conf "$@" >"$NODE_NETD/$name.conflist" || return 1
+    echo "$name"
+}
+
+# ------------------------------------------------------------------ drivers
+
+# cnitool_run <add|check|del> <network> <pod> <ifname>: stdout -> $CNI_OUT, stderr -> $CNI_ERR,
+# exit code -> $CNI_RC (also returned).
+cnitool_run() {
+    local cmd="$1" net="$2" pod="$3" ifname="$4" o e
+    o="$E2E_TMP/out.$BASHPID"; e="$E2E_TMP/err.$BASHPID"
+    NETCONFPATH="$NODE_NETD" CNI_PATH="$E2E_CNI_PATH" CNI_IFNAME="$ifname" \
+        timeout 60 "$CNITOOL" "$cmd" "$net" "$(pod_path "$pod")" >"$o" 2>"$e"
+    CNI_RC=$?
+    CNI_OUT="$(cat "$o")"; CNI_ERR="$(cat "$e")"
+    rm -f "$o" "$e"
+    {
+        echo "[$(date +%T.%3N)] cnitool $cmd $net $(pod_path "$pod") ($ifname): rc=$CNI_RC"
+        [ -z "$CNI_OUT" ] || sed 's/^/    out| /' <<<"$CNI_OUT"
+        [ -z "$CNI_ERR" ] || sed 's/^/    err| /' <<<"$CNI_ERR"
+    } >>"$NODE_LOG"
+    return "$CNI_RC"
+}
+
+# plugin_exec <command> <plugin config JSON> <netns path|""> <ifname> <containerID> [type]
+# Runs one plugin binary (its "type", or [type] for stdin without one, e.g. VERSION) the way libcni does (all six CNI_* variables set, empty ones
+# included). stdout -> $PL_OUT, exit code -> $PL_RC (also returned). stderr goes to the log.
+plugin_exec() {
+    local cmd="$1" conf="$2" netns="$3" ifname="$4" cid="$5" type="${6:-}" bin o
+    [ -n "$type" ] || type="$(jq -r .type <<<"$conf")"
+    bin="$(IFS=:; for d in $E2E_CNI_PATH; do [ -x "$d/$type" ] && { echo "$d/$type"; break; }; done)"
+    [ -n "$bin" ] || { PL_OUT="plugin $type not found in $E2E_CNI_PATH"; PL_RC=127; return 127; }
+    o="$E2E_TMP/plout.$BASHPID"
+    printf '%s' "$conf" | env CNI_COMMAND="$cmd" CNI_CONTAINERID="$cid" CNI_NETNS="$netns" \
+        CNI_IFNAME="$ifname" CNI_ARGS="" CNI_PATH="$E2E_CNI_PATH" \
+        timeout 60 "$bin" >"$o" 2>>"$NODE_LOG"
+    PL_RC=$?
+    PL_OUT="$(cat "$o")"; rm -f "$o"
+    {
+        echo "[$(date +%T.%3N)] exec $type $cmd cid=$cid netns=$netns if=$ifname: rc=$PL_RC"
+        sed 's/^/    in | /' <<<"$conf"
+        [ -z "$PL_OUT" ] || sed 's/^/    out| /' <<<"$PL_OUT"
+    } >>"$NODE_LOG"
+    return "$PL_RC"
+}
+
+# A tiny spec-1.1.0 runtime (what libcni 1.3 in CRI-O/containerd does, minus its checks):
+#   cni_runtime <ADD|CHECK|DEL> <conflist file> <netns path> <ifname> <containerID>
+# ADD runs the plugins in order, each with name, cniVersion and the previous result as
+# prevResult, caches the final result; CHECK and DEL give every plugin the cached result as
+# prevResult (DEL in reverse order) and DEL drops the cache. Stops at the first failure:
+# RT_FAILED = that plugin's type, PL_OUT = its stdout (the error JSON with the code).
+# RT_RESULT = the final result of ADD; RT_OUTS[<type>] = each plugin's stdout.
+# Version bridging: the reference plugins in Debian (libcni 1.1.2 skel) accept configs up to
+# 1.0.0 and refuse 1.1.0. For a plugin whose VERSION reply lacks the list's cniVersion, the
+# runtime hands it cniVersion 1.0.0 (and a prevResult marked 1.0.0) and marks its result
+# with the list's version again, adding the 1.1.0 interface field "mtu" from the real link,
+# as a 1.1.0 sriov-cni would report it. roce-tune itself always gets the list's version.
+cni_runtime() {
+    local cmd="$1" file="$2" netns="$3" ifname="$4" cid="$5"
+    local name ver n i idx conf type pver cache prev
+    name="$(jq -r .name "$file")"; ver="$(jq -r .cniVersion "$file")"
+    n="$(jq '.plugins | length' "$file")"
+    cache="$E2E_TMP/rtcache/$name-$cid-$ifname.json"
+    mkdir -p "$E2E_TMP/rtcache"
+    RT_FAILED=""; RT_RESULT=""; declare -gA RT_OUTS=()
+    case "$cmd" in
+        ADD) prev="" ;;
+        CHECK|DEL) prev="$(cat "$cache" 2>/dev/null || true)" ;;
+        *) echo "cni_runtime: $cmd?" >&2; return 2 ;;
+    esac
+    for ((i = 0; i < n; i++)); do
+        idx=$i
+        [ "$cmd" = DEL ] && idx=$(( n - 1 - i ))
+        type="$(jq -r ".plugins[$idx].type" "$file")"
+        pver="$ver"
+        if ! plugin_supports "$type" "$ver"; then
+            pver=1.0.0
+            log "runtime: $type does not support $ver; bridging with $pver"
+        fi
+        conf="$(jq -c --argjson i "$idx" --arg name "$name" --arg ver "$pver" --arg prev "$prev" '
+            .plugins[$i] + {name: $name, cniVersion: $ver}
+            + (if $prev == "" then {} else {prevResult: ($prev | fromjson | .cniVersion = $ver
+                 | if $ver == "1.0.0" and .interfaces then .interfaces |= map(del(.mtu, .socketPath, .pciID))
+                   else . end)} end)' "$file")"
+        plugin_exec "$cmd" "$conf" "$netns" "$ifname" "$cid"
+        if [ "$PL_RC" != 0 ]; then
+            RT_FAILED="$type"
+            log "runtime: $cmd stopped at $type (rc $PL_RC)"
+            return "$PL_RC"
+        fi
+        RT_OUTS[$type]="$PL_OUT"
+        if [ "$cmd" = ADD ]; then
+            prev="$PL_OUT"
+            if [ "$pver" != "$ver" ]; then
+                prev="$(jq -c --arg ver "$ver" '.cniVersion = $ver' <<<"$prev")"
+                if [ "$ver" = 1.1.0 ] && [ "$i" = 0 ]; then
+                    prev="$(add_mtu "$prev" "$netns")"
+                fi
+            fi
+        fi
+    done
+    case "$cmd" in
+        ADD) RT_RESULT="$prev"; printf '%s\n' "$prev" >"$cache" ;;
+        DEL) rm -f "$cache" ;;
+    esac
+    return 0
+}
+
+# add_mtu <result> <netns path>: interfaces[].mtu from the links in the sandbox.
+add_mtu() {
+    local res="$1" netns="$2" nsname name mtu k
+    nsname="$(basename "$netns")"
+    local count; count="$(jq '.interfaces // [] | length' <<<"$res")"
+    for ((k = 0; k < count; k++)); do
+        name="$(jq -r ".interfaces[$k].name" <<<"$res")"
+        mtu="$(ip -n "$nsname" -o link show dev "$name" 2>/dev/null | sed -n 's/.* mtu \([0-9]*\).*/\1/p')"
+        [ -n "$mtu" ] && res="$(jq -c --argjson k "$k" --argjson m "$mtu" '.interfaces[$k].mtu = $m' <<<"$res")"
+    done
+    printf '%s' "$res"
+}
+
+declare -A PLUGIN_VERSIONS=()
+plugin_supports() {
+    local type="$1" ver="$2" bin
+    if [ -z "${PLUGIN_VERSIONS[$type]+x}" ]; then
+        bin="$(IFS=:; for d in $E2E_CNI_PATH; do [ -x "$d/$type" ] && { echo "$d/$type"; break; }; done)"
+        PLUGIN_VERSIONS[$type]="$(echo '{"cniVersion":"0.4.0"}' | CNI_COMMAND=VERSION "$bin" 2>/dev/null \
+            | jq -r '.supportedVersions[]' 2>/dev/null | tr '\n' ' ')"
+    fi
+    [[ " ${PLUGIN_VERSIONS[$type]} " == *" $ver "* ]]
+}
+
+# ------------------------------------------------------------------ observing the node
+
+tc_file() { echo "$NODE_SYS/class/infiniband/${R_DEV[$1]}/tc/1/traffic_class"; }
+# tc_raw <rail>: the file's content, trailing newlines stripped.
+tc_raw() { local v; v="$(cat "$(tc_file "$1")")"; printf '%s' "$v"; }
+# tc_value <rail>: "unset" or the global class N, read as DESIGN 2.2 says.
+tc_value() {
+    local first
+    first="$(head -n1 "$(tc_file "$1")" | tr -d '[:space:]')"
+    case "$first" in
+        ""|-1|tclass=-1) echo unset ;;
+        Globaltclass=*) echo "${first#Globaltclass=}" ;;
+        tclass=*) echo "${first#tclass=}" ;;
+        *) echo "$first" ;;
+    esac
+}
+# tc_original_value <content as given to rail_create>: "unset" or N, read the same way.
+tc_original_value() {
+    local first
+    first="$(printf '%b' "$1" | head -n1 | tr -d '[:space:]')"
+    case "$first" in
+        ""|-1|tclass=-1) echo unset ;;
+        Globaltclass=*) echo "${first#Globaltclass=}" ;;
+        tclass=*) echo "${first#tclass=}" ;;
+        *) echo "$first" ;;
+    esac
+}
+
+# state_count: *.json records in the node's state dir.
+state_count() { find "$NODE_STATE" -maxdepth 1 -name '*.json' | wc -l; }
+state_list() { find "$NODE_STATE" -maxdepth 1 -name '*.json' -printf '%f\n' | sort; }
+
+pod_sysctl() { ip netns exec "$(pod_ns "$1")" sysctl -n "$2" 2>&1; }
+
+# sysctls_ok <pod> <ifname>: prints the mismatches ("key=got(want)"), empty when all match.
+RAIL_SYSCTLS="arp_announce=2 arp_filter=1 arp_ignore=1 rp_filter=0 accept_local=1"
+sysctls_bad() {
+    local pod="$1" ifname="$2" kv k want got bad=""
+    got="$(pod_sysctl "$pod" net.ipv4.conf.all.rp_filter)"
+    [ "$got" = 0 ] || bad+="all.rp_filter=$got(want 0) "
+    for kv in $RAIL_SYSCTLS; do
+        k="${kv%=*}"; want="${kv#*=}"
+        got="$(pod_sysctl "$pod" "net.ipv4.conf.$ifname.$k")"
+        [ "$got" = "$want" ] || bad+="$ifname.$k=$got(want $want) "
+    done
+    printf '%s' "$bad"
+}
+
+sbr_rule_present() { ip -n "$(pod_ns "$1")" rule show | grep "from ${2%/*} lookup" >/dev/null; }
+sbr_rule_table() { ip -n "$(pod_ns "$1")" rule show | sed -n "s/.*from ${2%/*} lookup \([0-9a-z]*\).*/\1/p" | head -n1; }
+
+gid_read() { cat "$NODE_SYS/class/infiniband/${R_DEV[$1]}/ports/1/gids/$2"; }
+gid_type() { cat "$NODE_SYS/class/infiniband/${R_DEV[$1]}/ports/1/gid_attrs/types/$2"; }
+vf_in_host() { ip link show "${R_VF[$1]}" >/dev/null 2>&1; }
+
+# ------------------------------------------------------------------ assertions
+
+# fail <reason>: record the first failure reason of the current scenario, return 1.
+fail() {
+    [ -s "$E2E_TMP/reason.$NODE" ] || printf '%s' "$*" >"$E2E_TMP/reason.$NODE"
+    log "ASSERTION FAILED: $*"
+    return 1
+}
+expect_eq() { # <what> <got> <want>
+    [ "$2" = "$3" ] || fail "$1: got '$2', want '$3'"
+}
+expect_rc0() { # <what>  (uses $CNI_RC/$CNI_ERR of the last cnitool_run)
+    [ "$CNI_RC" = 0 ] || fail "$1 failed (rc $CNI_RC): $(tail -n1 <<<"$CNI_ERR")"
+}
+expect_contains() { # <what> <text> <extended regex>
+    grep -Eqi -- "$3" <<<"$2" || fail "$1: '$(tr '\n' ' ' <<<"$2" | cut -c1-300)' does not match /$3/"
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# integration/setup.sh: prepare a Debian 12 machine for the roce-tune e2e tests and demo.
+#
+# Idempotent; run as root. It
+#   1. installs, from Debian only, what the harness needs (skipped when all are installed):
+#      containernetworking-plugins (host-device, static, sbr, tuning in /usr/lib/cni),
+#      iproute2, procps (sysctl), golang-go + golang-github-appc-cni-dev (to build cnitool
+#      offline), dpkg-dev + xz-utils (apt-get source), jq, python3-yaml + python3-jsonschema
+#      (integration/check-conf.sh), hyperfine (benchmarks), make, file (the top Makefile);
+#   2. builds cnitool into integration/.build/bin/cnitool (skipped when it is there).
+#      cnitool is NOT in golang-github-appc-cni-dev (that package ships libcni/ and pkg/ only,
+#      checked on 1.1.2-1); it is in the SOURCE package golang-github-appc-cni, directory
+#      cnitool/. apt-get source runs against a private apt directory
+#      (integration/.build/apt) holding one deb-src line derived from the system's Debian
+#      entry; the system's sources, lists and cache are not touched. The build is offline:
+#      GOPATH=/usr/share/gocode GO111MODULE=off, so cnitool links the libcni of the -dev package.
+#
+# Environment: ROCE_TUNE_BUILD_DIR (default integration/.build), SETUP_QUIET=1 (fewer lines).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+build="${ROCE_TUNE_BUILD_DIR:-$here/.build}"
+say() { [ "${SETUP_QUIET:-0}" = 1 ] || echo "setup: $*"; }
+die() { echo "setup: ERROR: $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (apt-get, and the e2e tests create network namespaces)"
+[ -r /etc/debian_version ] || die "not a Debian system (need apt and Debian packages)"
+
+export DEBIAN_FRONTEND=noninteractive
+
+# ---------------------------------------------------------------- 1. packages
+pkgs=(containernetworking-plugins iproute2 procps golang-go golang-github-appc-cni-dev
+      dpkg-dev xz-utils jq python3 python3-yaml python3-jsonschema hyperfine make file
+      ca-certificates)
+missing=()
+for p in "${pkgs[@]}"; do
+    st="$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)"
+    [ "$st" = installed ] || missing+=("$p")
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+    say "packages: all ${#pkgs[@]} already installed, no apt-get run"
+else
+    say "packages: installing ${missing[*]}"
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+for f in /usr/lib/cni/host-device /usr/lib/cni/static /usr/lib/cni/sbr /usr/lib/cni/tuning; do
+    [ -x "$f" ] || die "$f missing after installing containernetworking-plugins"
+done
+
+# ---------------------------------------------------------------- 2. cnitool
+cnitool="$build/bin/cnitool"
+if [ -x "$cnitool" ]; then
+    say "cnitool: $cnitool already built, skipping"
+    exit 0
+fi
+
+gocni=/usr/share/gocode/src/github.com/containernetworking/cni
+[ -d "$gocni/libcni" ] || die "$gocni/libcni missing (golang-github-appc-cni-dev)"
+
+srcdir=""
+if [ -f "$gocni/cnitool/cnitool.go" ]; then
+    # Not the case for Debian's 1.1.2-1, but cheap to honour if a later -dev ships it.
+    srcdir="$gocni/cnitool"
+    say "cnitool: source found in golang-github-appc-cni-dev ($srcdir)"
+else
+    say "cnitool: not in golang-github-appc-cni-dev; fetching source package golang-github-appc-cni"
+    # Derive the deb-src line from the system's Debian entry (deb822 first, then one-line form).
+    uri="" suite="" comps="" keyring=""
+    for f in /etc/apt/sources.list.d/*.sources; do
+        [ -r "$f" ] || continue
+        # Print the first stanza whose Types include deb and whose URIs is a Debian main archive
+        # (not -security, not -updates suites): URIs|Suite|Components|Signed-By
+        line="$(awk '
+            function flush() {
+                if (types ~ /(^| )deb( |$)/ && uris ~ /debian/ && uris !~ /security/ && out == "") {
+                    n = split(suites, s, " "); su = ""
+                    for (i = 1; i <= n; i++) if (s[i] !~ /-(updates|security|backports)$/) { su = s[i]; break }
+                    if (su != "") { split(uris, u, " "); out = u[1] "|" su "|" comps "|" signed }
+                }
+                types = uris = suites = comps = signed = ""
+            }
+            /^[[:space:]]*#/ { next }
+            /^[[:space:]]*$/ { flush(); next }
+            { key = $1; sub(/:$/, "", key); $1 = ""; sub(/^ +/, "");
+              if (key == "Types") types = $0; else if (key == "URIs") uris = $0;
+              else if (key == "Suites") suites = $0; else if (key == "Components") comps = $0;
+              else if (key == "Signed-By") signed = $0 }
+            END { flush(); print out }' "$f")"
+        if [ -n "$line" ]; then
+            IFS='|' read -r uri suite comps keyring <<<"$line"
+            break
+        fi
+    done
+    if [ -z "$uri" ] && [ -r /etc/apt/sources.list ]; then
+        # deb [opts] URI suite comps...
+        line="$(grep -E '^[[:space:]]*deb[[:space:]]' /etc/apt/sources.list \
+                | grep debian | grep -v -E 'security|-updates|-backports' | head -n1 || true)"
+        if [ -n "$line" ]; then
+            line="$(sed -E 's/\[[^]]*\]//' <<<"$line")"
+            read -r _ uri suite comps <<<"$line"
+        fi
+    fi
+    if [ -z "$uri" ]; then
+        # shellcheck disable=SC1091
+        uri=http://deb.debian.org/debian suite="$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")"
+        comps=main
+        say "cnitool: no Debian entry found in /etc/apt, falling back to $uri $suite"
+    fi
+    [ -n "$keyring" ] || keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+    [ -n "$comps" ] || comps=main
+
+    apt="$build/apt"
+    rm -rf "$apt"
+    mkdir -p "$apt/sources.list.d" "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/src"
+    srcline="deb-src [signed-by=$keyring] $uri $suite $comps"
+    echo "$srcline" >"$apt/sources.list"
+    say "cnitool: private apt dir $apt with: $srcline"
+    aptopts=(-q -o "Dir::Etc::SourceList=$apt/sources.list"
+             -o "Dir::Etc::SourceParts=$apt/sources.list.d"
+             -o "Dir::State::Lists=$apt/lists"
+             -o "Dir::Cache=$apt/cache"
+             -o "APT::Sandbox::User=root")
+    apt-get "${aptopts[@]}" update
+    (cd "$apt/src" && apt-get "${aptopts[@]}" source golang-github-appc-cni)
+    srcdir="$(find "$apt/src" -maxdepth 3 -type f -path '*/cnitool/cnitool.go' -printf '%h\n' | head -n1)"
+    [ -n "$srcdir" ] || die "no cnitool/cnitool.go in the unpacked source under $apt/src"
+    say "cnitool: source unpacked at $srcdir"
+fi
+
+mkdir -p "$build/bin" "$build/gocache"
+say "cnitool: building offline (GOPATH=/usr/share/gocode GO111MODULE=off CGO_ENABLED=0)"
+(cd "$srcdir" && env GOPATH=/usr/share/gocode GO111MODULE=off GOFLAGS= GOPROXY=off \
+    CGO_ENABLED=0 GOCACHE="$build/gocache" HOME="${HOME:-/root}" \
+    /usr/bin/go build -o "$cnitool.tmp" .)
+mv -f "$cnitool.tmp" "$cnitool"
+say "cnitool: installed $cnitool ($(/usr/bin/go version | awk '{print $3}'), $(stat -c %s "$cnitool") bytes)"
+# The fetched source and the apt lists are only needed for the build.
+rm -rf "$build/apt" "$build/gocache"

@@ -1,0 +1,30 @@
+# mk/e2e.mk: end-to-end targets, included by the top Makefile (-include mk/*.mk).
+#
+#   make setup        integration/setup.sh: Debian packages + cnitool (root, idempotent)
+#   make check-conf   validate conf/ against the CRD schemas in ../shared/fixtures/crds
+#   make e2e          setup, build, check-conf, then integration/e2e.sh (root)
+#                     E2E="add del" runs only those scenarios; E2E_VERBOSE=1 prints the
+#                     log of a failed scenario
+#   make demo         one simulated rail through cnitool ADD/CHECK/DEL, explained (root)
+#
+# `build` (the static release binary, copied to target/release/roce-tune) is defined by the
+# top Makefile; without it, these targets fall back to `cargo build --release`.
+
+E2E ?=
+
+.PHONY: setup check-conf e2e demo e2e-build
+
+setup:
+	integration/setup.sh
+
+e2e-build:
+	@if $(MAKE) -n build >/dev/null 2>&1; then $(MAKE) build; else cargo build --release; fi
+
+check-conf:
+	integration/check-conf.sh
+
+e2e: setup e2e-build check-conf
+	integration/e2e.sh $(E2E)
+
+demo:
+	integration/demo.sh
