@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# bench/bench.sh: whole-process timings of roce-tune against Debian's `tuning` plugin
+# (issue 6). Run through `make bench` (which builds the static release binary first).
+# Not part of CI pass/fail: it measures and reports, it exits non-zero only when a
+# plugin run FAILS (a benchmark of a broken binary is worthless), not on a missed target.
+#
+# What it prepares once (and removes in a trap, even on failure or ^C):
+#   - one pod netns with 16 veth ends moved in and renamed net1..net16, up, each with
+#     10.10.<i>.2/24 (net1 is the rail of cases 1-4; all 16 are the 16-rail pod);
+#   - a work dir on tmpfs (/dev/shm) holding the RDMA sysfs test tree (DESIGN 2.3: 16
+#     devices, GIDs at 2/3, tc/1/traffic_class), the state dir (on tmpfs like a node's
+#     /run) and the configs;
+#   - a second state dir on the root filesystem for the fsync-cost rows (3b/4b).
+# Then bench/harness.py runs everything interleaved and writes bench/results/.
+#
+# Environment knobs (defaults in brackets):
+#   BENCH_RUNS [1000]       timed runs of each single-process case (interleaved rounds)
+#   BENCH_WARMUP [50]       untimed warm-up rounds
+#   BENCH_RAIL_ROUNDS [100] rounds of the 16-rail pod (and of its `tuning` reference)
+#   BENCH_LATE [30]         late-GID trials
+#   BENCH_RSS_ROUNDS [20]   peak-RSS rounds (GNU time)
+#   BENCH_CROWD [128]       other live attachments in the state dir of cases 3c/4c
+#   BENCH_HYPERFINE [1]    hyperfine cross-check (0 = skip)
+#   BENCH_HF_BATCHES [4] BENCH_HF_RUNS [40]   alternating hyperfine batches x runs
+#   ROCE_TUNE_BIN [target/release/roce-tune]  TUNING_BIN [/usr/lib/cni/tuning]
+#   BENCH_RESULTS [bench/results]  where latest.md and raw/ go (experiments elsewhere)
+#   BENCH_BASELINE [none]   another roce-tune binary: its runs of cases 2, 3, 4, 3c, 4c,
+#                           the floor and the 16-rail pod are interleaved with the binary
+#                           under test and an A/B table is added. To check a fix:
+#                             cp target/release/roce-tune /tmp/roce-tune.before
+#                             (apply the fix)  BENCH_BASELINE=/tmp/roce-tune.before make bench
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+die() { echo "bench: ERROR: $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root (it creates a netns and veths and writes pod sysctls)"
+
+bin="${ROCE_TUNE_BIN:-$repo/target/release/roce-tune}"
+tuning="${TUNING_BIN:-/usr/lib/cni/tuning}"
+[ -x "$bin" ] || die "$bin missing: run \`make release\` (or \`make bench\`, which does)"
+baseline="${BENCH_BASELINE:-}"
+[ -z "$baseline" ] || [ -x "$baseline" ] || die "BENCH_BASELINE=$baseline is not an executable"
+[ -x "$tuning" ] || die "$tuning missing: run \`make setup\` (Debian containernetworking-plugins)"
+command -v python3 >/dev/null || die "python3 missing"
+command -v ip >/dev/null || die "ip (iproute2) missing"
+command -v nsenter >/dev/null || die "nsenter (util-linux) missing"
+if [ "${BENCH_HYPERFINE:-1}" = 1 ] && ! command -v hyperfine >/dev/null; then
+    die "hyperfine missing: run \`make setup\` (or BENCH_HYPERFINE=0)"
+fi
+# Peak RSS comes from GNU time (harness.py rss_run says why not wait4 from Python).
+if [ ! -x /usr/bin/time ]; then
+    echo "bench: installing GNU time (Debian package time) for peak RSS"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends time >/dev/null \
+        || die "could not install the Debian package time (/usr/bin/time)"
+fi
+
+load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
+tag="rtb$$"
+ns="$tag"
+rails=16
+work=""
+diskstate=""
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    # Reap a plugin the harness may have left running (it kills its own on error).
+    ip netns del "$ns" 2>/dev/null || true
+    for i in $(seq 1 "$rails"); do
+        ip link del "${tag}h$i" 2>/dev/null || true
+    done
+    [ -n "$work" ] && rm -rf "$work"
+    [ -n "$diskstate" ] && rm -rf "$diskstate"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+work="$(mktemp -d -p /dev/shm roce-bench.XXXXXX)"
+diskstate="$(mktemp -d -p /var/tmp roce-bench-state.XXXXXX)"
+
+ip netns add "$ns"
+for i in $(seq 1 "$rails"); do
+    h="${tag}h$i" p="${tag}p$i"
+    ip link add "$h" type veth peer name "$p"
+    ip link set "$p" netns "$ns"
+    ip -n "$ns" link set "$p" name "net$i"
+    ip -n "$ns" link set "net$i" up
+    ip -n "$ns" addr add "10.10.$i.2/24" dev "net$i"
+done
+
+mkdir -p "$here/results/raw"
+python3 "$here/harness.py" \
+    --bin "$bin" --tuning "$tuning" \
+    --netns "/run/netns/$ns" --work "$work" --disk-state "$diskstate/state" \
+    --rails "$rails" \
+    --runs "${BENCH_RUNS:-1000}" --warmup "${BENCH_WARMUP:-50}" \
+    --rail-rounds "${BENCH_RAIL_ROUNDS:-100}" --late "${BENCH_LATE:-30}" \
+    --rss-rounds "${BENCH_RSS_ROUNDS:-20}" --crowd "${BENCH_CROWD:-128}" \
+    --hyperfine "${BENCH_HYPERFINE:-1}" \
+    --hf-batches "${BENCH_HF_BATCHES:-4}" --hf-runs "${BENCH_HF_RUNS:-40}" \
+    --load-start "$load_start" --command "${BENCH_COMMAND:-make bench}" \
+    --baseline "$baseline" \
+    --results "${BENCH_RESULTS:-$here/results}" --repo "$repo"
