@@ -1,6 +1,8 @@
 //! Run work inside a pod's network namespace. Namespaces belong to threads, so
-//! each call enters the netns on a fresh thread that dies afterwards: the
-//! calling thread never changes namespace and nothing has to be switched back.
+//! `run`/`run_with` enter the netns on a fresh thread that dies afterwards:
+//! the calling thread never changes namespace and nothing has to be switched
+//! back. ADD and CHECK, whose process ends after the pod's work, enter on the
+//! calling thread instead (`enter_and_run`).
 
 use crate::cni::{code, CniError, CniResult};
 use nix::sched::{setns, unshare, CloneFlags};
@@ -61,6 +63,21 @@ impl NetNs {
             )));
         }
         Ok(())
+    }
+
+    /// Enter this netns on the CALLING thread and run `f` there; the thread
+    /// stays in the netns (and, with `private_sysfs`, in its own mount
+    /// namespace) afterwards. Only for a one-shot command whose remaining work
+    /// needs nothing of the host's netns: ADD and CHECK, which are the hot
+    /// path of every pod start. It saves a thread spawn and join (about 0.1 ms
+    /// of a 0.8 ms ADD, `make bench`).
+    pub fn enter_and_run<T>(&self, private_sysfs: bool, f: impl FnOnce() -> CniResult<T>) -> CniResult<T> {
+        setns(&self.file, CloneFlags::CLONE_NEWNET)
+            .map_err(|e| CniError::io(format!("enter netns {}", self.path.display()), e))?;
+        if private_sysfs {
+            mount_private_sysfs()?;
+        }
+        f()
     }
 
     /// Run `f` on a thread that has entered this netns.

@@ -39,7 +39,7 @@ pub fn run(env: &CniEnv, conf: &NetConf) -> CniResult<Value> {
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-validation");
 
-    netns.run_with(exclusive, || {
+    netns.enter_and_run(exclusive, || {
         let port = if conf.needs_rdma() {
             Some(locate_port(conf, ifname)?)
         } else {
@@ -132,7 +132,13 @@ fn check_gid(conf: &NetConf, port: &RdmaPort, want: &Ipv6Addr, addr: &IpAddr) ->
 fn release_previous_device(state: &StateDir, env: &CniEnv, port: &RdmaPort) {
     if let Ok(old) = state.read(env.container_id(), env.ifname()) {
         if old.device != port.device || old.port != port.port || old.sysfs_root != port.root {
-            crate::warn!("repeated ADD now on {} port {}: first giving back {} port {}", port.device, port.port, old.device, old.port);
+            crate::warn!(
+                "repeated ADD now on {} port {}: first giving back {} port {}",
+                port.device,
+                port.port,
+                old.device,
+                old.port
+            );
             if let Err(e) = super::release_entry(state, &old) {
                 crate::error!("could not give back {}: {e}", old.device);
             }

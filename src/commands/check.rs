@@ -23,7 +23,7 @@ pub fn run(env: &CniEnv, conf: &NetConf) -> CniResult<()> {
     let sysctls = sysctl::resolve(&conf.sysctls, ifname);
     let netns = NetNs::open_required(Path::new(env.netns.as_deref().unwrap_or_default()))?;
     let exclusive = conf.needs_rdma() && needs_pod_sysfs(&conf.sysfs_root);
-    netns.run_with(exclusive, || {
+    netns.enter_and_run(exclusive, || {
         sysctl::verify(&sysctls)?;
         if !conf.needs_rdma() {
             return Ok(());
