@@ -6,6 +6,7 @@
 use crate::cni::config::LogLevel;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -22,9 +23,12 @@ static LOGGER: Mutex<Option<Logger>> = Mutex::new(None);
 /// ignored: logging must never fail a pod.
 pub fn init(level: LogLevel, context: String, log_file: Option<&std::path::Path>) {
     let file = log_file.and_then(|p| {
+        // O_NONBLOCK: a FIFO nobody reads would otherwise block the open,
+        // and the pod, forever; on a regular file it changes nothing.
         OpenOptions::new()
             .create(true)
             .append(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
             .open(p)
             .map_err(|e| eprintln!("roce-tune: cannot open logFile {}: {e}", p.display()))
             .ok()

@@ -116,10 +116,12 @@ impl StateDir {
     /// it does not exist and `create` is false (DEL without state: nothing to do).
     pub fn open(dir: &Path, create: bool) -> CniResult<Option<StateDir>> {
         if create {
+            // Only the dir itself here: `locks/` is made after the checks
+            // below, so nothing is created through a link or in an open dir.
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
-                .create(dir.join("locks"))
+                .create(dir)
                 .map_err(|e| io_err("create state dir", dir, e))?;
         }
         let meta = match std::fs::symlink_metadata(dir) {
@@ -142,6 +144,17 @@ impl StateDir {
                     meta.mode() & 0o777
                 ),
             ));
+        }
+        if create {
+            match std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(dir.join("locks"))
+            {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                    return Err(io_err("create state dir", &dir.join("locks"), e))
+                }
+                _ => {}
+            }
         }
         Ok(Some(StateDir {
             dir: dir.to_owned(),
@@ -281,10 +294,20 @@ impl StateDir {
                 format!("device name {device:?} is not safe to lock"),
             ));
         }
-        let path = self.dir.join("locks").join(format!("{device}.{port}.lock"));
-        let _ = std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(self.dir.join("locks"));
+        let locks = self.dir.join("locks");
+        let path = locks.join(format!("{device}.{port}.lock"));
+        let _ = std::fs::DirBuilder::new().mode(0o700).create(&locks);
+        // O_NOFOLLOW guards only the last component: a planted `locks` link
+        // would put the lock file wherever it points.
+        if !std::fs::symlink_metadata(&locks).is_ok_and(|m| m.file_type().is_dir()) {
+            return Err(CniError::new(
+                code::IO_FAILURE,
+                format!(
+                    "{} is not a directory (a link?): remove it",
+                    locks.display()
+                ),
+            ));
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)

@@ -126,12 +126,7 @@ fn cases() -> Vec<Case> {
             6,
             "duplicate key \"gidCheck\"",
         ),
-        raw(
-            "empty stdin",
-            vec![],
-            6,
-            "network config on stdin is empty",
-        ),
+        raw("empty stdin", vec![], 6, "network config on stdin is empty"),
         // Environment (4; 3 for a netns that does not exist).
         env(
             "missing CNI_COMMAND",

@@ -147,7 +147,10 @@ impl NetConf {
         if let Err(e) = std::str::from_utf8(bytes) {
             return Err(CniError::new(
                 code::DECODE_FAILED,
-                format!("network config on stdin is not UTF-8 (invalid byte at offset {})", e.valid_up_to()),
+                format!(
+                    "network config on stdin is not UTF-8 (invalid byte at offset {})",
+                    e.valid_up_to()
+                ),
             ));
         }
         let v = json::from_slice(bytes).map_err(|e| {

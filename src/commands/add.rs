@@ -34,7 +34,7 @@ pub fn run(env: &CniEnv, conf: &NetConf) -> CniResult<Value> {
         Some(_) => StateDir::open(&conf.state_dir, true)?,
         None => None,
     };
-    crate::orphans::sweep_bounded(&conf.state_dir);
+    crate::orphans::sweep_bounded(&conf.state_dir, env.container_id());
     let exclusive = conf.needs_rdma() && needs_pod_sysfs(&conf.sysfs_root);
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-validation");

@@ -13,7 +13,11 @@ pub type TrafficClass = Option<u8>;
 /// test tree holds what was last written: `tclass=N`, a bare `N`, `-1` or
 /// `tclass=-1` (DESIGN 2.2).
 pub fn parse(content: &str) -> Result<TrafficClass, String> {
-    let lines: Vec<&str> = content.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&str> = content
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
     // The driver prints the global value first when it is set; rule lines
     // (`dst_ip=10.0.0.0/8,tclass=96`) alone mean the global value is unset.
     if let Some(v) = lines.iter().find_map(|l| l.strip_prefix("Global tclass=")) {
@@ -37,7 +41,10 @@ fn global_value(value: &str, line: &str) -> Result<TrafficClass, String> {
     }
     match value.parse::<u16>() {
         Ok(n) if n <= 255 => Ok(Some(n as u8)),
-        _ => Err(format!("{:?} is not a global traffic class", truncate(line.lines().next().unwrap_or(line)))),
+        _ => Err(format!(
+            "{:?} is not a global traffic class",
+            truncate(line.lines().next().unwrap_or(line))
+        )),
     }
 }
 
@@ -162,8 +169,14 @@ mod tests {
 
     #[test]
     fn rule_lines_are_never_the_global_value() {
-        assert_eq!(parse("dst_ip=10.0.0.0/8,tclass=96\nsrc_ip=1.2.3.4,dst_ip=5.6.7.0/24,tclass=104\n"), Ok(None));
-        assert_eq!(parse("dst_ip=10.0.0.0/8,tclass=96\nGlobal tclass=7\n"), Ok(Some(7)));
+        assert_eq!(
+            parse("dst_ip=10.0.0.0/8,tclass=96\nsrc_ip=1.2.3.4,dst_ip=5.6.7.0/24,tclass=104\n"),
+            Ok(None)
+        );
+        assert_eq!(
+            parse("dst_ip=10.0.0.0/8,tclass=96\nGlobal tclass=7\n"),
+            Ok(Some(7))
+        );
         assert!(parse("dst_ip=10.0.0.0/8,tclass=96\ngarbage\n").is_err());
         assert!(parse("Global tclass=256").is_err());
         assert!(parse("tclass=abc").is_err());
