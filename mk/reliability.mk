@@ -1,0 +1,30 @@
+# mk/reliability.mk: reliability targets, included by the top Makefile
+# (-include mk/*.mk). docs/readme-reliability.md says what each one proves.
+#
+#   make faults   build the fault-injection binary (target/fault, its own
+#                 target dir), then crash it at every fault point (root)
+#   make fuzz     every cargo-fuzz target for FUZZ_SECONDS (default 60) each;
+#                 installs cargo-fuzz from crates.io if missing. Not in CI.
+#   make stress   64 workers over 16 devices for STRESS_SECONDS (default 60),
+#                 release build (root). Not in CI.
+#
+# tests/faults.rs builds the fault binary itself when `cargo test` runs it, so
+# `make integration` needs nothing more; `fault-bin` only does it up front.
+
+CARGO          ?= cargo
+FUZZ_SECONDS   ?= 60
+STRESS_SECONDS ?= 60
+
+.PHONY: fault-bin faults fuzz stress
+
+fault-bin:
+	CARGO_TARGET_DIR=target/fault $(CARGO) build --locked --features fault-injection --bin roce-tune
+
+faults: fault-bin
+	ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --test faults -- --nocapture
+
+fuzz:
+	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
+
+stress:
+	STRESS_SECONDS=$(STRESS_SECONDS) ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --release --test stress -- --ignored --nocapture

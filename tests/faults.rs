@@ -1,0 +1,408 @@
+//! Crash consistency: the plugin is killed (abort) at every fault point, then
+//! the runtime does what it does next, and the node must end exactly as it
+//! was: the class back to its original (unset reads as unset), no state left,
+//! no device lock held. Sysctls are not checked: the runtime's DEL does not
+//! restore them (DESIGN 1.5), so a crash after they were applied is repaired
+//! by the netns dying, not by roce-tune.
+//!
+//! The crash points exist only in a build with the `fault-injection` feature,
+//! which is built into target/fault (its own target dir, so the normal test
+//! build is never rebuilt with the feature and back). The test builds it
+//! itself: cargo's freshness check is a no-op when it is current, and a stale
+//! fault binary would silently test old code.
+
+mod common;
+use common::*;
+use nix::fcntl::{Flock, FlockArg};
+use roce_tune::rdma::traffic_class::{self, TrafficClass};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+
+const PCI: &str = "0000:0c:00.2";
+const DEV: &str = "mlx5_2";
+const ADDR: &str = "192.168.0.34/16";
+const IP: &str = "192.168.0.34";
+const CLASS: u8 = 41;
+
+const ADD_POINTS: &[&str] = &[
+    "add-after-validation",
+    "add-after-sysctls",
+    "add-after-state-write",
+    "add-after-class-write",
+    "add-after-readback",
+    "add-gid-wait",
+];
+const DEL_POINTS: &[&str] = &[
+    "del-after-read-state",
+    "del-after-restore-write",
+    "del-before-state-remove",
+];
+
+/// The fault-injection build of the plugin, built once per test process.
+fn fault_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let target = root.join("target/fault");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--locked",
+                "--features",
+                "fault-injection",
+                "--bin",
+                "roce-tune",
+            ])
+            .env("CARGO_TARGET_DIR", &target)
+            .current_dir(root)
+            .status()
+            .expect("run cargo to build the fault-injection binary");
+        assert!(
+            status.success(),
+            "building the fault-injection binary failed"
+        );
+        let bin = target.join("debug/roce-tune");
+        assert!(bin.exists(), "{} missing after the build", bin.display());
+        bin
+    })
+}
+
+struct Out {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn ok(&self, what: &str) -> Result<(), String> {
+        if self.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} failed ({:?}): stdout {} stderr {}",
+                self.status,
+                self.stdout.trim(),
+                self.stderr.trim()
+            ))
+        }
+    }
+}
+
+/// One run as a runtime does it, optionally told to crash at `fault`.
+fn run(command: &str, cid: &str, netns: &str, stdin: &str, fault: Option<&str>) -> Out {
+    let mut cmd = Command::new(fault_bin());
+    cmd.env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("CNI_COMMAND", command)
+        .env("CNI_CONTAINERID", cid)
+        .env("CNI_NETNS", netns)
+        .env("CNI_IFNAME", "net1")
+        .env("CNI_ARGS", "")
+        .env("CNI_PATH", "/usr/lib/cni");
+    if let Some(f) = fault {
+        cmd.env("ROCE_TUNE_FAULT", f);
+    }
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the fault binary");
+    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    Out {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn conf(tree: &Tree, state: &StateDirPath, pod: &Pod) -> String {
+    json!({
+        "cniVersion": "1.1.0", "name": "rail", "type": "roce-tune",
+        "trafficClass": CLASS, "deviceID": PCI, "gidTimeoutMs": 2000,
+        "sysfsRoot": path_str(&tree.root), "stateDir": path_str(&state.0),
+        "prevResult": prev_result("1.1.0", "net1", &pod.path(), &[ADDR]),
+    })
+    .to_string()
+}
+
+fn class(tree: &Tree) -> Result<TrafficClass, String> {
+    traffic_class::parse(&tree.tc(DEV))
+}
+
+fn show(tc: &Result<TrafficClass, String>) -> String {
+    match tc {
+        Ok(t) => traffic_class::describe(*t),
+        Err(e) => format!("unreadable ({e})"),
+    }
+}
+
+/// Everything in the state dir but `locks/`: entries, temp files, quarantined ones.
+fn leftovers(state: &StateDirPath) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(&state.0) else {
+        return vec![];
+    };
+    let mut v: Vec<String> = rd
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n != "locks")
+        .collect();
+    v.sort();
+    v
+}
+
+/// Lock files in `locks/` that another process could not take right now.
+fn held_locks(state: &StateDirPath) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(state.0.join("locks")) else {
+        return vec![];
+    };
+    let mut held = Vec::new();
+    for e in rd.filter_map(Result::ok) {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(e.path())
+            .expect("open lock file");
+        if Flock::lock(f, FlockArg::LockExclusiveNonblock).is_err() {
+            held.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    held
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Next {
+    /// ADD crashed: the runtime gives up on the pod and runs DEL.
+    Del,
+    /// ADD crashed and the sandbox went with it: DEL with CNI_NETNS empty.
+    DelNoNetns,
+    /// ADD crashed: the runtime retries ADD (it succeeds), later DEL.
+    RetryAddThenDel,
+    /// DEL crashed: the runtime runs DEL again.
+    DelAgain,
+    /// DEL crashed, the sandbox is gone: DEL again with CNI_NETNS empty.
+    DelAgainNoNetns,
+}
+
+impl Next {
+    fn label(self) -> &'static str {
+        match self {
+            Next::Del => "DEL",
+            Next::DelNoNetns => "DEL, no netns",
+            Next::RetryAddThenDel => "ADD (retry), DEL",
+            Next::DelAgain => "DEL again",
+            Next::DelAgainNoNetns => "DEL again, no netns",
+        }
+    }
+}
+
+struct Row {
+    point: &'static str,
+    original: &'static str,
+    next: Next,
+    after_crash: String,
+    final_class: String,
+    outcome: Result<(), String>,
+}
+
+fn crashed_at(out: &Out, point: &str) -> Result<(), String> {
+    let aborted = out.status.signal() == Some(nix::libc::SIGABRT);
+    let reached = out
+        .stderr
+        .contains(&format!("fault injection: aborting at {point}"));
+    if aborted && reached {
+        Ok(())
+    } else {
+        Err(format!(
+            "expected an abort at {point}, got {:?}: stdout {} stderr {}",
+            out.status,
+            out.stdout.trim(),
+            out.stderr.trim()
+        ))
+    }
+}
+
+fn scenario(pod: &Pod, point: &'static str, original: &'static str, next: Next) -> Row {
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    tree.add_device(PCI, DEV, original);
+    let want = traffic_class::parse(original).unwrap();
+    let cid = unique("fault");
+    let netns = pod.path();
+    let c = conf(&tree, &state, pod);
+    let del_netns = match next {
+        Next::DelNoNetns | Next::DelAgainNoNetns => "",
+        _ => netns.as_str(),
+    };
+    let mut after_crash = String::new();
+    let mut steps = || -> Result<(), String> {
+        if point.starts_with("add-") {
+            // The kernel is slow here: the GID never appears before the crash.
+            if point != "add-gid-wait" {
+                tree.set_ipv4_gids(DEV, IP);
+            }
+            crashed_at(&run("ADD", &cid, &netns, &c, Some(point)), point)?;
+            after_crash = format!(
+                "class {}, {} entry",
+                show(&class(&tree)),
+                state.entries().len()
+            );
+            if next == Next::RetryAddThenDel {
+                tree.set_ipv4_gids(DEV, IP);
+                let add = run("ADD", &cid, &netns, &c, None);
+                add.ok("retried ADD")?;
+                let out: Value = serde_json::from_str(&add.stdout)
+                    .map_err(|e| format!("retried ADD printed no result: {e}"))?;
+                if out["interfaces"][0]["name"] != "net1" {
+                    return Err(format!("retried ADD result lost prevResult: {out}"));
+                }
+                if class(&tree) != Ok(Some(CLASS)) {
+                    return Err(format!("retried ADD left class {}", show(&class(&tree))));
+                }
+            }
+            run("DEL", &cid, del_netns, &c, None).ok("DEL")
+        } else {
+            tree.set_ipv4_gids(DEV, IP);
+            run("ADD", &cid, &netns, &c, None).ok("ADD")?;
+            crashed_at(&run("DEL", &cid, &netns, &c, Some(point)), point)?;
+            after_crash = format!(
+                "class {}, {} entry",
+                show(&class(&tree)),
+                state.entries().len()
+            );
+            run("DEL", &cid, del_netns, &c, None).ok("second DEL")
+        }
+    };
+    let mut outcome = steps();
+    let fin = class(&tree);
+    if outcome.is_ok() {
+        outcome = if fin != Ok(want) {
+            Err(format!(
+                "class is {}, was {}",
+                show(&fin),
+                traffic_class::describe(want)
+            ))
+        } else if !leftovers(&state).is_empty() {
+            Err(format!("state left: {:?}", leftovers(&state)))
+        } else if !held_locks(&state).is_empty() {
+            Err(format!("locks still held: {:?}", held_locks(&state)))
+        } else {
+            Ok(())
+        };
+    }
+    Row {
+        point,
+        original: if original.is_empty() { "unset" } else { "106" },
+        next,
+        after_crash,
+        final_class: show(&fin),
+        outcome,
+    }
+}
+
+#[test]
+fn every_fault_point_leaves_the_node_as_it_was() {
+    if !have_root("every_fault_point_leaves_the_node_as_it_was") {
+        return;
+    }
+    fault_bin();
+    let pod = Pod::new("net1", Some(ADDR));
+    let mut rows = Vec::new();
+    for original in ["", "Global tclass=106\n"] {
+        for &point in ADD_POINTS {
+            for next in [Next::Del, Next::DelNoNetns, Next::RetryAddThenDel] {
+                rows.push(scenario(&pod, point, original, next));
+            }
+        }
+        for &point in DEL_POINTS {
+            for next in [Next::DelAgain, Next::DelAgainNoNetns] {
+                rows.push(scenario(&pod, point, original, next));
+            }
+        }
+    }
+    rows.sort_by_key(|r| {
+        let i = ADD_POINTS
+            .iter()
+            .chain(DEL_POINTS)
+            .position(|p| *p == r.point);
+        (i, r.next as u8, r.original != "unset")
+    });
+    println!("\n| fault point | original | after the crash | then | final class | state, locks | result |");
+    println!("|---|---|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.point,
+            r.original,
+            r.after_crash,
+            r.next.label(),
+            r.final_class,
+            if r.outcome.is_ok() { "none, free" } else { "-" },
+            match &r.outcome {
+                Ok(()) => "PASS".to_string(),
+                Err(e) => format!("FAIL: {e}"),
+            }
+        );
+    }
+    let failed: Vec<_> = rows.iter().filter(|r| r.outcome.is_err()).collect();
+    println!(
+        "\n{} scenarios over {} fault points: {} survived, {} failed",
+        rows.len(),
+        ADD_POINTS.len() + DEL_POINTS.len(),
+        rows.len() - failed.len(),
+        failed.len()
+    );
+    assert_eq!(rows.len(), 48);
+    assert!(
+        failed.is_empty(),
+        "{} scenarios did not end as they began: {}",
+        failed.len(),
+        failed
+            .iter()
+            .map(|r| format!(
+                "{} / {} / {}: {}",
+                r.point,
+                r.original,
+                r.next.label(),
+                r.outcome.as_ref().unwrap_err()
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+}
+
+/// A fault point added to src/ without a scenario here would go untested.
+#[test]
+fn every_fault_point_in_src_has_a_scenario() {
+    fn walk(dir: &Path, found: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, found);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let text = std::fs::read_to_string(&p).unwrap();
+                for part in text.split("fault::point(\"").skip(1) {
+                    found.push(part.split('"').next().unwrap().to_string());
+                }
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut found,
+    );
+    found.sort();
+    let mut tested: Vec<String> = ADD_POINTS
+        .iter()
+        .chain(DEL_POINTS)
+        .map(|s| s.to_string())
+        .collect();
+    tested.sort();
+    assert_eq!(found, tested);
+}
