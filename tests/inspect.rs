@@ -52,7 +52,7 @@ fn inspect(args: &[&str]) -> Run {
         stdout: String::from_utf8_lossy(&out.stdout).to_string(),
         stderr: String::from_utf8_lossy(&out.stderr).to_string(),
     };
-    // docs/readme-inspect.md is pasted from these runs:
+    // docs/inspect.md is pasted from these runs:
     // INSPECT_SHOW=1 cargo test --test inspect -- --nocapture --test-threads=1
     if std::env::var_os("INSPECT_SHOW").is_some() {
         eprintln!(
