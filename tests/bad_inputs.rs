@@ -11,19 +11,8 @@ const ADDR: &str = "192.168.0.34/16";
 const SUPPORTED: &[&str] = &["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
 
 /// The six sysctls roce-tune sets by default, and its values for them.
-fn rail_keys() -> Vec<(&'static str, &'static str)> {
-    vec![
-        ("net.ipv4.conf.all.rp_filter", "0"),
-        ("net.ipv4.conf.net1.arp_announce", "2"),
-        ("net.ipv4.conf.net1.arp_filter", "1"),
-        ("net.ipv4.conf.net1.arp_ignore", "1"),
-        ("net.ipv4.conf.net1.rp_filter", "0"),
-        ("net.ipv4.conf.net1.accept_local", "1"),
-    ]
-}
-
 fn snapshot(pod: &Pod) -> Vec<String> {
-    rail_keys().iter().map(|(k, _)| pod.sysctl(k)).collect()
+    rail_sysctls("net1").iter().map(|(k, _)| pod.sysctl(k)).collect()
 }
 
 /// A pod where none of the six holds roce-tune's value, so any write shows.
@@ -32,8 +21,8 @@ fn pod() -> Pod {
     let pod = Pod::new("net1", Some(ADDR));
     pod.set_sysctl("net.ipv4.conf.all.rp_filter", "2");
     pod.set_sysctl("net.ipv4.conf.net1.rp_filter", "1");
-    for ((k, ours), was) in rail_keys().iter().zip(snapshot(&pod)) {
-        assert_ne!(*ours, was, "{k} already holds roce-tune's value");
+    for ((k, ours), was) in rail_sysctls("net1").iter().zip(snapshot(&pod)) {
+        assert_ne!(*ours, was.as_str(), "{k} already holds roce-tune's value");
     }
     pod
 }

@@ -31,18 +31,6 @@ fn label(c: (&str, &str)) -> String {
 
 const ADDR: &str = "192.168.0.34/16";
 
-/// The six rail sysctls of DESIGN 1.5 for `ifname`, with the values roce-tune sets.
-fn rail_keys(ifname: &str) -> Vec<(String, &'static str)> {
-    vec![
-        ("net.ipv4.conf.all.rp_filter".into(), "0"),
-        (format!("net.ipv4.conf.{ifname}.arp_announce"), "2"),
-        (format!("net.ipv4.conf.{ifname}.arp_filter"), "1"),
-        (format!("net.ipv4.conf.{ifname}.arp_ignore"), "1"),
-        (format!("net.ipv4.conf.{ifname}.rp_filter"), "0"),
-        (format!("net.ipv4.conf.{ifname}.accept_local"), "1"),
-    ]
-}
-
 fn snapshot(pod: &Pod, keys: &[(String, &str)]) -> Vec<(String, String)> {
     keys.iter()
         .map(|(k, _)| (k.clone(), pod.sysctl(k)))
@@ -205,7 +193,7 @@ fn default_sysctls_land_in_the_pod_and_not_on_the_host() {
         let l = label(case);
         let pod = pod_with_strict_rp_filter("net1");
         let state = StateDirPath::new();
-        let keys = rail_keys("net1");
+        let keys = rail_sysctls("net1");
         let before = snapshot(&pod, &keys);
         for ((k, want), (_, was)) in keys.iter().zip(&before) {
             assert_ne!(
@@ -236,7 +224,7 @@ fn custom_sysctl_map_replaces_the_defaults() {
         let l = label(case);
         let pod = pod_with_strict_rp_filter("net1");
         let state = StateDirPath::new();
-        let keys = rail_keys("net1");
+        let keys = rail_sysctls("net1");
         let before = snapshot(&pod, &keys);
         let mut c = conf(
             case.0,
@@ -279,15 +267,15 @@ fn ifname_placeholder_is_replaced_by_cni_ifname() {
         let pod = pod_with_strict_rp_filter("rail_3");
         pod.add_rail("net1", None);
         let state = StateDirPath::new();
-        let other = snapshot(&pod, &rail_keys("net1")[1..]);
+        let other = snapshot(&pod, &rail_sysctls("net1")[1..]);
         let prev = prev_result(case.1, "rail_3", &pod.path(), &[ADDR]);
         let mut c = conf(case.0, prev, &state);
         add(&pod, "cv6", &c).ok();
-        for (k, want) in rail_keys("rail_3") {
+        for (k, want) in rail_sysctls("rail_3") {
             assert_eq!(pod.sysctl(&k), want, "{l}: {k}");
         }
         assert_eq!(
-            snapshot(&pod, &rail_keys("net1")[1..]),
+            snapshot(&pod, &rail_sysctls("net1")[1..]),
             other,
             "{l}: another interface of the pod was touched"
         );

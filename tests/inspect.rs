@@ -30,14 +30,6 @@ const SEED_EXCLUSIVE: (&str, &str, [(&str, &str); 4]) = (
     ],
 );
 
-const RAIL_SYSCTLS: &[(&str, &str)] = &[
-    ("net.ipv4.conf.all.rp_filter", "0"),
-    ("net.ipv4.conf.net1.arp_announce", "2"),
-    ("net.ipv4.conf.net1.arp_filter", "1"),
-    ("net.ipv4.conf.net1.arp_ignore", "1"),
-    ("net.ipv4.conf.net1.rp_filter", "0"),
-    ("net.ipv4.conf.net1.accept_local", "1"),
-];
 
 fn inspect(args: &[&str]) -> Run {
     let out = Command::new(BIN)
@@ -88,8 +80,8 @@ fn seed_case(seed: &(&str, &str, [(&str, &str); 4]), netns_mode: &str) -> (Tree,
 }
 
 fn set_recommended(pod: &Pod) {
-    for (k, v) in RAIL_SYSCTLS {
-        pod.set_sysctl(k, v);
+    for (k, v) in rail_sysctls("net1") {
+        pod.set_sysctl(&k, v);
     }
 }
 

@@ -413,3 +413,17 @@ pub fn epoch_secs() -> u64 {
         .unwrap()
         .as_secs()
 }
+
+/// The six rail sysctls of DESIGN 1.5 for `ifname`, with the values roce-tune
+/// must set: stated here independently of the plugin's own defaults, so a
+/// wrong default fails the tests instead of agreeing with them.
+pub fn rail_sysctls(ifname: &str) -> Vec<(String, &'static str)> {
+    vec![
+        ("net.ipv4.conf.all.rp_filter".into(), "0"),
+        (format!("net.ipv4.conf.{ifname}.arp_announce"), "2"),
+        (format!("net.ipv4.conf.{ifname}.arp_filter"), "1"),
+        (format!("net.ipv4.conf.{ifname}.arp_ignore"), "1"),
+        (format!("net.ipv4.conf.{ifname}.rp_filter"), "0"),
+        (format!("net.ipv4.conf.{ifname}.accept_local"), "1"),
+    ]
+}
