@@ -24,13 +24,13 @@ release build:
 # Every test: unit tests, the process-level integration tests against real
 # netns (root required; ROCE_TUNE_REQUIRE_ROOT=1 turns a skip into a failure),
 # then the end-to-end chain with real peers (mk/e2e.mk).
-test: setup unit integration e2e
+test: setup fmt unit integration e2e
 
 unit:
 	$(CARGO) test --locked --lib --bins
 
 integration:
-	ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --tests -- --test-threads=2
+	ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --test '*' -- --test-threads=2
 
 fmt:
 	$(CARGO) fmt --all -- --check

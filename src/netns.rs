@@ -71,7 +71,11 @@ impl NetNs {
     /// needs nothing of the host's netns: ADD and CHECK, which are the hot
     /// path of every pod start. It saves a thread spawn and join (about 0.1 ms
     /// of a 0.8 ms ADD, `make bench`).
-    pub fn enter_and_run<T>(&self, private_sysfs: bool, f: impl FnOnce() -> CniResult<T>) -> CniResult<T> {
+    pub fn enter_and_run<T>(
+        &self,
+        private_sysfs: bool,
+        f: impl FnOnce() -> CniResult<T>,
+    ) -> CniResult<T> {
         setns(&self.file, CloneFlags::CLONE_NEWNET)
             .map_err(|e| CniError::io(format!("enter netns {}", self.path.display()), e))?;
         if private_sysfs {

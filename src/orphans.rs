@@ -18,7 +18,12 @@ pub struct Report {
 /// entries (an ADD must stay cheap on a node with hundreds of entries).
 /// Entries of `skip_container` (the pod being added, whose netns exists) are
 /// passed over by name, without a read.
-pub fn sweep(state_dir: &Path, skip_container: Option<&str>, max_examine: usize, max_release: usize) -> Report {
+pub fn sweep(
+    state_dir: &Path,
+    skip_container: Option<&str>,
+    max_examine: usize,
+    max_release: usize,
+) -> Report {
     let mut report = Report::default();
     let state = match StateDir::open(state_dir, false) {
         Ok(Some(s)) => s,
@@ -36,7 +41,11 @@ pub fn sweep(state_dir: &Path, skip_container: Option<&str>, max_examine: usize,
     // Start at a different place each time (the pid is as good as random
     // here), so a bounded sweep reaches orphans that sort after many live
     // entries instead of looking at the same first ones forever.
-    let start = if names.is_empty() { 0 } else { std::process::id() as usize % names.len() };
+    let start = if names.is_empty() {
+        0
+    } else {
+        std::process::id() as usize % names.len()
+    };
     let rotated = names[start..].iter().chain(&names[..start]);
     let candidates = rotated.filter(|(cid, _)| Some(cid.as_str()) != skip_container);
     for (cid, ifname) in candidates.take(max_examine) {

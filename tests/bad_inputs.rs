@@ -12,7 +12,10 @@ const SUPPORTED: &[&str] = &["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
 
 /// The six sysctls roce-tune sets by default, and its values for them.
 fn snapshot(pod: &Pod) -> Vec<String> {
-    rail_sysctls("net1").iter().map(|(k, _)| pod.sysctl(k)).collect()
+    rail_sysctls("net1")
+        .iter()
+        .map(|(k, _)| pod.sysctl(k))
+        .collect()
 }
 
 /// A pod where none of the six holds roce-tune's value, so any write shows.

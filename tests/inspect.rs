@@ -30,7 +30,6 @@ const SEED_EXCLUSIVE: (&str, &str, [(&str, &str); 4]) = (
     ],
 );
 
-
 fn inspect(args: &[&str]) -> Run {
     let out = Command::new(BIN)
         .env_clear()

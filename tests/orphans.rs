@@ -229,7 +229,11 @@ fn an_orphan_behind_many_live_entries_is_reached_by_later_adds() {
             break;
         }
     }
-    assert_eq!(tree.tc("mlx5_1"), "tclass=106", "the orphan was never reached in {adds} ADDs");
+    assert_eq!(
+        tree.tc("mlx5_1"),
+        "tclass=106",
+        "the orphan was never reached in {adds} ADDs"
+    );
     assert!(state.entry("c1", "net1").is_none());
     assert_eq!(state.entries().len(), 24 + adds, "live entries untouched");
 }
