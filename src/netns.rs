@@ -1,5 +1,5 @@
 //! Run work inside a pod's network namespace. Namespaces belong to threads, so
-//! `run`/`run_with` enter the netns on a fresh thread that dies afterwards:
+//! `run_with` enters the netns on a fresh thread that dies afterwards:
 //! the calling thread never changes namespace and nothing has to be switched
 //! back. ADD and CHECK, whose process ends after the pod's work, enter on the
 //! calling thread instead (`enter_and_run`).
@@ -82,11 +82,6 @@ impl NetNs {
             mount_private_sysfs()?;
         }
         f()
-    }
-
-    /// Run `f` on a thread that has entered this netns.
-    pub fn run<T: Send>(&self, f: impl FnOnce() -> CniResult<T> + Send) -> CniResult<T> {
-        self.run_with(false, f)
     }
 
     /// Run `f` inside this netns; with `private_sysfs`, the thread also gets its

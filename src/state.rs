@@ -14,7 +14,7 @@ use crate::rdma::is_safe_component;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Bumped when the entry's meaning changes; older entries are still read.
@@ -356,14 +356,14 @@ pub fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Is `mode` a private mode (for tests and STATUS).
-pub fn is_private(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn is_private(path: &Path) -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
+    }
 
     fn dir(name: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("rt-state-{name}-{}", std::process::id()));
