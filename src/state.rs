@@ -359,9 +359,9 @@ pub fn now() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn is_private(path: &Path) -> bool {
-        use std::os::unix::fs::PermissionsExt;
         std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
     }
 
