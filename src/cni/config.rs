@@ -133,9 +133,8 @@ impl NetConf {
     pub fn parse(bytes: &[u8]) -> CniResult<NetConf> {
         if bytes.len() > MAX_STDIN_BYTES {
             return Err(CniError::config(format!(
-                "network config on stdin is {} bytes, more than the {} a config can be: check what the runtime sends",
-                bytes.len(),
-                MAX_STDIN_BYTES
+                // The reader stops one byte past the limit, so the real size is unknown.
+                "network config on stdin is more than the {MAX_STDIN_BYTES} bytes a config can be: check what the runtime sends"
             )));
         }
         if bytes.iter().all(u8::is_ascii_whitespace) {
