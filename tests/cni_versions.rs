@@ -295,6 +295,23 @@ fn ifname_placeholder_is_replaced_by_cni_ifname() {
     }
 }
 
+/// A pod after a successful ADD of `case`, and the config CHECK gets: libcni
+/// hands CHECK the chain's cached result as prevResult.
+fn added_for_check(case: (&str, &str), cid: &str) -> (Pod, StateDirPath, Value) {
+    let pod = Pod::new("net1", Some(ADDR));
+    let state = StateDirPath::new();
+    let prev = prev_result(case.1, "net1", &pod.path(), &[ADDR]);
+    let mut c = conf(case.0, prev, &state);
+    let r = add(&pod, cid, &c);
+    r.ok();
+    c["prevResult"] = r.json();
+    (pod, state, c)
+}
+
+fn check(pod: &Pod, cid: &str, c: &Value) -> Run {
+    run_plugin("CHECK", cid, &pod.path(), "net1", c.to_string().as_bytes())
+}
+
 #[test]
 fn check_passes_from_0_4_0_and_is_refused_before() {
     if !have_root("check_passes_from_0_4_0_and_is_refused_before") {
@@ -302,21 +319,8 @@ fn check_passes_from_0_4_0_and_is_refused_before() {
     }
     for case in cases() {
         let l = label(case);
-        let pod = Pod::new("net1", Some(ADDR));
-        let state = StateDirPath::new();
-        let prev = prev_result(case.1, "net1", &pod.path(), &[ADDR]);
-        let mut c = conf(case.0, prev, &state);
-        let r = add(&pod, "cv7", &c);
-        r.ok();
-        // libcni hands CHECK the chain's cached result.
-        c["prevResult"] = r.json();
-        let r = run_plugin(
-            "CHECK",
-            "cv7",
-            &pod.path(),
-            "net1",
-            c.to_string().as_bytes(),
-        );
+        let (pod, _state, c) = added_for_check(case, "cv7");
+        let r = check(&pod, "cv7", &c);
         if case.0.starts_with("0.3.") {
             assert_eq!(r.code(), 1, "{l}: CHECK needs 0.4.0: {r:?}");
             assert!(r.msg().contains("0.4.0"), "{l}: {}", r.msg());
@@ -335,21 +339,9 @@ fn check_reports_a_sysctl_changed_by_hand() {
     }
     for case in cases() {
         let l = label(case);
-        let pod = Pod::new("net1", Some(ADDR));
-        let state = StateDirPath::new();
-        let prev = prev_result(case.1, "net1", &pod.path(), &[ADDR]);
-        let mut c = conf(case.0, prev, &state);
-        let r = add(&pod, "cv8", &c);
-        r.ok();
-        c["prevResult"] = r.json();
+        let (pod, _state, c) = added_for_check(case, "cv8");
         pod.set_sysctl("net.ipv4.conf.net1.arp_announce", "1");
-        let r = run_plugin(
-            "CHECK",
-            "cv8",
-            &pod.path(),
-            "net1",
-            c.to_string().as_bytes(),
-        );
+        let r = check(&pod, "cv8", &c);
         if case.0.starts_with("0.3.") {
             assert_eq!(r.code(), 1, "{l}: {r:?}");
             continue;
