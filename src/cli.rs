@@ -76,7 +76,7 @@ fn gc(args: &[String]) -> i32 {
         "GC --orphans".into(),
         None,
     );
-    let r = crate::orphans::sweep(&state_dir, None, usize::MAX, usize::MAX);
+    let r = crate::orphans::sweep_all(&state_dir);
     println!(
         "examined {} entries, released {} orphans, {} failed",
         r.examined,

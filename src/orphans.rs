@@ -19,22 +19,12 @@ pub struct Report {
 /// Entries of `skip_container` (the pod being added, whose netns exists) are
 /// passed over by name, without a read.
 pub fn sweep(
-    state_dir: &Path,
+    state: &StateDir,
     skip_container: Option<&str>,
     max_examine: usize,
     max_release: usize,
 ) -> Report {
     let mut report = Report::default();
-    let state = match StateDir::open(state_dir, false) {
-        Ok(Some(s)) => s,
-        Ok(None) => return report,
-        // A refused dir (a link, open to others) must not look like a clean
-        // node to the operator running `gc --orphans`.
-        Err(e) => {
-            report.failed.push(format!("state dir: {}", e.msg));
-            return report;
-        }
-    };
     let Ok(names) = state.attachments() else {
         return report;
     };
@@ -59,7 +49,7 @@ pub fn sweep(
         if Path::new(&entry.netns).exists() {
             continue;
         }
-        match release_entry(&state, &entry) {
+        match release_entry(state, &entry) {
             Ok(r) => {
                 crate::info!("orphan {cid}/{ifname} (netns {} gone): {r:?}", entry.netns);
                 report.released.push(format!("{cid}/{ifname}"));
@@ -75,6 +65,19 @@ pub fn sweep(
 
 /// The share of orphan repair each ADD does before its own work: reading an
 /// entry costs about 6 us (`make bench`), so 16 keep it under 0.1 ms.
-pub fn sweep_bounded(state_dir: &Path, container_id: &str) {
-    sweep(state_dir, Some(container_id), 16, 4);
+pub fn sweep_bounded(state: &StateDir, container_id: &str) {
+    sweep(state, Some(container_id), 16, 4);
+}
+
+/// `roce-tune gc --orphans`: every entry. A refused dir (a link, open to
+/// others) must not look like a clean node to the operator.
+pub fn sweep_all(state_dir: &Path) -> Report {
+    match StateDir::open(state_dir, false) {
+        Ok(Some(state)) => sweep(&state, None, usize::MAX, usize::MAX),
+        Ok(None) => Report::default(),
+        Err(e) => Report {
+            failed: vec![format!("state dir: {}", e.msg)],
+            ..Report::default()
+        },
+    }
 }

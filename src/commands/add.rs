@@ -30,11 +30,15 @@ pub fn run(env: &CniEnv, conf: &NetConf) -> CniResult<Value> {
     let expected = expected_gid(conf, &result, ifname)?;
     let sysctls = sysctl::resolve(&conf.sysctls, ifname);
     let netns = NetNs::open_required(Path::new(env.netns.as_deref().unwrap_or_default()))?;
+    // Opened once for both the class record and the orphan sweep; without a
+    // class to record, a missing or refused dir only means nothing to sweep.
     let state = match conf.traffic_class {
         Some(_) => StateDir::open(&conf.state_dir, true)?,
-        None => None,
+        None => StateDir::open(&conf.state_dir, false).ok().flatten(),
     };
-    crate::orphans::sweep_bounded(&conf.state_dir, env.container_id());
+    if let Some(state) = &state {
+        crate::orphans::sweep_bounded(state, env.container_id());
+    }
     let exclusive = conf.needs_rdma() && needs_pod_sysfs(&conf.sysfs_root);
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-validation");
