@@ -4,6 +4,8 @@
 //!
 //! `nldev_probe [IFNAME]`: with IFNAME, also looks the netdev up by rtnetlink
 //! and runs the (ifindex, name) match, as ADD will.
+//! `nldev_probe --port-dump N`: one PORT_GET dump of device index N, to see
+//! what the kernel answers for an index this netns cannot see.
 
 use roce_tune::netlink::Netlink;
 use roce_tune::rdma::nldev::{port_for_netdev, PortMatch, RdmaNetlink};
@@ -20,6 +22,21 @@ fn main() {
             std::process::exit(2);
         }
     };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, n] = args.as_slice() {
+        if flag == "--port-dump" {
+            let index = n.parse().expect("a device index");
+            match nl.ports_of(index) {
+                Ok(ps) => println!("ports_of({index}): {ps:?}"),
+                Err(e) => println!(
+                    "ports_of({index}): error: {e} (errno {:?}, kind {:?})",
+                    e.errno(),
+                    e.kind()
+                ),
+            }
+            return;
+        }
+    }
     match nl.netns_mode() {
         Ok(m) => println!("netns_mode: {m:?}"),
         Err(e) => println!("netns_mode: error: {e} (errno {:?})", e.errno()),
@@ -43,8 +60,8 @@ fn main() {
         println!("port: {p:?}");
         println!("      {p}");
     }
-    if let Some(ifname) = std::env::args().nth(1) {
-        let link = Netlink::open().and_then(|mut r| r.link_by_name(&ifname));
+    if let Some(ifname) = args.first() {
+        let link = Netlink::open().and_then(|mut r| r.link_by_name(ifname));
         match link {
             Ok(Some(l)) => match port_for_netdev(&ports, l.index, &l.name) {
                 PortMatch::One(p) => println!("match {ifname} (ifindex {}): {p}", l.index),

@@ -937,11 +937,8 @@ impl RdmaNetlink {
     pub fn ports(&mut self) -> Result<Vec<Port>, Error> {
         let mut out = Vec::new();
         for d in self.devices()? {
-            match self.exchange(Request::Ports { dev_index: d.index }) {
-                Ok(replies) => out.extend(replies.into_iter().filter_map(|r| match r {
-                    Reply::Port(p) => Some(p),
-                    _ => None,
-                })),
+            match self.ports_of(d.index) {
+                Ok(ports) => out.extend(ports),
                 Err(Error::Kernel { errno, .. })
                     if errno == Errno::EINVAL as i32 || errno == Errno::ENODEV as i32 =>
                 {
@@ -951,6 +948,19 @@ impl RdmaNetlink {
             }
         }
         Ok(out)
+    }
+
+    /// The ports of the device with index `dev_index` (one PORT_GET dump).
+    /// An index this netns cannot see answers EINVAL (`nldev_port_get_dumpit`).
+    pub fn ports_of(&mut self, dev_index: u32) -> Result<Vec<Port>, Error> {
+        Ok(self
+            .exchange(Request::Ports { dev_index })?
+            .into_iter()
+            .filter_map(|r| match r {
+                Reply::Port(p) => Some(p),
+                _ => None,
+            })
+            .collect())
     }
 
     /// The RDMA netns mode, as ib_core holds it (`ib_devices_shared_netns`).
@@ -1105,6 +1115,78 @@ mod tests {
             protocol: Some(Name::Valid("roce".into())),
             parent: None,
         }
+    }
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    // Datagrams captured from Debian 12's kernel 6.1.0-57-amd64 under qemu:
+    // rxe0 on net1, created inside netns "pod" (`rdma link add rxe0 type rxe
+    // netdev net1`), shared mode; one line per recv().
+    const REAL_GET: &str = "6c000000011402000b00000010010000080001000000000009000200727865300000000008000300010000000c000400763c2201000000000c000600d249bafeff1b28940c000700d249bafeff1b289405000e0001000000050054000000000009004300726f636500000000";
+    const REAL_GET_DONE: &str = "14000000030002000b0000001001000000000000";
+    const REAL_PORT_POD: &str = "50000000051402000c000000100100000800010000000000090002007278653000000000080003000100000005000c000400000005000d00050000000800320002000000090033006e65743100000000";
+    const REAL_PORT_HOST: &str = "3c000000051402000c000000110100000800010000000000090002007278653000000000080003000100000005000c000400000005000d0005000000";
+    const REAL_PORT_DONE: &str = "14000000030002000c0000001001000000000000";
+    const REAL_PORT_999: &str = "14000000030002000d00000010010000eaffffff";
+    const REAL_SYS: &str =
+        "28000000061400000e000000100100000500420001000000050060000000000005005d0001000000";
+    const REAL_SYS_ACK: &str =
+        "24000000020000010e000000100100000000000010000000061405000e00000000000000";
+
+    #[test]
+    fn real_kernel_answers_decode() {
+        let mut ex = Exchange::new(Request::Devices, 11);
+        assert!(!ex.feed(&unhex(REAL_GET)).unwrap());
+        assert!(ex.feed(&unhex(REAL_GET_DONE)).unwrap());
+        assert_eq!(
+            ex.into_replies(),
+            vec![Reply::Device(Device {
+                index: 0,
+                name: Name::Valid("rxe0".into()),
+                ports: Some(1),
+                // `rdma dev show`: node_guid 9428:1bff:feba:49d2
+                node_guid: Some(0x9428_1bff_feba_49d2),
+                protocol: Some(Name::Valid("roce".into())),
+                parent: None,
+            })]
+        );
+
+        // In the pod: net1 is ifindex 2 there (`rdma -j link show`:
+        // "netdev":"net1","netdev_index":2). From the host: no netdev.
+        for (bytes, netdev) in [(REAL_PORT_POD, true), (REAL_PORT_HOST, false)] {
+            let mut ex = Exchange::new(Request::Ports { dev_index: 0 }, 12);
+            assert!(!ex.feed(&unhex(bytes)).unwrap());
+            assert!(ex.feed(&unhex(REAL_PORT_DONE)).unwrap());
+            let want = Port {
+                dev_index: 0,
+                ndev_index: netdev.then_some(2),
+                ..rxe_port(netdev)
+            };
+            assert_eq!(ex.into_replies(), vec![Reply::Port(want)]);
+        }
+
+        // A port dump of an index this netns cannot see: NLMSG_DONE carrying
+        // -EINVAL, not an NLMSG_ERROR.
+        let mut ex = Exchange::new(Request::Ports { dev_index: 999 }, 13);
+        let e = ex.feed(&unhex(REAL_PORT_999)).unwrap_err();
+        assert!(matches!(e, Error::Kernel { errno: 22, .. }), "{e:?}");
+
+        // SYS_GET: NETNS_MODE 1, PRIVILEGED_QKEY_MODE 0, COPY_ON_FORK 1; then
+        // the ACK (flags NLM_F_CAPPED, our header echoed), in a second recv.
+        let mut ex = Exchange::new(Request::System, 14);
+        assert!(!ex.feed(&unhex(REAL_SYS)).unwrap());
+        assert!(ex.feed(&unhex(REAL_SYS_ACK)).unwrap());
+        assert_eq!(
+            ex.into_replies(),
+            vec![Reply::System(System {
+                netns_mode: Some(NetnsMode::Shared)
+            })]
+        );
     }
 
     #[test]
