@@ -620,8 +620,9 @@ pub fn decode_replies(buf: &[u8], seq: u32) -> Result<Batch, DecodeError> {
                     return Ok(batch);
                 }
                 NLMSG_DONE => {
-                    // Kernels before 4.15 sent an empty DONE; since then it
-                    // carries the dump's errno (0 on success), then ext-ack TLVs.
+                    // DONE carries the dump's return value as an int (0, or
+                    // a negative errno), ext-ack TLVs may follow. A DONE
+                    // without it (Linux never sends one) is read as success.
                     let code = if payload.len() >= 4 {
                         read_i32(payload)
                     } else {
@@ -1305,7 +1306,7 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_done_from_an_old_kernel_ends_the_dump() {
+    fn a_done_without_its_int_still_ends_the_dump() {
         let buf = msg([3, 0], MULTI, SEQ, &[]);
         assert_eq!(decode_replies(&buf, SEQ).unwrap().end, Some(End::Done));
     }
