@@ -4,6 +4,7 @@
 
 pub mod device;
 pub mod gid;
+pub mod nldev;
 pub mod traffic_class;
 
 use crate::cni::config::PciAddr;
