@@ -58,7 +58,13 @@ fn gc_releases_only_stale_entries_of_its_network() {
     let mut gc = conf("rdma-vf", &tree, &state, devs[0].0, &pods[0]);
     gc.as_object_mut().unwrap().remove("prevResult");
     gc["cni.dev/valid-attachments"] = json!([{"containerID": "c0", "ifname": "net1"}]);
-    let r = run_plugin_env(&[("CNI_COMMAND", "GC"), ("ROCE_TUNE_NODE_CONFIG", &path_str(&node_config(&state)))], gc.to_string().as_bytes());
+    let r = run_plugin_env(
+        &[
+            ("CNI_COMMAND", "GC"),
+            ("ROCE_TUNE_NODE_CONFIG", &path_str(&node_config(&state))),
+        ],
+        gc.to_string().as_bytes(),
+    );
     r.ok();
     assert_eq!(r.stdout, "", "GC prints nothing on success");
     assert_eq!(tree.tc("mlx5_2"), "tclass=41", "valid attachment untouched");
@@ -82,7 +88,14 @@ fn gc_releases_only_stale_entries_of_its_network() {
         .unwrap()
         .remove("cni.dev/valid-attachments");
     gc["cni.dev/attachments"] = json!([]);
-    run_plugin_env(&[("CNI_COMMAND", "GC"), ("ROCE_TUNE_NODE_CONFIG", &path_str(&node_config(&state)))], gc.to_string().as_bytes()).ok();
+    run_plugin_env(
+        &[
+            ("CNI_COMMAND", "GC"),
+            ("ROCE_TUNE_NODE_CONFIG", &path_str(&node_config(&state))),
+        ],
+        gc.to_string().as_bytes(),
+    )
+    .ok();
     assert_eq!(
         tree.tc("mlx5_2"),
         "tclass=-1",

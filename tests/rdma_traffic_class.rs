@@ -213,7 +213,9 @@ fn failed_add_rolls_back_class_and_sysctls() {
     // the entry goes, the sysctls come back, the class is as it was.
     tree.set_ipv4_gids(DEV, IP);
     let tc = path_str(&tree.tc_path(DEV));
-    sh(&format!("mount --bind {tc} {tc} && mount -o remount,bind,ro {tc}"));
+    sh(&format!(
+        "mount --bind {tc} {tc} && mount -o remount,bind,ro {tc}"
+    ));
     let r = run_conf(&state, "ADD", "c1", &pod, &c);
     sh(&format!("umount {tc}"));
     assert_eq!(r.code(), 102, "{}", r.stdout);

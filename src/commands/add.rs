@@ -13,7 +13,7 @@ use crate::netns::NetNs;
 use crate::node::NodeConfig;
 use crate::ownership::{self, Claim, Knob};
 use crate::rdma::gid::{self, Verdict, Want};
-use crate::rdma::{needs_pod_sysfs, RdmaPort};
+use crate::rdma::{NetnsMode, RdmaPort};
 use crate::state::{ReadError, StateDir};
 use crate::sysctl;
 use crate::sysfs::View;
@@ -63,7 +63,13 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     if let (Some(state), Some(host)) = (&state, &host) {
         crate::orphans::sweep_bounded(state, host, env.container_id());
     }
-    let exclusive = conf.needs_rdma() && host.as_ref().is_some_and(needs_pod_sysfs);
+    // Exclusive mode on the real sysfs: the device is reachable only through
+    // a sysfs made in the pod (a test tree stands for both views).
+    let exclusive_mode = conf.needs_rdma()
+        && host
+            .as_ref()
+            .is_some_and(|h| NetnsMode::read(h) == NetnsMode::Exclusive);
+    let exclusive = exclusive_mode && host.as_ref().is_some_and(View::is_real);
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-validation");
 
@@ -76,7 +82,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
             (None, _) => None,
         };
         let port = match &view {
-            Some(v) if conf.needs_rdma() => Some(locate_port(conf, ifname, v)?),
+            Some(v) if conf.needs_rdma() => Some(locate_port(conf, ifname, v, exclusive_mode)?),
             _ => None,
         };
         let undo = sysctl::apply(&sysctls)?;

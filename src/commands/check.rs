@@ -49,7 +49,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
         } else {
             host.try_clone().map_err(|e| CniError::io("sysfs", e))?
         };
-        let port = locate_port(conf, ifname, &view)?;
+        let port = locate_port(conf, ifname, &view, needs_pod_sysfs(host))?;
         if let Some(tc) = conf.traffic_class {
             let live = traffic_class::read(&view, &port)?;
             if live != Some(tc) {

@@ -10,43 +10,36 @@ pub mod gc;
 pub mod status;
 
 use crate::cni::config::NetConf;
-use crate::cni::{code, CniError, CniResult};
-use crate::netlink::Netlink;
+use crate::cni::{CniError, CniResult};
 use crate::netns::NetNs;
 use crate::ownership::{self, Knob, Outcome};
 use crate::rdma::device::{self, Resolved};
-use crate::rdma::RdmaPort;
+use crate::rdma::{lookup, RdmaPort};
 use crate::state::{Entry, StateDir};
 use crate::sysfs::View;
 use std::path::Path;
 
-/// The VF's RDMA port, found from a thread inside the pod netns, through the
-/// view that shows the pod's device: by `deviceID` when given, else by the
-/// netdev's parent device.
-pub fn locate_port(conf: &NetConf, ifname: &str, view: &View) -> CniResult<RdmaPort> {
-    let found = match &conf.device_id {
-        Some(pci) => device::by_pci(view, pci)?,
-        None => {
-            let link = Netlink::open()?.link_by_name(ifname)?.ok_or_else(|| {
-                CniError::new(
-                    code::RDMA_DEVICE,
-                    format!("no RDMA device for {ifname}: there is no interface {ifname} in the pod netns"),
-                )
-            })?;
-            device::by_link(view, &link)?
-        }
-    };
-    crate::debug!(
-        "{ifname} -> RDMA device {} (via {} {})",
-        found.device,
-        found.bus,
-        found.parent
-    );
-    Ok(RdmaPort::identify(
+/// The VF's RDMA port, found from a thread inside the pod netns through the
+/// view that shows the pod's device (`rdma::lookup`: RDMA netlink first).
+pub fn locate_port(
+    conf: &NetConf,
+    ifname: &str,
+    view: &View,
+    exclusive: bool,
+) -> CniResult<RdmaPort> {
+    let (port, how) = lookup::locate(
         view,
-        &found.device,
-        conf.rdma_port.unwrap_or(1),
-    ))
+        ifname,
+        conf.device_id.as_ref(),
+        conf.rdma_port,
+        exclusive,
+    )?;
+    crate::debug!(
+        "{ifname} -> RDMA device {} port {} (by {how})",
+        port.device,
+        port.port
+    );
+    Ok(port)
 }
 
 /// What became of an entry.

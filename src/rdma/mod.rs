@@ -4,6 +4,7 @@
 
 pub mod device;
 pub mod gid;
+pub mod lookup;
 pub mod nldev;
 pub mod traffic_class;
 
