@@ -321,7 +321,7 @@ pub fn validate_name(name: &str) -> CniResult<()> {
     } else {
         Err(CniError::config(format!(
             "name {:?} is not a network name: it must start with a letter or digit and hold only letters, digits, '_', '.', '-' (at most 253)",
-            crate::log::escape(&name.chars().take(64).collect::<String>())
+            name.chars().take(64).collect::<String>()
         )))
     }
 }
