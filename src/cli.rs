@@ -1,5 +1,13 @@
-//! The binary without CNI_COMMAND: an operator's command line.
+//! The binary without CNI_COMMAND: an operator's command line. Errors here
+//! are `anyhow` chains printed for a person ("roce-tune: what: why"); the CNI
+//! edge (`plugin`) keeps the numeric codes a runtime reads.
 
+use crate::cni::CniError;
+use crate::idle;
+use crate::node::NodeConfig;
+use crate::state::StateDir;
+use crate::sysfs::View;
+use anyhow::{anyhow, Context, Result};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -49,8 +57,8 @@ pub fn run(args: &[String]) -> i32 {
             );
             0
         }
-        Some("gc") => gc(&args[1..]),
-        Some("reset-idle") => reset_idle(&args[1..]),
+        Some("gc") => exit_code(gc(&args[1..])),
+        Some("reset-idle") => exit_code(reset_idle(&args[1..])),
         Some("inspect") => crate::inspect::run(&args[1..]),
         Some(other) => {
             eprintln!("roce-tune: unknown command {other:?}\n\n{USAGE}");
@@ -59,47 +67,95 @@ pub fn run(args: &[String]) -> i32 {
     }
 }
 
-fn gc(args: &[String]) -> i32 {
+/// A usage error: exit 2 and the usage text, where anything else that stops
+/// a command exits 1.
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    Usage(msg.into()).into()
+}
+
+/// A CniError as a person reads it: its message, without the code only a
+/// runtime reads.
+pub(crate) fn message(e: CniError) -> anyhow::Error {
+    anyhow!(e.msg)
+}
+
+/// The exit code of a command, its error printed with the whole chain.
+fn exit_code(outcome: Result<i32>) -> i32 {
+    match outcome {
+        Ok(code) => code,
+        Err(e) if e.is::<Usage>() => {
+            eprintln!("roce-tune: {e}\n\n{USAGE}");
+            2
+        }
+        Err(e) => {
+            eprintln!("roce-tune: {e:#}");
+            1
+        }
+    }
+}
+
+/// The node config a command runs with: `--node-config`, else the default.
+fn load_node(path: &std::path::Path) -> Result<NodeConfig> {
+    // The message names the file and why it is refused.
+    NodeConfig::load_from(path).map_err(message)
+}
+
+fn gc(args: &[String]) -> Result<i32> {
     let mut orphans = false;
     let mut every = None;
-    let mut node_path = crate::node::NodeConfig::path_from_env();
+    let mut node_path = NodeConfig::path_from_env();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--orphans" => orphans = true,
-            "--node-config" => match it.next() {
-                Some(p) => node_path = PathBuf::from(p),
-                None => return usage_error("--node-config needs a file"),
-            },
+            "--node-config" => {
+                node_path = it
+                    .next()
+                    .map(PathBuf::from)
+                    .ok_or_else(|| usage("--node-config needs a file"))?;
+            }
             "--every" => match it.next().and_then(|s| s.parse::<u64>().ok()) {
                 Some(n) if (1..=86_400).contains(&n) => every = Some(Duration::from_secs(n)),
-                _ => return usage_error("--every needs a whole number of seconds from 1 to 86400"),
+                _ => {
+                    return Err(usage(
+                        "--every needs a whole number of seconds from 1 to 86400",
+                    ))
+                }
             },
             "-h" | "--help" => {
                 println!("roce-tune gc --orphans [--every SECONDS] [--node-config PATH]\n  Restore and drop every state entry whose pod netns no longer exists;\n  with --every, repeat every SECONDS until SIGTERM.");
-                return 0;
+                return Ok(0);
             }
-            other => return usage_error(&format!("unknown gc option {other:?}")),
+            other => return Err(usage(format!("unknown gc option {other:?}"))),
         }
     }
     if !orphans {
-        return usage_error("gc needs --orphans (the only kind of GC that runs outside a runtime)");
+        return Err(usage(
+            "gc needs --orphans (the only kind of GC that runs outside a runtime)",
+        ));
     }
-    let node = match crate::node::NodeConfig::load_from(&node_path) {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!("roce-tune: {}", e.msg);
-            return 1;
-        }
-    };
+    let node = load_node(&node_path)?;
     crate::log::init(
         crate::cni::config::LogLevel::Info,
         "GC --orphans".into(),
         node.log_file.as_deref(),
     );
     if let Some(every) = every {
-        return crate::orphans::repair_loop(&node, every);
+        return Ok(crate::orphans::repair_loop(&node, every));
     }
+    // A state dir or sysfs root that cannot be used is one of the report's
+    // failures, not a stop: the sweep says what it could not do.
     let r = crate::orphans::sweep_all(&node);
     println!(
         "examined {} entries, released {} orphans, {} failed",
@@ -110,39 +166,55 @@ fn gc(args: &[String]) -> i32 {
     for f in &r.failed {
         println!("  failed: {}", crate::log::escape(f));
     }
-    i32::from(!r.failed.is_empty())
+    Ok(i32::from(!r.failed.is_empty()))
 }
 
-fn reset_idle(args: &[String]) -> i32 {
+fn reset_idle(args: &[String]) -> Result<i32> {
     let mut dry_run = false;
-    let mut node_path = crate::node::NodeConfig::path_from_env();
+    let mut node_path = NodeConfig::path_from_env();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--dry-run" => dry_run = true,
-            "--node-config" => match it.next() {
-                Some(p) => node_path = PathBuf::from(p),
-                None => return usage_error("--node-config needs a file"),
-            },
-            other => return usage_error(&format!("unknown reset-idle option {other:?}")),
+            "--node-config" => {
+                node_path = it
+                    .next()
+                    .map(PathBuf::from)
+                    .ok_or_else(|| usage("--node-config needs a file"))?;
+            }
+            other => return Err(usage(format!("unknown reset-idle option {other:?}"))),
         }
     }
-    let node = match crate::node::NodeConfig::load_from(&node_path) {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!("roce-tune: {}", e.msg);
-            return 1;
-        }
-    };
+    let node = load_node(&node_path)?;
     crate::log::init(
         crate::cni::config::LogLevel::Info,
         "reset-idle".into(),
         node.log_file.as_deref(),
     );
-    crate::idle::reset(&node, dry_run)
+    let host = View::open(&node.sysfs_root)
+        .with_context(|| format!("sysfs root {}", node.sysfs_root.display()))?;
+    // Created when missing: the locks ADD and DEL take live in it.
+    let state = StateDir::open(&node.state_dir, true)
+        .map_err(message)?
+        .with_context(|| format!("state dir {} was not created", node.state_dir.display()))?;
+    Ok(idle::reset(&host, &state, dry_run))
 }
 
-fn usage_error(msg: &str) -> i32 {
-    eprintln!("roce-tune: {msg}\n\n{USAGE}");
-    2
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_errors_exit_2_and_other_stops_exit_1() {
+        assert_eq!(exit_code(Ok(0)), 0);
+        assert_eq!(exit_code(Ok(1)), 1);
+        assert_eq!(exit_code(Err(usage("unknown gc option"))), 2);
+        let stop: Result<i32> = Err(anyhow!("it does not exist")).context("sysfs root /x");
+        let chain = format!("{:#}", stop.as_ref().unwrap_err());
+        assert_eq!(chain, "sysfs root /x: it does not exist");
+        assert_eq!(exit_code(stop), 1);
+        // A CniError shows its message, not the code a runtime reads.
+        let e = message(CniError::new(104, "node config /n is refused"));
+        assert_eq!(e.to_string(), "node config /n is refused");
+    }
 }
