@@ -7,8 +7,8 @@ use crate::idle;
 use crate::node::NodeConfig;
 use crate::state::StateDir;
 use crate::sysfs::View;
-use anyhow::{anyhow, Context, Result};
-use std::path::PathBuf;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub const USAGE: &str = "\
@@ -57,8 +57,8 @@ pub fn run(args: &[String]) -> i32 {
             );
             0
         }
-        Some("gc") => exit_code(gc(&args[1..])),
-        Some("reset-idle") => exit_code(reset_idle(&args[1..])),
+        Some("gc") => gc(&args[1..]),
+        Some("reset-idle") => reset_idle(&args[1..]),
         Some("inspect") => crate::inspect::run(&args[1..]),
         Some(other) => {
             eprintln!("roce-tune: unknown command {other:?}\n\n{USAGE}");
@@ -67,51 +67,34 @@ pub fn run(args: &[String]) -> i32 {
     }
 }
 
-/// A usage error: exit 2 and the usage text, where anything else that stops
-/// a command exits 1.
-#[derive(Debug)]
-struct Usage(String);
-
-impl std::fmt::Display for Usage {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for Usage {}
-
-fn usage(msg: impl Into<String>) -> anyhow::Error {
-    Usage(msg.into()).into()
+/// A library error as a person reads it: its text. The CNI and sysfs errors
+/// keep their causes for the code that branches on them; here only the
+/// message is shown, under the context of what stopped.
+pub(crate) fn cause(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::msg(e.to_string())
 }
 
 /// A CniError as a person reads it: its message, without the code only a
 /// runtime reads.
 pub(crate) fn message(e: CniError) -> anyhow::Error {
-    anyhow!(e.msg)
+    anyhow::Error::msg(e.msg)
 }
 
-/// The exit code of a command, its error printed with the whole chain.
+/// The exit code of a command that may stop: 1 when it stopped, with the
+/// whole chain ("roce-tune: what: why").
 fn exit_code(outcome: Result<i32>) -> i32 {
-    match outcome {
-        Ok(code) => code,
-        Err(e) if e.is::<Usage>() => {
-            eprintln!("roce-tune: {e}\n\n{USAGE}");
-            2
-        }
-        Err(e) => {
-            eprintln!("roce-tune: {e:#}");
-            1
-        }
-    }
+    outcome.unwrap_or_else(|e| {
+        eprintln!("roce-tune: {e:#}");
+        1
+    })
 }
 
-/// The node config a command runs with: `--node-config`, else the default.
-fn load_node(path: &std::path::Path) -> Result<NodeConfig> {
-    // The message names the file and why it is refused.
-    NodeConfig::load_from(path).map_err(message)
+fn usage_error(msg: &str) -> i32 {
+    eprintln!("roce-tune: {msg}\n\n{USAGE}");
+    2
 }
 
-fn gc(args: &[String]) -> Result<i32> {
+fn gc(args: &[String]) -> i32 {
     let mut orphans = false;
     let mut every = None;
     let mut node_path = NodeConfig::path_from_env();
@@ -119,33 +102,29 @@ fn gc(args: &[String]) -> Result<i32> {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--orphans" => orphans = true,
-            "--node-config" => {
-                node_path = it
-                    .next()
-                    .map(PathBuf::from)
-                    .ok_or_else(|| usage("--node-config needs a file"))?;
-            }
+            "--node-config" => match it.next() {
+                Some(p) => node_path = PathBuf::from(p),
+                None => return usage_error("--node-config needs a file"),
+            },
             "--every" => match it.next().and_then(|s| s.parse::<u64>().ok()) {
                 Some(n) if (1..=86_400).contains(&n) => every = Some(Duration::from_secs(n)),
-                _ => {
-                    return Err(usage(
-                        "--every needs a whole number of seconds from 1 to 86400",
-                    ))
-                }
+                _ => return usage_error("--every needs a whole number of seconds from 1 to 86400"),
             },
             "-h" | "--help" => {
                 println!("roce-tune gc --orphans [--every SECONDS] [--node-config PATH]\n  Restore and drop every state entry whose pod netns no longer exists;\n  with --every, repeat every SECONDS until SIGTERM.");
-                return Ok(0);
+                return 0;
             }
-            other => return Err(usage(format!("unknown gc option {other:?}"))),
+            other => return usage_error(&format!("unknown gc option {other:?}")),
         }
     }
     if !orphans {
-        return Err(usage(
-            "gc needs --orphans (the only kind of GC that runs outside a runtime)",
-        ));
+        return usage_error("gc needs --orphans (the only kind of GC that runs outside a runtime)");
     }
-    let node = load_node(&node_path)?;
+    exit_code(gc_orphans(&node_path, every))
+}
+
+fn gc_orphans(node_path: &Path, every: Option<Duration>) -> Result<i32> {
+    let node = NodeConfig::load_from(node_path).map_err(message)?;
     crate::log::init(
         crate::cni::config::LogLevel::Info,
         "GC --orphans".into(),
@@ -169,34 +148,40 @@ fn gc(args: &[String]) -> Result<i32> {
     Ok(i32::from(!r.failed.is_empty()))
 }
 
-fn reset_idle(args: &[String]) -> Result<i32> {
+fn reset_idle(args: &[String]) -> i32 {
     let mut dry_run = false;
     let mut node_path = NodeConfig::path_from_env();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--dry-run" => dry_run = true,
-            "--node-config" => {
-                node_path = it
-                    .next()
-                    .map(PathBuf::from)
-                    .ok_or_else(|| usage("--node-config needs a file"))?;
-            }
-            other => return Err(usage(format!("unknown reset-idle option {other:?}"))),
+            "--node-config" => match it.next() {
+                Some(p) => node_path = PathBuf::from(p),
+                None => return usage_error("--node-config needs a file"),
+            },
+            other => return usage_error(&format!("unknown reset-idle option {other:?}")),
         }
     }
-    let node = load_node(&node_path)?;
+    exit_code(reset_idle_vfs(&node_path, dry_run))
+}
+
+fn reset_idle_vfs(node_path: &Path, dry_run: bool) -> Result<i32> {
+    let node = NodeConfig::load_from(node_path).map_err(message)?;
     crate::log::init(
         crate::cni::config::LogLevel::Info,
         "reset-idle".into(),
         node.log_file.as_deref(),
     );
     let host = View::open(&node.sysfs_root)
+        .map_err(cause)
         .with_context(|| format!("sysfs root {}", node.sysfs_root.display()))?;
     // Created when missing: the locks ADD and DEL take live in it.
-    let state = StateDir::open(&node.state_dir, true)
-        .map_err(message)?
-        .with_context(|| format!("state dir {} was not created", node.state_dir.display()))?;
+    let Some(state) = StateDir::open(&node.state_dir, true).map_err(message)? else {
+        return Err(anyhow::Error::msg(format!(
+            "state dir {} was not created",
+            node.state_dir.display()
+        )));
+    };
     Ok(idle::reset(&host, &state, dry_run))
 }
 
@@ -205,11 +190,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn usage_errors_exit_2_and_other_stops_exit_1() {
+    fn a_stop_exits_1_with_its_whole_chain() {
         assert_eq!(exit_code(Ok(0)), 0);
         assert_eq!(exit_code(Ok(1)), 1);
-        assert_eq!(exit_code(Err(usage("unknown gc option"))), 2);
-        let stop: Result<i32> = Err(anyhow!("it does not exist")).context("sysfs root /x");
+        let stop: Result<i32> =
+            Err(cause(crate::sysfs::SysfsError::Missing)).context("sysfs root /x");
         let chain = format!("{:#}", stop.as_ref().unwrap_err());
         assert_eq!(chain, "sysfs root /x: it does not exist");
         assert_eq!(exit_code(stop), 1);

@@ -96,9 +96,6 @@ impl fmt::Display for SysfsError {
     }
 }
 
-/// So the command line can keep it as the cause under its own context.
-impl std::error::Error for SysfsError {}
-
 pub type SysfsResult<T> = Result<T, SysfsError>;
 
 /// One view of sysfs: the host's, a pod's, or a test tree standing for both.

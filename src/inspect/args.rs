@@ -1,11 +1,10 @@
 //! `roce-tune inspect`'s options: the help text, and the parse that turns
-//! the command line into `Options` or says what is wrong with it. Everything
-//! is validated here, before anything is read.
+//! the command line into `Options` or says what is wrong with it (a usage
+//! error, exit 2). Everything is validated here, before anything is read.
 
 use crate::cni::config::{DEFAULT_GID_INDEX, MAX_GID_INDEX};
 use crate::cni::env::validate_ifname;
 use crate::rdma::is_safe_component;
-use anyhow::{bail, ensure, Result};
 use std::path::PathBuf;
 
 pub const HELP: &str = "\
@@ -97,7 +96,7 @@ pub enum Parsed {
 
 /// `--name value` and `--name=value` alike; a value is never taken from the
 /// next argument when that one is an option (a forgotten value).
-pub fn parse_args(args: &[String]) -> Result<Parsed> {
+pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     let mut netns = None;
     let mut pid = None;
     let mut ifname = None;
@@ -116,57 +115,59 @@ pub fn parse_args(args: &[String]) -> Result<Parsed> {
         };
         match name {
             "-h" | "--help" => return Ok(Parsed::Help),
+            "--json" if inline.is_some() => return Err("--json takes no value".into()),
             "--json" => {
-                ensure!(inline.is_none(), "--json takes no value");
                 json = true;
                 continue;
             }
             "--netns" | "--pid" | "--ifname" | "--device" | "--gid-index" | "--traffic-class"
             | "--port" | "--sysfs-root" => {}
-            other if other.starts_with('-') => bail!("unknown option {other:?}"),
-            other => bail!("unexpected argument {other:?}"),
+            other if other.starts_with('-') => return Err(format!("unknown option {other:?}")),
+            other => return Err(format!("unexpected argument {other:?}")),
         }
         let value = match inline {
             Some(v) => v,
             None => match it.next() {
                 Some(v) if !v.starts_with("--") => v.clone(),
-                _ => bail!("{name} needs a value"),
+                _ => return Err(format!("{name} needs a value")),
             },
         };
-        let once = |already: bool| {
-            ensure!(!already, "{name} is given twice");
-            Ok(())
+        let once = |already: bool| match already {
+            true => Err(format!("{name} is given twice")),
+            false => Ok(()),
+        };
+        let absolute = |what: &str| match value.starts_with('/') {
+            true => Ok(PathBuf::from(&value)),
+            false => Err(format!("{name} {value:?} must be an absolute path{what}")),
         };
         match name {
             "--netns" => {
                 once(netns.is_some())?;
-                ensure!(
-                    value.starts_with('/'),
-                    "--netns {value:?} must be an absolute path to a network namespace (e.g. /var/run/netns/<id>)"
-                );
-                netns = Some(PathBuf::from(value));
+                netns = Some(absolute(
+                    " to a network namespace (e.g. /var/run/netns/<id>)",
+                )?);
             }
             "--pid" => {
                 once(pid.is_some())?;
                 match value.parse::<u32>() {
                     Ok(p) if p > 0 && value.bytes().all(|b| b.is_ascii_digit()) => pid = Some(p),
-                    _ => bail!("--pid {value:?} is not a process id"),
+                    _ => return Err(format!("--pid {value:?} is not a process id")),
                 }
             }
             "--ifname" => {
                 once(ifname.is_some())?;
-                ensure!(
-                    validate_ifname(&value).is_ok(),
-                    "--ifname {value:?} is not an interface name (1 to 15 printable characters, no '/', ':' or spaces)"
-                );
+                if validate_ifname(&value).is_err() {
+                    return Err(format!("--ifname {value:?} is not an interface name (1 to 15 printable characters, no '/', ':' or spaces)"));
+                }
                 ifname = Some(value);
             }
             "--device" => {
                 once(device.is_some())?;
-                ensure!(
-                    is_safe_component(&value),
-                    "--device {value:?} is not an RDMA device name (e.g. mlx5_2)"
-                );
+                if !is_safe_component(&value) {
+                    return Err(format!(
+                        "--device {value:?} is not an RDMA device name (e.g. mlx5_2)"
+                    ));
+                }
                 device = Some(value);
             }
             "--gid-index" => {
@@ -183,28 +184,24 @@ pub fn parse_args(args: &[String]) -> Result<Parsed> {
             }
             "--sysfs-root" => {
                 once(sysfs_root.is_some())?;
-                ensure!(
-                    value.starts_with('/'),
-                    "--sysfs-root {value:?} must be an absolute path"
-                );
-                sysfs_root = Some(PathBuf::from(value));
+                sysfs_root = Some(absolute("")?);
             }
             _ => unreachable!("every option with a value is matched above"),
         }
     }
-    ensure!(
-        netns.is_none() || pid.is_none(),
-        "give --netns or --pid, not both"
-    );
+    if netns.is_some() && pid.is_some() {
+        return Err("give --netns or --pid, not both".into());
+    }
     let pod = netns.is_some() || pid.is_some();
-    ensure!(
-        pod || ifname.is_none(),
-        "--ifname needs --netns or --pid: interfaces belong to a pod"
-    );
-    ensure!(
-        pod || gid_index.is_none(),
-        "--gid-index needs --netns or --pid: the GID to expect comes from a pod's address"
-    );
+    if !pod && ifname.is_some() {
+        return Err("--ifname needs --netns or --pid: interfaces belong to a pod".into());
+    }
+    if !pod && gid_index.is_some() {
+        return Err(
+            "--gid-index needs --netns or --pid: the GID to expect comes from a pod's address"
+                .into(),
+        );
+    }
     Ok(Parsed::Run(Options {
         netns,
         pid,
@@ -219,10 +216,12 @@ pub fn parse_args(args: &[String]) -> Result<Parsed> {
 }
 
 /// Digits only: `parse` alone would take `+3`.
-fn number(name: &str, value: &str, min: u64, max: u64) -> Result<u64> {
+fn number(name: &str, value: &str, min: u64, max: u64) -> Result<u64, String> {
     match value.parse::<u64>() {
         Ok(n) if (min..=max).contains(&n) && value.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
-        _ => bail!("{name} {value:?} is not a number from {min} to {max}"),
+        _ => Err(format!(
+            "{name} {value:?} is not a number from {min} to {max}"
+        )),
     }
 }
 
@@ -242,7 +241,7 @@ mod tests {
     }
 
     fn error(s: &str) -> String {
-        parse_args(&args(s)).unwrap_err().to_string()
+        parse_args(&args(s)).unwrap_err()
     }
 
     #[test]

@@ -12,13 +12,14 @@
 //! - `collect`: sysfs (through `sysfs::View`), netlink and /proc/sys, the pod
 //!   part on a thread inside the pod netns, into plain structs;
 //! - `verdicts`: pure functions of those structs, unit-tested without a pod;
-//! - `render`: the text tables or the JSON object.
+//! - `render` and `json`: the text tables, or one JSON object.
 //!
 //! Exit codes: 0 every check passed, 1 one failed, 2 a usage error or an
 //! error that stopped the inspection before any verdict.
 
 mod args;
 mod collect;
+mod json;
 mod render;
 mod verdicts;
 
@@ -27,7 +28,6 @@ mod tests;
 
 use anyhow::Result;
 use args::{parse_args, Options, Parsed, HELP};
-use serde_json::json;
 
 /// Entry point of `roce-tune inspect`; returns the exit code.
 pub fn run(args: &[String]) -> i32 {
@@ -37,8 +37,8 @@ pub fn run(args: &[String]) -> i32 {
             return 0;
         }
         Ok(Parsed::Run(o)) => o,
-        Err(e) => {
-            eprintln!("roce-tune inspect: {e:#}\nSee `roce-tune inspect --help`.");
+        Err(usage) => {
+            eprintln!("roce-tune inspect: {usage}\nSee `roce-tune inspect --help`.");
             return 2;
         }
     };
@@ -51,7 +51,7 @@ pub fn run(args: &[String]) -> i32 {
             // `{:#}`: the whole chain, outermost context first.
             let msg = format!("{e:#}");
             if opts.json {
-                println!("{}", json!({ "error": msg }));
+                print!("{}", json::stopped(&msg));
             }
             eprintln!("roce-tune inspect: {msg}");
             2
@@ -66,7 +66,7 @@ fn inspect(opts: &Options) -> Result<(String, Vec<verdicts::Check>)> {
         let node = collect::node(opts, &host);
         let checks = verdicts::node_checks(&node, opts);
         let out = if opts.json {
-            render::json_text(&render::node_json(&node, &checks))
+            json::text(&json::node(&node, &checks))
         } else {
             render::node_text(&node, &checks)
         };
@@ -75,7 +75,7 @@ fn inspect(opts: &Options) -> Result<(String, Vec<verdicts::Check>)> {
     let pod = collect::pod(opts, &host, netns)?;
     let checks = verdicts::pod_checks(&pod, opts);
     let out = if opts.json {
-        render::json_text(&render::pod_json(&pod, opts, &checks))
+        json::text(&json::pod(&pod, opts, &checks))
     } else {
         render::pod_text(&pod, opts, &checks)
     };

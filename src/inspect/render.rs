@@ -1,18 +1,15 @@
-//! What the operator reads: the text tables and the JSON object, both made
-//! from the collected views and the checks, and nothing else.
+//! What the operator reads: the text tables, made from the collected views
+//! and the checks, and nothing else (`json` makes the same from the same).
 
 use super::args::Options;
 use super::collect::{DeviceSource, Iface, NodeView, PodSysfs, PodView, SysctlObs, TcState};
-use super::verdicts::{checked_address, exit_code, is_link_local, locate_in, sysctl_ok, Check};
+use super::verdicts::{checked_address, is_link_local, locate_in, sysctl_ok, Check};
 use crate::rdma::gid::{self, GidEntry};
 use crate::rdma::traffic_class;
 use crate::rdma::NetnsMode;
-use serde_json::{json, Value};
-
-/// Pretty JSON and a newline, as every `--json` run ends.
-pub fn json_text(v: &Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_default() + "\n"
-}
+// Writing to a String cannot fail: `let _ = write!(..)` drops an Ok. It
+// also saves the temporary String of `push_str(&format!(..))`.
+use std::fmt::Write;
 
 /// `PASS name: reason` or `FAIL name: reason: fix`, one line so that
 /// `grep FAIL` keeps the fix with its failure.
@@ -24,28 +21,15 @@ pub fn check_line(c: &Check) -> String {
     }
 }
 
-pub fn check_json(c: &Check) -> Value {
-    json!({
-        "name": c.name,
-        "device": c.device,
-        "ifname": c.ifname,
-        "pass": c.pass,
-        "reason": c.reason,
-        "fix": c.fix,
-    })
-}
-
 fn checks_text(checks: &[Check]) -> String {
     let mut out: String = checks.iter().map(|c| check_line(c) + "\n").collect();
     let failed = checks.iter().filter(|c| !c.pass).count();
     let n = checks.len();
     let checks_word = if n == 1 { "check" } else { "checks" };
     if failed == 0 {
-        out.push_str(&format!("Result: PASS ({n} {checks_word})\n"));
+        let _ = writeln!(out, "Result: PASS ({n} {checks_word})");
     } else {
-        out.push_str(&format!(
-            "Result: FAIL ({failed} of {n} {checks_word} failed)\n"
-        ));
+        let _ = writeln!(out, "Result: FAIL ({failed} of {n} {checks_word} failed)");
     }
     out
 }
@@ -55,15 +39,6 @@ pub fn class_text(tc: &TcState) -> String {
         TcState::NoFile => "n/a".into(),
         TcState::Unreadable(_) => "unreadable".into(),
         TcState::Value(v) => traffic_class::describe(*v),
-    }
-}
-
-fn class_json(tc: &TcState) -> Value {
-    match tc {
-        TcState::NoFile => json!({"state": "n/a", "value": null}),
-        TcState::Unreadable(e) => json!({"state": "unreadable", "value": null, "error": e}),
-        TcState::Value(None) => json!({"state": "unset", "value": null}),
-        TcState::Value(Some(n)) => json!({"state": "set", "value": n}),
     }
 }
 
@@ -78,26 +53,19 @@ fn mode_line(mode: NetnsMode) -> String {
     )
 }
 
-fn mode_word(mode: NetnsMode) -> &'static str {
-    match mode {
-        NetnsMode::Shared => "shared",
-        NetnsMode::Exclusive => "exclusive",
-    }
-}
-
 // ---------------------------------------------------------------------------
 // Node view
 
 pub fn node_text(node: &NodeView, checks: &[Check]) -> String {
     let mut out = mode_line(node.mode);
-    out.push_str(&format!("sysfs: {}", node.sysfs_root.display()));
+    let _ = write!(out, "sysfs: {}", node.sysfs_root.display());
     if node.test_tree {
         out.push_str(" (a test tree)");
     } else if node.mode == NetnsMode::Exclusive {
         out.push_str(" (exclusive mode: devices moved into pods are not listed)");
     }
     out.push('\n');
-    out.push_str(&format!("RDMA devices: {}\n", node.devices.len()));
+    let _ = writeln!(out, "RDMA devices: {}", node.devices.len());
     if !node.devices.is_empty() {
         let rows: Vec<Vec<String>> = node
             .devices
@@ -142,37 +110,10 @@ pub fn node_text(node: &NodeView, checks: &[Check]) -> String {
     out
 }
 
-pub fn node_json(node: &NodeView, checks: &[Check]) -> Value {
-    let devices: Vec<Value> = node
-        .devices
-        .iter()
-        .map(|d| {
-            json!({
-                "device": d.name,
-                "pci": d.pci,
-                "pf": d.pf,
-                "netdevs": d.netdevs,
-                "port": d.port,
-                "port_state": d.port_state,
-                "traffic_class": class_json(&d.tc),
-            })
-        })
-        .collect();
-    json!({
-        "view": "node",
-        "mode": mode_word(node.mode),
-        "netns_mode": node.mode.letter().to_string(),
-        "sysfs_root": node.sysfs_root,
-        "devices": devices,
-        "checks": checks.iter().map(check_json).collect::<Vec<_>>(),
-        "pass": exit_code(checks) == 0,
-    })
-}
-
 // ---------------------------------------------------------------------------
 // Pod view
 
-fn sysfs_text(s: PodSysfs) -> &'static str {
+pub fn sysfs_text(s: PodSysfs) -> &'static str {
     match s {
         PodSysfs::TestTree => "a test tree: both views, nothing mounted",
         PodSysfs::Host => "the host's /sys, read from a thread inside the pod netns",
@@ -180,17 +121,9 @@ fn sysfs_text(s: PodSysfs) -> &'static str {
     }
 }
 
-/// How the device was found, as the JSON's `device_source` says it.
-fn source_text(s: &DeviceSource) -> String {
-    match s {
-        DeviceSource::Forced => "--device".into(),
-        DeviceSource::Lookup(how) => how.to_string(),
-    }
-}
-
 /// Used entries and the checked index: a real port has 255 slots, mostly
 /// empty, and an empty checked index is the news.
-fn shown_gids(gids: &[(u32, GidEntry)], index: u32) -> Vec<&(u32, GidEntry)> {
+pub fn shown_gids(gids: &[(u32, GidEntry)], index: u32) -> Vec<&(u32, GidEntry)> {
     gids.iter()
         .filter(|(i, e)| !e.is_unused() || *i == index)
         .collect()
@@ -207,36 +140,39 @@ fn show_list(names: &[String], max: usize) -> String {
         .collect::<Vec<_>>()
         .join(" ");
     if names.len() > max {
-        s.push_str(&format!(" ... ({} more)", names.len() - max));
+        let _ = write!(s, " ... ({} more)", names.len() - max);
     }
     s
 }
 
 pub fn pod_text(pod: &PodView, opts: &Options, checks: &[Check]) -> String {
     let mut out = mode_line(pod.mode);
-    out.push_str(&format!(
-        "sysfs: {} ({})\n",
+    let _ = writeln!(
+        out,
+        "sysfs: {} ({})",
         pod.sysfs_root.display(),
         sysfs_text(pod.sysfs)
-    ));
-    out.push_str(&format!("Pod netns: {}\n", pod.netns.display()));
-    out.push_str(&format!(
-        "RDMA devices visible in the pod: {} ({})\n",
+    );
+    let _ = writeln!(out, "Pod netns: {}", pod.netns.display());
+    let _ = writeln!(
+        out,
+        "RDMA devices visible in the pod: {} ({})",
         pod.visible_devices.len(),
         show_list(&pod.visible_devices, 8)
-    ));
+    );
     if pod.pid.is_some() {
-        out.push_str(&format!(
-            "Character devices: {}\n",
+        let _ = writeln!(
+            out,
+            "Character devices: {}",
             pod.char_devices
                 .as_deref()
                 .map_or("- (no /dev/infiniband in the pod)".to_string(), |c| {
                     show_list(c, 16)
                 })
-        ));
+        );
     }
     for (name, why) in &pod.not_rails {
-        out.push_str(&format!("Not a rail: {name}: {why}\n"));
+        let _ = writeln!(out, "Not a rail: {name}: {why}");
     }
     for i in &pod.interfaces {
         out.push('\n');
@@ -321,7 +257,7 @@ fn iface_text(i: &Iface, gid_index: u32) -> String {
         }
         let hidden = i.gids.len() - shown.len();
         if hidden > 0 {
-            out.push_str(&format!("  ({hidden} unused GID entries not shown)\n"));
+            let _ = writeln!(out, "  ({hidden} unused GID entries not shown)");
         }
     }
     let rows: Vec<Vec<String>> = i.sysctls.iter().map(sysctl_row).collect();
@@ -339,67 +275,6 @@ fn sysctl_row(s: &SysctlObs) -> Vec<String> {
         s.recommended.clone(),
         if sysctl_ok(s) { "ok" } else { "DIFFERS" }.into(),
     ]
-}
-
-pub fn pod_json(pod: &PodView, opts: &Options, checks: &[Check]) -> Value {
-    let interfaces: Vec<Value> = pod
-        .interfaces
-        .iter()
-        .map(|i| iface_json(i, opts.gid_index))
-        .collect();
-    json!({
-        "view": "pod",
-        "mode": mode_word(pod.mode),
-        "netns_mode": pod.mode.letter().to_string(),
-        "sysfs_root": pod.sysfs_root,
-        "sysfs_view": sysfs_text(pod.sysfs),
-        "netns": pod.netns,
-        "gid_index": opts.gid_index,
-        "rdma_devices_visible": pod.visible_devices,
-        "char_devices": pod.char_devices,
-        "interfaces": interfaces,
-        "not_rails": pod.not_rails.iter().map(|(n, w)| json!({"ifname": n, "why": w})).collect::<Vec<_>>(),
-        "checks": checks.iter().map(check_json).collect::<Vec<_>>(),
-        "pass": exit_code(checks) == 0,
-    })
-}
-
-fn iface_json(i: &Iface, gid_index: u32) -> Value {
-    let want = checked_address(&i.addrs).map(|(g, _)| g);
-    let (device, source, error) = match &i.device {
-        Ok((d, s)) => (Some(d.clone()), Some(source_text(s)), None),
-        Err(e) => (None, None, Some(e.clone())),
-    };
-    json!({
-        "ifname": i.ifname,
-        "device": device,
-        "device_source": source,
-        "device_error": error,
-        "port": i.port,
-        "port_state": i.port_state,
-        "addresses": i.addrs.iter().map(|(ip, p)| {
-            let g = gid::of_address(ip);
-            json!({
-                "address": format!("{ip}/{p}"),
-                "gid": gid::format_gid(&g),
-                "roce_v2_index": locate_in(&i.gids, &g),
-                "checked": want == Some(g),
-            })
-        }).collect::<Vec<_>>(),
-        "gids": shown_gids(&i.gids, gid_index).iter().map(|(idx, e)| json!({
-            "index": idx,
-            "gid": e.gid.as_ref().map(gid::format_gid),
-            "type": e.gid_type,
-            "netdev": e.ndev,
-        })).collect::<Vec<_>>(),
-        "traffic_class": if i.device.is_ok() { class_json(&i.tc) } else { Value::Null },
-        "sysctls": i.sysctls.iter().map(|s| json!({
-            "key": s.key,
-            "value": s.value.as_ref().ok(),
-            "recommended": s.recommended,
-            "ok": sysctl_ok(s),
-        })).collect::<Vec<_>>(),
-    })
 }
 
 // ---------------------------------------------------------------------------
@@ -422,7 +297,7 @@ pub fn table(indent: &str, header: &[&str], rows: &[Vec<String>]) -> String {
                 s.push_str("  ");
             }
             // `{:<w$}` pads by chars, the unit the widths were measured in.
-            s.push_str(&format!("{cell:<w$}", w = width[c]));
+            let _ = write!(s, "{cell:<w$}", w = width[c]);
         }
         s.truncate(s.trim_end().len());
         s.push('\n');

@@ -5,7 +5,8 @@ use super::args::{parse_args, Options, Parsed};
 use super::collect::{
     DeviceSource, Iface, NodeDevice, NodeView, PodSysfs, PodView, SysctlObs, TcState,
 };
-use super::render::{check_json, check_line, node_json, node_text, pod_json, pod_text, table};
+use super::json;
+use super::render::{check_line, node_text, pod_text, table};
 use super::verdicts::*;
 use crate::rdma::gid::{self, GidEntry};
 use crate::rdma::lookup::How;
@@ -231,7 +232,12 @@ fn exit_code_is_one_on_any_failure() {
     assert_eq!(exit_code(std::slice::from_ref(&p)), 0);
     assert_eq!(exit_code(&[p, f.clone()]), 1);
     assert_eq!(check_line(&f), "FAIL x: bad: fix");
-    assert_eq!(check_json(&f)["pass"], json!(false));
+    let j = serde_json::to_value(json::check(&f)).unwrap();
+    assert_eq!(
+        j,
+        json!({"device": null, "fix": "fix", "ifname": null, "name": "x", "pass": false, "reason": "bad"})
+    );
+    assert_eq!(json::stopped("gone"), "{\"error\":\"gone\"}\n");
 }
 
 #[test]
@@ -390,7 +396,7 @@ fn node_text_shows_dashes_for_absent_files() {
     assert_eq!(cells, ["mlx5_2", "0000:0c:00.2", "-", "-", "1", "-", "41"]);
     assert!(text.starts_with("RDMA netns mode: Y"));
     assert!(text.contains("sysfs: /t (a test tree)"));
-    let j = node_json(&node, &[]);
+    let j = serde_json::to_value(json::node(&node, &[])).unwrap();
     assert_eq!(
         j["devices"][0]["traffic_class"],
         json!({"state": "set", "value": 41})
@@ -404,7 +410,7 @@ fn the_pod_view_says_how_each_device_was_found() {
     let line = |device| {
         let pod = pod_with(vec![rail(device)], vec![]);
         let text = pod_text(&pod, &o, &pod_checks(&pod, &o));
-        let json = pod_json(&pod, &o, &[]);
+        let json = serde_json::to_value(json::pod(&pod, &o, &[])).unwrap();
         let line = text
             .lines()
             .find(|l| l.starts_with("Interface net1:"))
@@ -445,7 +451,7 @@ fn the_gid_table_keeps_used_entries_and_the_checked_index() {
     let mut i = rail(by_netlink());
     i.gids = table_with(&[]);
     let pod = pod_with(vec![i], vec![]);
-    let j = pod_json(&pod, &o, &[]);
+    let j = serde_json::to_value(json::pod(&pod, &o, &[])).unwrap();
     let shown: Vec<u64> = j["interfaces"][0]["gids"]
         .as_array()
         .unwrap()
@@ -460,4 +466,30 @@ fn the_gid_table_keeps_used_entries_and_the_checked_index() {
         j["interfaces"][0]["addresses"][1]["roce_v2_index"],
         json!(null)
     );
+}
+
+/// The keys print in the order the earlier `serde_json::Value` output had
+/// (sorted, as its maps are): a struct's field order is the print order, so
+/// a field out of place shows here.
+#[test]
+fn json_keys_print_in_sorted_order() {
+    let sorted = |text: &str| {
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        serde_json::to_string_pretty(&v).unwrap() + "\n"
+    };
+    let node = node_with(
+        vec![vf(TcState::Unreadable("bad".into()))],
+        None,
+        NetnsMode::Shared,
+    );
+    let checks = node_checks(&node, &opts("--traffic-class 41"));
+    let text = json::text(&json::node(&node, &checks));
+    assert_eq!(text, sorted(&text));
+    let o = opts("--netns /p --traffic-class 41");
+    let pod = pod_with(
+        vec![rail(by_netlink()), rail(Err("none".into()))],
+        vec![("eth0".into(), "no parent".into())],
+    );
+    let text = json::text(&json::pod(&pod, &o, &pod_checks(&pod, &o)));
+    assert_eq!(text, sorted(&text));
 }
