@@ -53,9 +53,12 @@ image-context: release
 	cp conf/image/Containerfile $(IMAGE_CTX)/Containerfile
 
 # --network=none: proof that nothing is fetched. --timestamp: the commit time, so the same
-# tree gives the same image ID. The reference is written to target/image/ref for the test.
+# tree gives the same image ID. --no-cache: podman 4.3 (buildah 1.28) reused a cached LABEL
+# step whose --build-arg REVISION had changed, labelling a new build with an old revision
+# (integration/image-test.sh caught it); the build takes a second anyway.
+# The reference is written to target/image/ref for the test.
 image: image-context
-	podman build --network=none --pull=never \
+	podman build --no-cache --network=none --pull=never \
 	    --timestamp $$(git log -1 --format=%ct) \
 	    --build-arg VERSION=$(image_version) \
 	    --build-arg REVISION=$(image_revision) \
