@@ -55,7 +55,7 @@ fi
 # The bin dir is a hostPath of type Directory: a wrong host path already fails the pod. This
 # check also catches a mount left out of the container.
 require_dir() {
-    [ -d "$1" ] && [ ! -L "$1" ] || die "$1 is not a directory (is the hostPath volume mounted? OpenShift's CNI bin dir is /var/lib/cni/bin, plain Kubernetes' /opt/cni/bin)"
+    if [ ! -d "$1" ] || [ -L "$1" ]; then die "$1 is not a directory (is the hostPath volume mounted? OpenShift's CNI bin dir is /var/lib/cni/bin, plain Kubernetes' /opt/cni/bin)"; fi
 }
 
 tmp_files=
@@ -124,10 +124,15 @@ if [ -n "$state_dir" ] && [ -d "$state_dir" ]; then
     say "orphan repair: $src gc --orphans"
     "$src" gc --orphans || die "orphan repair failed: see its output above; the node keeps roce-tune"
     # Entries are <container>:<ifname>.json (src/state.rs entry_name); locks/ and a crashed
-    # write's .<entry>.tmp<pid> hold no state.
-    left=$(ls -A "$state_dir" | grep -v -e '^locks$' -e '^\.' || true)
-    if [ -n "$left" ]; then
-        die "$(echo "$left" | wc -l) attachment(s) still recorded in $state_dir (pods on this node still hold a traffic class roce-tune restores on DEL); drain them first: $(echo $left)"
+    # write's .<entry>.tmp<pid> (not matched by *) hold no state.
+    left="" n=0
+    for f in "$state_dir"/*; do
+        [ -e "$f" ] || continue
+        [ "${f##*/}" = locks ] && continue
+        left="$left ${f##*/}" n=$((n + 1))
+    done
+    if [ "$n" -gt 0 ]; then
+        die "$n attachment(s) still recorded in $state_dir (pods on this node still hold a traffic class roce-tune restores on DEL); drain them first:$left"
     fi
 fi
 rm -f "$bin_dir/roce-tune"
