@@ -8,6 +8,7 @@ Every case must fail check-conf as expected; any case that passes, or fails for 
 reason, fails this script (exit 1). A mutation that does not apply (the text it edits moved)
 is a failure too: fix the case, never skip it.
 """
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -111,6 +112,10 @@ CASES = [
      edit(BASE_DS, "              mountPath: /var/run/netns\n              mountPropagation: HostToContainer\n",
           "              mountPath: /var/run/netns\n"),
      "conf/deploy/kubernetes ", ["/var/run/netns must be mounted from the host with mountPropagation HostToContainer"]),
+    ("misspelt-field-in-DaemonSet",
+     edit(BASE_DS, "              mountPath: /run/netns\n              mountPropagation: HostToContainer\n",
+          "              mountPath: /run/netns\n              mountPropogation: HostToContainer\n"),
+     "conf/deploy/kubernetes ", ["Additional properties are not allowed ('mountPropogation' was unexpected)"]),
     ("repair-without-hostPID",
      edit(BASE_DS, "      hostPID: true\n", ""),
      "conf/deploy/openshift ", ["hostPID must be true"]),
@@ -240,10 +245,11 @@ def main(argv):
         for e in errs:
             print("     " + e)
         failed += bool(errs)
-    for name, mutate, label, messages in CASES:
-        if only and name not in only:
-            continue
-        errs = run_case(crd_dir, name, mutate, label, messages)
+    cases = [c for c in CASES if not only or c[0] in only]
+    # Two at a time: each case is a check-conf run, mostly waiting on kubectl kustomize.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=int(os.environ.get("CHECK_CONF_JOBS", "2"))) as pool:
+        results = list(pool.map(lambda c: run_case(crd_dir, *c), cases))
+    for (name, _, _, _), errs in zip(cases, results):
         print("%s %s" % ("FAIL" if errs else "ok  ", name))
         for e in errs:
             print("     " + e.replace("\n", "\n     "))

@@ -3,9 +3,11 @@
 
 1. Every kustomization under conf/deploy/ is built with `kubectl kustomize` (the overlays, the
    base, the uninstall overlays; components only through them), and the output is checked:
-   * CRD kinds against <shared>/fixtures/crds (strict, see below); the other kinds an
-     overlay may hold (Namespace, ServiceAccount, ConfigMap, Role, RoleBinding, DaemonSet)
-     by the rules below; any other kind is an error.
+   * CRD kinds against <shared>/fixtures/crds (strict, see below); the built-in kinds
+     against the Kubernetes schemas of K8S_SCHEMA_VERSION (kubernetes-validate, strict:
+     an unknown or misspelt field is an error), and the kinds an overlay may hold
+     (Namespace, ServiceAccount, ConfigMap, Role, RoleBinding, DaemonSet) by the rules
+     below; any other kind is an error.
    * The DaemonSet of an install overlay: privileged initContainer `install` running
      /install.sh with paths that match its mounts; the CNI bin dir of that overlay
      (OVERLAYS) as a hostPath of type Directory; tolerations `operator: Exists`; a
@@ -60,6 +62,7 @@ import subprocess
 import sys
 
 import jsonschema
+import kubernetes_validate
 import yaml
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -96,6 +99,9 @@ OVERLAYS = {
 }
 # The architecture of the image `make image` builds (the binary's target triple).
 IMAGE_ARCH = "amd64"
+# The Kubernetes release whose schemas (kubernetes-validate) the built-in kinds must pass,
+# strict: unknown fields are errors. kubectl here is 1.32.
+K8S_SCHEMA_VERSION = "1.32.0"
 OVERLAY_KINDS = {"Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "Role", "RoleBinding"}
 
 
@@ -443,6 +449,18 @@ def kustomize_build(kdir):
     return [d for d in yaml.safe_load_all(out.stdout) if d is not None]
 
 
+def check_k8s_schema(doc):
+    """A built-in kind against the Kubernetes schema of K8S_SCHEMA_VERSION, strict."""
+    try:
+        kubernetes_validate.validate(doc, K8S_SCHEMA_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        where = ".".join(str(p) for p in getattr(e, "absolute_path", []) or []) or "(root)"
+        return ["Kubernetes %s schema (strict): %s: %s" % (K8S_SCHEMA_VERSION, where, str(e).splitlines()[0])]
+    except (kubernetes_validate.SchemaNotFoundError, kubernetes_validate.InvalidSchemaError) as e:
+        return ["no Kubernetes %s schema for it: %s" % (K8S_SCHEMA_VERSION, str(e).splitlines()[0])]
+    return []
+
+
 def cargo_version(cargo_toml):
     with open(cargo_toml) as f:
         m = re.search(r'^version\s*=\s*"([^"]+)"', f.read(), re.M)
@@ -731,9 +749,12 @@ def check_deploy(deploy_dir, repo, crds, version):
             continue
         errs = []
         for d in docs:
+            what = "%s %s" % (d.get("kind"), (d.get("metadata") or {}).get("name"))
             crd_errs = check_crd_doc(d, crds)
-            if crd_errs:
-                errs += ["%s %s: %s" % (d.get("kind"), (d.get("metadata") or {}).get("name"), e) for e in crd_errs]
+            if crd_errs is None:
+                errs += ["%s: %s" % (what, e) for e in check_k8s_schema(d)]
+            else:
+                errs += ["%s: %s" % (what, e) for e in crd_errs]
         name = rel.split(os.sep)[-1]
         uninstall = rel.startswith("uninstall" + os.sep)
         ds = [d for d in docs if d.get("kind") == "DaemonSet"]
