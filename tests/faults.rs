@@ -94,10 +94,18 @@ impl Out {
 }
 
 /// One run as a runtime does it, optionally told to crash at `fault`.
-fn run(command: &str, cid: &str, netns: &str, stdin: &str, fault: Option<&str>) -> Out {
+fn run(
+    state: &StateDirPath,
+    command: &str,
+    cid: &str,
+    netns: &str,
+    stdin: &str,
+    fault: Option<&str>,
+) -> Out {
     let mut cmd = Command::new(fault_bin());
     cmd.env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("ROCE_TUNE_NODE_CONFIG", node_config(state))
         .env("CNI_COMMAND", command)
         .env("CNI_CONTAINERID", cid)
         .env("CNI_NETNS", netns)
@@ -123,10 +131,10 @@ fn run(command: &str, cid: &str, netns: &str, stdin: &str, fault: Option<&str>) 
 }
 
 fn conf(tree: &Tree, state: &StateDirPath, pod: &Pod) -> String {
+    write_node_config(state, Some(tree), json!({}));
     json!({
         "cniVersion": "1.1.0", "name": "rail", "type": "roce-tune",
         "trafficClass": CLASS, "deviceID": PCI, "gidTimeoutMs": 2000,
-        "sysfsRoot": path_str(&tree.root), "stateDir": path_str(&state.0),
         "prevResult": prev_result("1.1.0", "net1", &pod.path(), &[ADDR]),
     })
     .to_string()
@@ -246,7 +254,7 @@ fn scenario(pod: &Pod, point: &'static str, original: &'static str, next: Next) 
             if point != "add-gid-wait" {
                 tree.set_ipv4_gids(DEV, IP);
             }
-            crashed_at(&run("ADD", &cid, &netns, &c, Some(point)), point)?;
+            crashed_at(&run(&state, "ADD", &cid, &netns, &c, Some(point)), point)?;
             after_crash = format!(
                 "class {}, {} entry",
                 show(&class(&tree)),
@@ -254,7 +262,7 @@ fn scenario(pod: &Pod, point: &'static str, original: &'static str, next: Next) 
             );
             if next == Next::RetryAddThenDel {
                 tree.set_ipv4_gids(DEV, IP);
-                let add = run("ADD", &cid, &netns, &c, None);
+                let add = run(&state, "ADD", &cid, &netns, &c, None);
                 add.ok("retried ADD")?;
                 let out: Value = serde_json::from_str(&add.stdout)
                     .map_err(|e| format!("retried ADD printed no result: {e}"))?;
@@ -265,17 +273,17 @@ fn scenario(pod: &Pod, point: &'static str, original: &'static str, next: Next) 
                     return Err(format!("retried ADD left class {}", show(&class(&tree))));
                 }
             }
-            run("DEL", &cid, del_netns, &c, None).ok("DEL")
+            run(&state, "DEL", &cid, del_netns, &c, None).ok("DEL")
         } else {
             tree.set_ipv4_gids(DEV, IP);
-            run("ADD", &cid, &netns, &c, None).ok("ADD")?;
-            crashed_at(&run("DEL", &cid, &netns, &c, Some(point)), point)?;
+            run(&state, "ADD", &cid, &netns, &c, None).ok("ADD")?;
+            crashed_at(&run(&state, "DEL", &cid, &netns, &c, Some(point)), point)?;
             after_crash = format!(
                 "class {}, {} entry",
                 show(&class(&tree)),
                 state.entries().len()
             );
-            run("DEL", &cid, del_netns, &c, None).ok("second DEL")
+            run(&state, "DEL", &cid, del_netns, &c, None).ok("second DEL")
         }
     };
     let mut outcome = steps();
