@@ -5,23 +5,24 @@
 #   IMAGE_REF       the reference built (registry.example.com/roce-tune:<tag>)
 #   IMAGE_VERSION   Cargo.toml's version     IMAGE_REVISION  git rev-parse HEAD[-dirty]
 #   IMAGE_SOURCE    the source label         BUSYBOX         the busybox the image carries
-# Optional: IMAGE_TEST_GC_LOOP=1 also asserts that the image's roce-tune accepts the repair
-# loop command the DaemonSet runs (`gc --orphans --every N`).
 #
 # Root (podman's storage, chroot). What it checks:
 #   1. config: entrypoint, no cmd, user root, architecture, OCI labels;
 #   2. files (podman export of a created, never started container, listed with tar): exactly
 #      /roce-tune, /bin/busybox, /bin/sh -> busybox, /install.sh, root-owned, 0755; the
 #      binaries identical to target/release/roce-tune and $BUSYBOX, install.sh to
-#      conf/image/install.sh; roce-tune static and its --version the crate's;
-#   3. the install script, run with the exact command and args of the DaemonSet's
-#      initContainer (from `kubectl kustomize conf/deploy/kubernetes`) in a chroot of the
-#      exported root filesystem (with the /proc and /dev/null a runtime provides), against
-#      host directories laid out where the DaemonSet mounts them: binary identical by checksum, 0755, root; replaced by rename (an open old file
-#      keeps its bytes); node config identical, 0644; state dir 0700; no temporary file left;
-#      a second run changes nothing; a missing bin dir or a directory in the way fails;
-#   4. the uninstall command of conf/deploy/uninstall/kubernetes, the same way: refused while
-#      an entry remains, then removes binary, node config and state dir;
+#      conf/image/install.sh; roce-tune static, its --version the crate's, and its
+#      `gc --help` offering --every (the repair loop);
+#   3. the DaemonSet's containers of conf/deploy/kubernetes, each with its exact command, args
+#      and volumes (from `kubectl kustomize`), run in a chroot of the exported root filesystem
+#      with the volumes bind-mounted from a fake node, as the kubelet would: the
+#      initContainer installs the binary (identical by checksum, 0755, root, renamed over the
+#      old one: an open old file keeps its bytes) and node.json (identical, 0644), makes the
+#      state dir 0700, leaves no temporary file, changes nothing on a second run, fails
+#      loudly without its bin dir or with a directory in the way; orphan-repair runs its loop
+#      on the installed node config and state dir and exits 0 on SIGTERM;
+#   4. the container of conf/deploy/uninstall/kubernetes the same way: refused while an
+#      entry remains, then removes binary, node config and state dir;
 #   5. `podman run` of the image's entrypoint: where the runtime works, the same install; on
 #      this machine crun fails with "setrlimit ... Operation not permitted" (DESIGN 2.4), and
 #      that exact failure is reported as the reason the chroot path (3, 4) is the one tested.
@@ -42,9 +43,16 @@ kubectl="${KUBECTL:-kubectl}"
 chroot="$(command -v chroot)" || fail "chroot is missing (coreutils)"
 
 work="$(mktemp -d /tmp/roce-tune-image-test.XXXXXX)"
+root="$work/root"
+# Processes still running in the image's root (the chroot): a container must leave none
+# once its main process has exited (a real pod's PID namespace would hide such a leak).
+strays() { local p; for p in /proc/[0-9]*; do [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && echo "${p#/proc/}"; done; true; }
+no_strays() { local s; s="$(strays | tr '\n' ' ')"; [ -z "$s" ] || fail "$1 left processes running: $s"; }
 ctr=""
 cleanup() {
     [ -z "$ctr" ] || podman rm -f "$ctr" >/dev/null 2>&1 || true
+    # Only what this test started: processes whose root is its chroot.
+    [ -z "${root:-}" ] || for p in $(strays); do kill "$p" 2>/dev/null || true; done
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -101,7 +109,6 @@ lrwxrwxrwx 0/0 bin/sh -> busybox
 EOF
 sort -o "$work/expected" "$work/expected"
 diff -u "$work/expected" "$work/listing" >&2 || fail "the image's files differ from the expected list (above: - expected, + image)"
-root="$work/root"
 mkdir -p "$root"
 tar -xf "$work/rootfs.tar" -C "$root"
 cmp -s "$root/roce-tune" target/release/roce-tune || fail "/roce-tune is not target/release/roce-tune"
@@ -112,117 +119,181 @@ version="$(env -i PATH=/bin "$chroot" "$root" /roce-tune --version)"
 case "$version" in "roce-tune $IMAGE_VERSION "*) ;; *) fail "/roce-tune --version says: $version" ;; esac
 ok "files: exactly roce-tune, bin/busybox, bin/sh, install.sh (0755 root); identical to their sources; $version"
 
+# The DaemonSet's long-running container runs the repair loop: the binary must offer it.
 gc_help="$(env -i PATH=/bin "$chroot" "$root" /roce-tune gc --help 2>&1 || true)"
-if [ "${IMAGE_TEST_GC_LOOP:-0}" = 1 ]; then
-    grep -q -- '--every' <<<"$gc_help" || fail "roce-tune gc --help does not mention --every, but the DaemonSet runs the repair loop: $gc_help"
-    ok "roce-tune gc --help offers --every (the DaemonSet's repair loop)"
-else
-    echo "image-test: note IMAGE_TEST_GC_LOOP=0: the repair loop (gc --every) is not asserted; this binary's gc --help: $(head -n1 <<<"$gc_help")"
-fi
+grep -q -- '--every' <<<"$gc_help" || fail "roce-tune gc --help does not mention --every, but the DaemonSet runs the repair loop: $gc_help"
+ok "roce-tune gc --help offers --every (the DaemonSet's repair loop)"
 
-# ------------------------------------------------------------------ 3. install, as the DaemonSet runs it
-# The initContainer's command, args and mounts, from the built overlay.
-kubectl_json() { "$kubectl" kustomize "$1" | "$py" -c '
-import json, sys, yaml
-ds = next(d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] == "DaemonSet")
+# ------------------------------------------------------------------ 3. the containers, as the kubelet runs them
+# A fake node: $host is its root file system. run_container OVERLAY CONTAINER [ARGS...] does
+# what the kubelet and the runtime do for that container of the overlay's DaemonSet: checks
+# the hostPath types (Directory must exist, DirectoryOrCreate is created 0755), writes the
+# ConfigMap's files, then, in a private mount namespace, bind-mounts each volume at its
+# mountPath in the image's root file system (read-only where the manifest says so), mounts
+# what every container gets and the image does not carry (/proc: busybox's sh runs applets
+# such as cmp by re-executing /proc/self/exe; /sys, read-only here: no entry in these tests
+# names a real device; a /dev with null and zero) and executes the container's command and
+# args, plus ARGS, with the image's PATH.
+host="$work/host"
+mkdir -p "$host/opt/cni/bin" "$host/etc" "$host/run" "$root/proc" "$root/dev" "$root/sys"
+container_spec() { # OVERLAY CONTAINER -> lines: argv, then "mount<TAB>source<TAB>target<TAB>ro|rw"
+    "$kubectl" kustomize "$1" | CONTAINER="$2" HOST="$host" CMDIR="$work/configmaps" "$py" -c '
+import os, sys, yaml
+docs = [d for d in yaml.safe_load_all(sys.stdin) if d]
+ds = next(d for d in docs if d["kind"] == "DaemonSet")
 pod = ds["spec"]["template"]["spec"]
-c = next(iter(pod.get("initContainers") or []), None) or pod["containers"][0]
+want = os.environ["CONTAINER"]
+c = next(c for c in (pod.get("initContainers") or []) + pod["containers"] if c["name"] == want)
 vols = {v["name"]: v for v in pod["volumes"]}
-mounts = [[m["mountPath"], "hostPath" if "hostPath" in vols[m["name"]] else "configMap"] for m in c["volumeMounts"]]
-print(json.dumps({"argv": c["command"] + c.get("args", []), "mounts": mounts}))'; }
-install_spec="$(kubectl_json conf/deploy/kubernetes)" || fail "kubectl kustomize conf/deploy/kubernetes"
-mapfile -t install_argv < <("$py" -c 'import json,sys; print("\n".join(json.loads(sys.argv[1])["argv"]))' "$install_spec")
-mapfile -t install_mounts < <("$py" -c 'import json,sys; print("\n".join(m[0] for m in json.loads(sys.argv[1])["mounts"]))' "$install_spec")
-arg() { local i; for ((i = 0; i < ${#install_argv[@]}; i++)); do [ "${install_argv[$i]}" = "$1" ] && { echo "${install_argv[$((i + 1))]}"; return; }; done; fail "the initContainer has no $1"; }
-bin_dir="$(arg --bin-dir)"; cfg_src="$(arg --node-config)"; cfg_dir="$(arg --node-config-dir)"; state_dir="$(arg --state-dir)"
-for m in "${install_mounts[@]}"; do mkdir -p "$root$m"; done
-# The ConfigMap's file, and what the host already has: an old binary (another version, wrong
-# mode) that a "running" process holds open, a neighbour plugin, a loose state dir mode.
-kubectl kustomize conf/deploy/kubernetes | "$py" -c '
-import sys, yaml
-cm = next(d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] == "ConfigMap")
-sys.stdout.write(cm["data"]["node.json"])' >"$root$cfg_src"
-printf 'old roce-tune\n' >"$root$bin_dir/roce-tune"; chmod 0600 "$root$bin_dir/roce-tune"
-printf 'sbr\n' >"$root$bin_dir/sbr"; chmod 0755 "$root$bin_dir/sbr"
-chmod 0755 "$root$state_dir"
-exec 3<"$root$bin_dir/roce-tune"
-old_inode="$(stat -c %i "$root$bin_dir/roce-tune")"
-# What a runtime gives every container and the image does not carry: /proc (busybox's sh runs
-# applets such as cmp by re-executing /proc/self/exe) and /dev/null. In a private mount
-# namespace, so nothing stays mounted; the image's own PATH.
-mkdir -p "$root/proc" "$root/dev"
-run_install() {
-    unshare --mount --propagation private /bin/sh -c '
-        root=$1 chroot=$2; shift 2
-        mount -t proc proc "$root/proc" &&
-        mount -t tmpfs -o mode=0755,size=64k tmpfs "$root/dev" &&
-        mknod -m 666 "$root/dev/null" c 1 3 && mknod -m 666 "$root/dev/zero" c 1 5 &&
-        exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$chroot" "$root" "$@"
-    ' sh "$root" "$chroot" "$@"
+for a in c["command"] + c.get("args", []):
+    print("arg\t" + a)
+for m in c.get("volumeMounts", []):
+    v = vols[m["name"]]
+    if "hostPath" in v:
+        src = os.environ["HOST"] + v["hostPath"]["path"]
+        kind = v["hostPath"].get("type", "")
+        if kind == "Directory" and not os.path.isdir(src):
+            sys.exit("hostPath type check failed: %s is not a directory" % v["hostPath"]["path"])
+        if kind == "DirectoryOrCreate" and not os.path.isdir(src):
+            os.makedirs(src, mode=0o755)
+    elif "configMap" in v:
+        cm = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == v["configMap"]["name"])
+        src = os.path.join(os.environ["CMDIR"], cm["metadata"]["name"])
+        os.makedirs(src, exist_ok=True)
+        for k, text in cm["data"].items():
+            with open(os.path.join(src, k), "w") as f:
+                f.write(text)
+    else:
+        sys.exit("volume %s: only hostPath and configMap are emulated" % m["name"])
+    print("mount\t%s\t%s\t%s" % (src, m["mountPath"], "ro" if m.get("readOnly") else "rw"))
+'
 }
-run_install "${install_argv[@]}" >"$work/install.out" 2>&1 || { cat "$work/install.out" >&2; fail "install script: ${install_argv[*]}"; }
+run_container() { # OVERLAY CONTAINER [ARGS...]; the container's output on stdout+stderr
+    local overlay=$1 name=$2 spec; shift 2
+    spec="$(container_spec "$overlay" "$name")" || { echo "kubelet: $spec"; return 125; }
+    unshare --mount --propagation private /bin/sh -c '
+        root=$1 chroot=$2 spec=$3 pidfile=$4; shift 4
+        mount -t proc proc "$root/proc" && mount -t sysfs -o ro sysfs "$root/sys" &&
+        mount -t tmpfs -o mode=0755,size=64k tmpfs "$root/dev" &&
+        mknod -m 666 "$root/dev/null" c 1 3 && mknod -m 666 "$root/dev/zero" c 1 5 || exit 125
+        tab=$(printf "\t")
+        argv=""
+        while IFS="$tab" read -r what a b c; do
+            case "$what" in
+                mount)
+                    mkdir -p "$root$b" && mount --bind "$a" "$root$b" || exit 125
+                    [ "$c" = rw ] || mount -o remount,bind,ro "$root$b" || exit 125 ;;
+            esac
+        done <<EOF
+$spec
+EOF
+        # The command and args, then the extra ARGS: rebuild "$@" in that order.
+        extra=$#
+        while IFS="$tab" read -r what a; do
+            [ "$what" = arg ] && set -- "$@" "$a"
+        done <<EOF
+$spec
+EOF
+        i=0; while [ $i -lt $extra ]; do set -- "$@" "$1"; shift; i=$((i + 1)); done
+        # exec keeps this PID down to the container process: the test signals it there.
+        [ -z "$pidfile" ] || echo $$ >"$pidfile"
+        exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$chroot" "$root" "$@"
+    ' sh "$root" "$chroot" "$spec" "${PIDFILE:-}" "$@"
+}
+mode_of() { stat -c '%a %u:%g %F' "$1"; }
+
+# The node before the first install: an old roce-tune (another version, a wrong mode) that a
+# "running" process holds open, and a neighbour plugin.
+bin="$host/opt/cni/bin"
+printf 'old roce-tune\n' >"$bin/roce-tune"; chmod 0600 "$bin/roce-tune"
+printf 'sbr\n' >"$bin/sbr"; chmod 0755 "$bin/sbr"
+exec 3<"$bin/roce-tune"
+old_inode="$(stat -c %i "$bin/roce-tune")"
+run_container conf/deploy/kubernetes install >"$work/install.out" 2>&1 || { cat "$work/install.out" >&2; fail "initContainer install of conf/deploy/kubernetes"; }
 sed 's/^/  | /' "$work/install.out"
-[ "$(sha256sum <"$root$bin_dir/roce-tune")" = "$(sha256sum <target/release/roce-tune)" ] || fail "installed binary differs from target/release/roce-tune"
-[ "$(stat -c '%a %u:%g %F' "$root$bin_dir/roce-tune")" = "755 0:0 regular file" ] || fail "installed binary: $(stat -c '%a %u:%g %F' "$root$bin_dir/roce-tune")"
-[ "$(stat -c %i "$root$bin_dir/roce-tune")" != "$old_inode" ] || fail "the binary was rewritten in place, not renamed over the old one"
+cmp -s "$bin/roce-tune" target/release/roce-tune || fail "installed binary differs from target/release/roce-tune"
+[ "$(mode_of "$bin/roce-tune")" = "755 0:0 regular file" ] || fail "installed binary: $(mode_of "$bin/roce-tune")"
+[ "$(stat -c %i "$bin/roce-tune")" != "$old_inode" ] || fail "the binary was rewritten in place, not renamed over the old one"
 [ "$(cat <&3)" = "old roce-tune" ] || fail "a process holding the old binary open saw its bytes change"
 exec 3<&-
-cmp -s "$root$cfg_dir/node.json" "$root$cfg_src" || fail "installed node.json differs from the ConfigMap's"
-[ "$(stat -c '%a %u:%g %F' "$root$cfg_dir/node.json")" = "644 0:0 regular file" ] || fail "node.json: $(stat -c '%a %u:%g %F' "$root$cfg_dir/node.json")"
-[ "$(stat -c '%a %u:%g' "$root$state_dir")" = "700 0:0" ] || fail "state dir: $(stat -c '%a %u:%g' "$root$state_dir")"
-[ "$(cat "$root$bin_dir/sbr")" = sbr ] || fail "a neighbour plugin was touched"
-leftover="$(find "$root$bin_dir" "$root$cfg_dir" -name '.*install*')"
+node_json="$host/etc/cni/roce-tune/node.json"
+cmp -s "$node_json" conf/deploy/base/node.json || fail "installed node.json differs from conf/deploy/base/node.json"
+[ "$(mode_of "$node_json")" = "644 0:0 regular file" ] || fail "node.json: $(mode_of "$node_json")"
+[ "$(stat -c '%a %u:%g' "$host/run/cni/roce-tune")" = "700 0:0" ] || fail "state dir: $(stat -c '%a %u:%g' "$host/run/cni/roce-tune")"
+[ "$(cat "$bin/sbr")" = sbr ] || fail "a neighbour plugin was touched"
+leftover="$(find "$bin" "$host/etc/cni/roce-tune" -name '.*install*')"
 [ -z "$leftover" ] || fail "temporary files left: $leftover"
-[ "$(ls -A "$root$bin_dir" | sort | tr '\n' ' ')" = "roce-tune sbr " ] || fail "bin dir holds: $(ls -A "$root$bin_dir")"
-ok "install (${install_argv[*]}): binary identical (sha256 $(sha256sum <"$root$bin_dir/roce-tune" | cut -c1-16)...), 0755 root, renamed over the old one; node.json 0644; state dir 0700; no temporary file"
+[ "$(find "$bin" -mindepth 1 -printf '%f\n' | sort | tr '\n' ' ')" = "roce-tune sbr " ] || fail "bin dir holds: $(ls -A "$bin")"
+ok "initContainer install: binary identical (sha256 $(sha256sum <"$bin/roce-tune" | cut -c1-16)...), 0755 root, renamed over the old one; node.json identical, 0644; state dir 0700; no temporary file"
 
-inode="$(stat -c %i "$root$bin_dir/roce-tune")"
-run_install "${install_argv[@]}" >"$work/install2.out" 2>&1 || { cat "$work/install2.out" >&2; fail "second install run"; }
+inode="$(stat -c %i "$bin/roce-tune")"
+run_container conf/deploy/kubernetes install >"$work/install2.out" 2>&1 || { cat "$work/install2.out" >&2; fail "second install"; }
 grep -q 'already up to date' "$work/install2.out" || fail "second run did not find the binary up to date: $(cat "$work/install2.out")"
-[ "$(stat -c %i "$root$bin_dir/roce-tune")" = "$inode" ] || fail "second run replaced an identical binary"
-ok "install again: nothing replaced"
+[ "$(stat -c %i "$bin/roce-tune")" = "$inode" ] || fail "second run replaced an identical binary"
+ok "initContainer install again: nothing replaced"
 
-mv "$root$bin_dir" "$root$bin_dir.away"
-if run_install "${install_argv[@]}" >"$work/install3.out" 2>&1; then fail "install succeeded without a bin dir"; fi
+if run_container conf/deploy/kubernetes install --bin-dir /not/mounted >"$work/install3.out" 2>&1; then fail "install succeeded without a bin dir"; fi
 grep -q 'is not a directory (is the hostPath volume mounted' "$work/install3.out" || fail "no clear message without a bin dir: $(cat "$work/install3.out")"
-mv "$root$bin_dir.away" "$root$bin_dir"
-mv "$root$bin_dir/roce-tune" "$root$bin_dir/roce-tune.file"; mkdir "$root$bin_dir/roce-tune"
-if run_install "${install_argv[@]}" >"$work/install4.out" 2>&1; then fail "install replaced a directory"; fi
+mv "$bin/roce-tune" "$work/roce-tune.keep"; mkdir "$bin/roce-tune"
+if run_container conf/deploy/kubernetes install >"$work/install4.out" 2>&1; then fail "install replaced a directory"; fi
 grep -q 'is a directory: refusing' "$work/install4.out" || fail "no clear message for a directory in the way: $(cat "$work/install4.out")"
-rmdir "$root$bin_dir/roce-tune"; mv "$root$bin_dir/roce-tune.file" "$root$bin_dir/roce-tune"
-ok "install fails loudly without a bin dir, and refuses to replace a directory"
+rmdir "$bin/roce-tune"; mv "$work/roce-tune.keep" "$bin/roce-tune"
+mv "$bin" "$bin.away"
+if run_container conf/deploy/kubernetes install >"$work/install5.out" 2>&1; then fail "the kubelet emulation mounted a missing Directory"; fi
+grep -q 'hostPath type check failed' "$work/install5.out" || fail "no type check failure for a missing bin dir: $(cat "$work/install5.out")"
+mv "$bin.away" "$bin"
+ok "install fails loudly without its bin dir (the script's check, and the hostPath type Directory), and refuses to replace a directory"
+
+# The long-running container: its exact command, with its mounts; the node config and the
+# state dir the initContainer left must satisfy roce-tune's ownership checks there.
+PIDFILE="$work/repair.pid" run_container conf/deploy/kubernetes orphan-repair >"$work/repair.out" 2>&1 &
+repair_pid=$!
+sleep 2
+kill -0 "$repair_pid" 2>/dev/null || { wait "$repair_pid" || true; cat "$work/repair.out" >&2; fail "container orphan-repair exited by itself"; }
+kill -TERM "$(cat "$work/repair.pid")"
+rc=0; wait "$repair_pid" || rc=$?
+sed 's/^/  | /' "$work/repair.out"
+[ "$rc" = 0 ] || fail "container orphan-repair exited $rc on SIGTERM"
+no_strays "the orphan-repair container"
+grep -q 'orphan repair every 60 s (state dir /run/cni/roce-tune)' "$work/repair.out" || fail "orphan-repair did not start its loop on /run/cni/roce-tune"
+grep -q 'orphan repair stops' "$work/repair.out" || fail "orphan-repair did not say it stopped"
+ok "container orphan-repair: its command runs the loop on the host's state dir and node config, and exits 0 on SIGTERM"
 
 # ------------------------------------------------------------------ 4. uninstall, as its overlay runs it
-uninstall_spec="$(kubectl_json conf/deploy/uninstall/kubernetes)" || fail "kubectl kustomize conf/deploy/uninstall/kubernetes"
-mapfile -t un_argv < <("$py" -c 'import json,sys; print("\n".join(json.loads(sys.argv[1])["argv"]))' "$uninstall_spec")
-# Without --sleep: the container would then wait for SIGTERM.
-un_argv=("${un_argv[@]/--sleep/}")
-mapfile -t un_argv < <(printf '%s\n' "${un_argv[@]}" | grep -v '^$')
-install_argv=("${un_argv[@]}")
-un_state="$(arg --state-dir)"; un_cfg="$(arg --node-config-dir)"; un_bin="$(arg --bin-dir)"
-# The uninstall pod mounts the host's /run/cni and /etc/cni at the same paths; lay the
-# installed files out there (what the install pod left on the "host").
-mkdir -p "$root$(dirname "$un_state")" "$root$(dirname "$un_cfg")" "$root$un_bin"
-[ "$state_dir" = "$un_state" ] || cp -a "$root$state_dir" "$root$un_state"
-[ "$cfg_dir" = "$un_cfg" ] || cp -a "$root$cfg_dir" "$root$un_cfg"
-[ "$bin_dir" = "$un_bin" ] || cp -a "$root$bin_dir/." "$root$un_bin/"
-mkdir -p "$root$un_state/locks"; : >"$root$un_state/locks/mlx5_3.1.lock"
+# Without --sleep's wait: the script parses arguments in order, so an extra --sleep is
+# harmless, but the container would then wait for SIGTERM. Run it in the background instead.
+state="$host/run/cni/roce-tune"
+mkdir -p "$state/locks"; : >"$state/locks/mlx5_3.1.lock"
 # An entry the repair cannot release (unreadable as an entry): a pod still holds its class.
-printf 'not an entry\n' >"$root$un_state/c0ffee:net1.json"; chmod 0600 "$root$un_state/c0ffee:net1.json"
-if run_install "${un_argv[@]}" >"$work/un1.out" 2>&1; then fail "uninstall went on with a recorded attachment: $(cat "$work/un1.out")"; fi
-sed 's/^/  | /' "$work/un1.out"
+printf 'not an entry\n' >"$state/c0ffee:net1.state"; chmod 0600 "$state/c0ffee:net1.state"
+uninstall() { # -> rc; output in $work/un.out
+    rm -f "$work/un.pid"
+    PIDFILE="$work/un.pid" run_container conf/deploy/uninstall/kubernetes uninstall >"$work/un.out" 2>&1 &
+    local pid=$! i
+    for i in $(seq 1 50); do
+        grep -q 'roce-tune is uninstalled from this node' "$work/un.out" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.2
+    done
+    if kill -0 "$pid" 2>/dev/null; then kill -TERM "$(cat "$work/un.pid")"; fi
+    wait "$pid"
+}
+if uninstall; then cat "$work/un.out" >&2; fail "uninstall went on with a recorded attachment"; fi
+sed 's/^/  | /' "$work/un.out"
 # This roce-tune skips an entry it cannot read (the uninstall then refuses: still recorded);
 # one that counts it as a failed repair makes the uninstall refuse earlier. Both keep the binary.
-grep -Eq 'attachment\(s\) still recorded|orphan repair failed' "$work/un1.out" || fail "no clear refusal: $(cat "$work/un1.out")"
-[ -f "$root$un_bin/roce-tune" ] || fail "the refused uninstall removed the binary"
-rm "$root$un_state/c0ffee:net1.json"
-run_install "${un_argv[@]}" >"$work/un2.out" 2>&1 || { cat "$work/un2.out" >&2; fail "uninstall with an empty state dir"; }
-sed 's/^/  | /' "$work/un2.out"
-[ ! -e "$root$un_bin/roce-tune" ] || fail "uninstall left the binary"
-[ -f "$root$un_bin/sbr" ] || fail "uninstall removed a neighbour plugin"
-[ ! -e "$root$un_cfg" ] || fail "uninstall left $un_cfg"
-[ ! -e "$root$un_state" ] || fail "uninstall left $un_state"
-ok "uninstall (${un_argv[*]}): refused while an entry remains; then binary, node config and state dir removed"
+grep -Eq 'attachment\(s\) still recorded|orphan repair failed' "$work/un.out" || fail "no clear refusal: $(cat "$work/un.out")"
+[ -f "$bin/roce-tune" ] || fail "the refused uninstall removed the binary"
+rm "$state/c0ffee:net1.state"
+uninstall || { cat "$work/un.out" >&2; fail "uninstall with an empty state dir"; }
+sed 's/^/  | /' "$work/un.out"
+grep -q 'roce-tune is uninstalled from this node' "$work/un.out" || fail "uninstall did not finish"
+[ ! -e "$bin/roce-tune" ] || fail "uninstall left the binary"
+[ -f "$bin/sbr" ] || fail "uninstall removed a neighbour plugin"
+[ ! -e "$host/etc/cni/roce-tune" ] || fail "uninstall left /etc/cni/roce-tune"
+[ ! -e "$state" ] || fail "uninstall left /run/cni/roce-tune"
+no_strays "the uninstall container"
+ok "container uninstall (conf/deploy/uninstall/kubernetes): refused while an entry remains; then binary, node config and state dir removed, and it stays up (exit 0 on SIGTERM)"
 
 # ------------------------------------------------------------------ 5. podman run
 hostdir="$work/podman-host"

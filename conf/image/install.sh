@@ -123,7 +123,7 @@ if [ -n "$state_dir" ] && [ -d "$state_dir" ]; then
     # the uninstall patch mounts both at their host paths.
     say "orphan repair: $src gc --orphans"
     "$src" gc --orphans || die "orphan repair failed: see its output above; the node keeps roce-tune"
-    # Entries are <container>:<ifname>.json (src/state.rs entry_name); locks/ and a crashed
+    # Entries are <container>:<ifname>.state (.json: format 1; src/state.rs); locks/ and a crashed
     # write's .<entry>.tmp<pid> (not matched by *) hold no state.
     left="" n=0
     for f in "$state_dir"/*; do
@@ -153,6 +153,7 @@ if [ -n "$state_dir" ] && [ -d "$state_dir" ]; then
 fi
 say "roce-tune is uninstalled from this node"
 if [ "$sleep_after" = 1 ]; then
-    trap 'exit 0' INT TERM
-    while :; do sleep 3600 & wait $!; done
+    # The sleep is a child process: take it along on SIGTERM.
+    trap 'kill "$sleeper" 2>/dev/null; exit 0' INT TERM
+    while :; do sleep 3600 & sleeper=$!; wait "$sleeper"; done
 fi
