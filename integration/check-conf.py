@@ -86,6 +86,7 @@ ROCE_KEYS = {
 NODE_CONFIG_KEYS = {"stateDir", "sysfsRoot", "logFile", "sysctlAllowlist", "deviceInfoDir"}
 NODE_CONFIG_DEFAULTS = {"stateDir": "/run/cni/roce-tune", "sysfsRoot": "/sys"}
 NODE_CONFIG_HOST_DIR = "/etc/cni/roce-tune"
+NODE_PATTERN_COMPONENT = re.compile(r"^[A-Za-z0-9_*-]+$")
 
 # What each shipped install overlay deploys to (conf/deploy/<name>). Its uninstall overlay is
 # conf/deploy/uninstall/<name>.
@@ -504,11 +505,15 @@ def check_node_config(text):
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
                 errs.append("node.json: sysctlAllowlist must be a list of strings")
                 continue
+            if len(v) > 256:
+                errs.append("node.json: sysctlAllowlist holds more than 256 patterns (src/node.rs refuses it)")
             for pat in v:
-                parts = pat.split(".")
-                if parts[0] != "net" or any(x in ("", "..") or "/" in x for x in parts):
-                    errs.append("node.json: sysctlAllowlist pattern %r must be a dotted key under net. "
-                                "(* matches within one component)" % pat)
+                # src/node.rs validate_pattern: components of letters, digits, _ - and *;
+                # and a pattern outside net. can never match (network sysctls stay under net.).
+                if (len(pat) > 256 or pat.split(".")[0] != "net"
+                        or not all(NODE_PATTERN_COMPONENT.match(c) for c in pat.split("."))):
+                    errs.append("node.json: sysctlAllowlist pattern %r must be a dotted key under net. of "
+                                "letters, digits, '_', '-' and '*' (* matches within one component)" % pat)
         elif not (isinstance(v, str) and v.startswith("/") and ".." not in v.split("/")):
             errs.append("node.json: %s must be an absolute path without .." % k)
     return errs, conf
