@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 
+# Imports of integration/*.py leave no __pycache__ in the checkout.
+sys.dont_write_bytecode = True
 here = os.path.dirname(os.path.abspath(__file__))
 repo = os.path.dirname(here)
 sys.path.insert(0, here)

@@ -65,6 +65,8 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
+# Imports of integration/*.py leave no __pycache__ in the checkout.
+sys.dont_write_bytecode = True
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 import sriov_render  # noqa: E402
