@@ -19,6 +19,10 @@ its network config on stdin. Without CNI_COMMAND it is an operator's tool:
       --every, repeat until SIGTERM (the DaemonSet's long-running container).
       The state dir and sysfs root come from the node config
       (/etc/cni/roce-tune/node.json, or ROCE_TUNE_NODE_CONFIG).
+  roce-tune reset-idle [--dry-run] [--node-config PATH]
+      Return every idle VF (netdev on the host, no pod's entry) that holds a
+      traffic class to unset, under the same locks as ADD and DEL: the class
+      NVIDIA's rdma CNI fork leaves behind (0 when rdmaQoS is unset).
   roce-tune --help | --version
 ";
 
@@ -46,6 +50,7 @@ pub fn run(args: &[String]) -> i32 {
             0
         }
         Some("gc") => gc(&args[1..]),
+        Some("reset-idle") => reset_idle(&args[1..]),
         Some("inspect") => crate::inspect::run(&args[1..]),
         Some(other) => {
             eprintln!("roce-tune: unknown command {other:?}\n\n{USAGE}");
@@ -106,6 +111,35 @@ fn gc(args: &[String]) -> i32 {
         println!("  failed: {}", crate::log::escape(f));
     }
     i32::from(!r.failed.is_empty())
+}
+
+fn reset_idle(args: &[String]) -> i32 {
+    let mut dry_run = false;
+    let mut node_path = crate::node::NodeConfig::path_from_env();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--dry-run" => dry_run = true,
+            "--node-config" => match it.next() {
+                Some(p) => node_path = PathBuf::from(p),
+                None => return usage_error("--node-config needs a file"),
+            },
+            other => return usage_error(&format!("unknown reset-idle option {other:?}")),
+        }
+    }
+    let node = match crate::node::NodeConfig::load_from(&node_path) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("roce-tune: {}", e.msg);
+            return 1;
+        }
+    };
+    crate::log::init(
+        crate::cni::config::LogLevel::Info,
+        "reset-idle".into(),
+        node.log_file.as_deref(),
+    );
+    crate::idle::reset(&node, dry_run)
 }
 
 fn usage_error(msg: &str) -> i32 {

@@ -644,6 +644,8 @@ pub struct NodeReport {
     pub devices: Vec<NodeDevice>,
     /// `--device` named a device that is not there.
     pub missing: Option<String>,
+    /// Idle VFs holding a class (`crate::idle`).
+    pub idle: Vec<crate::idle::Idle>,
 }
 
 /// A short attribute (a port state, a netdev name): only what is printable
@@ -757,6 +759,7 @@ pub fn collect_node(opts: &Options) -> NodeReport {
                 mode: NetnsMode::Shared,
                 devices: Vec::new(),
                 missing: opts.device.clone(),
+                idle: Vec::new(),
             }
         }
     };
@@ -804,6 +807,12 @@ pub fn collect_node(opts: &Options) -> NodeReport {
         mode: NetnsMode::read(&view),
         devices,
         missing,
+        idle: crate::idle::find(
+            &view,
+            &crate::node::NodeConfig::load()
+                .map(|n| crate::idle::node_entries(&n))
+                .unwrap_or_default(),
+        ),
     }
 }
 
@@ -842,6 +851,18 @@ pub fn node_checks(node: &NodeReport, opts: &Options) -> Vec<Check> {
         for d in &node.devices {
             checks.push(tc_check(&d.name, d.port, None, &d.tc, want, &d.tc_path));
         }
+    }
+    for i in &node.idle {
+        checks.push(Check::fail(
+            "idle-vf",
+            Some(&i.port.device),
+            None,
+            format!(
+                "VF {} (netdev {} on the host, no pod uses it) holds traffic class {} on port {}: likely {}",
+                i.pci, i.netdev, i.class, i.port.port, i.likely_writer()
+            ),
+            "roce-tune reset-idle (see --dry-run first); keep rdmaQoS out of the rdma CNI's config".into(),
+        ));
     }
     checks
 }
@@ -1747,6 +1768,7 @@ mod tests {
                 tc_path: PathBuf::from("/t/x"),
             }],
             missing: None,
+            idle: vec![],
         };
         let text = node_text(&node, &[]);
         let row = text.lines().find(|l| l.starts_with("mlx5_2")).unwrap();

@@ -13,8 +13,10 @@ pub mod log;
 pub mod cli;
 pub mod cni;
 pub mod commands;
+pub mod device_info;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
+pub mod idle;
 pub mod inspect;
 pub mod netlink;
 pub mod netns;

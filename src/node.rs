@@ -152,7 +152,7 @@ impl NodeConfig {
             // A typo here would silently fall back to a default host path.
             return Err(bad(format!(
                 "unknown key {:?}: the keys are {}",
-                crate::log::escape(k),
+                k,
                 KEYS.join(", ")
             )));
         }
@@ -205,7 +205,7 @@ fn abs_path(obj: &Map<String, Value>, key: &str) -> Result<Option<PathBuf>, Stri
             } else {
                 Err(format!(
                     "{key} {:?} must be an absolute path without '..'",
-                    crate::log::escape(s)
+                    s
                 ))
             }
         }
@@ -232,7 +232,7 @@ pub fn validate_pattern(p: &str) -> Result<(), String> {
     } else {
         Err(format!(
             "sysctlAllowlist pattern {:?} is not a dotted key of letters, digits, '_', '-' and '*' (e.g. net.ipv4.conf.*.arp_ignore)",
-            crate::log::escape(p)
+            p
         ))
     }
 }

@@ -15,62 +15,79 @@
 use crate::cni::{code, CniError, CniResult};
 use crate::netns::NetNs;
 use crate::rdma::traffic_class::{self, describe};
-use crate::rdma::RdmaPort;
+use crate::rdma::{rdma_cm, RdmaPort};
 use crate::state::{self, Entry, Owned, ReadError, StateDir, FORMAT};
 use crate::sysfs::View;
 use std::path::Path;
+
+/// Where a device's files are reached: the device's own sysfs (the pod's
+/// in exclusive mode) and the node's configfs (always the host's).
+#[derive(Clone, Copy)]
+pub struct Views<'a> {
+    pub device: &'a View,
+    pub host: &'a View,
+}
 
 /// A device file roce-tune owns while a pod lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Knob {
     TrafficClass,
+    RdmaCmTos,
 }
 
 impl Knob {
-    pub const ALL: [Knob; 1] = [Knob::TrafficClass];
+    pub const ALL: [Knob; 2] = [Knob::TrafficClass, Knob::RdmaCmTos];
 
     pub fn name(self) -> &'static str {
         match self {
             Knob::TrafficClass => "traffic class",
+            Knob::RdmaCmTos => "rdma_cm default ToS",
         }
     }
 
     pub fn record(self, e: &Entry) -> Option<Owned> {
         match self {
             Knob::TrafficClass => e.traffic_class,
+            Knob::RdmaCmTos => e.rdma_cm_tos,
         }
     }
 
     fn record_mut(self, e: &mut Entry) -> &mut Option<Owned> {
         match self {
             Knob::TrafficClass => &mut e.traffic_class,
+            Knob::RdmaCmTos => &mut e.rdma_cm_tos,
         }
     }
 
-    /// The live value; `None` = unset.
-    pub fn read(self, view: &View, port: &RdmaPort) -> CniResult<Option<u8>> {
+    /// The live value; `None` = unset (the class only: a ToS always has one).
+    pub fn read(self, v: Views, port: &RdmaPort) -> CniResult<Option<u8>> {
         match self {
-            Knob::TrafficClass => traffic_class::read(view, port),
+            Knob::TrafficClass => traffic_class::read(v.device, port),
+            Knob::RdmaCmTos => rdma_cm::read(v.host, port).map(Some),
         }
     }
 
-    /// Whether the device has this file at all (a device re-created or
-    /// removed has lost it, and with it what was set).
-    fn present(self, view: &View, port: &RdmaPort) -> bool {
+    /// Whether the device has this file now. A class file that is gone went
+    /// with the device (re-created or removed), and with it what was set.
+    /// The rdma_cm directory is remade when missing: its value survives.
+    fn present(self, v: Views, port: &RdmaPort) -> CniResult<bool> {
         match self {
-            Knob::TrafficClass => view.exists(&port.traffic_class_path()),
+            Knob::TrafficClass => Ok(v.device.exists(&port.traffic_class_path())),
+            Knob::RdmaCmTos => rdma_cm::ensure_group(v.host, port).map(|()| true),
         }
     }
 
-    fn write(self, view: &View, port: &RdmaPort, v: Option<u8>) -> CniResult<()> {
+    fn write(self, v: Views, port: &RdmaPort, value: Option<u8>) -> CniResult<()> {
         match self {
-            Knob::TrafficClass => traffic_class::write(view, port, v),
+            Knob::TrafficClass => traffic_class::write(v.device, port, value),
+            Knob::RdmaCmTos => rdma_cm::write(v.host, port, value.unwrap_or(0)),
         }
     }
 
-    fn verify(self, view: &View, port: &RdmaPort, v: Option<u8>) -> CniResult<()> {
+    fn verify(self, v: Views, port: &RdmaPort, value: Option<u8>) -> CniResult<()> {
         match self {
-            Knob::TrafficClass => traffic_class::verify(view, port, v),
+            Knob::TrafficClass => traffic_class::verify(v.device, port, value),
+            Knob::RdmaCmTos => rdma_cm::verify(v.host, port, value.unwrap_or(0)),
         }
     }
 }
@@ -88,7 +105,7 @@ pub struct Claim<'a> {
 /// error the entry may exist: the caller rolls back with `release`.
 pub fn take(
     state: &StateDir,
-    view: &View,
+    view: Views,
     port: &RdmaPort,
     claim: &Claim,
     wants: &[(Knob, u8)],
@@ -172,7 +189,12 @@ pub fn take(
                     );
                     knob.record(first).and_then(|o| o.original)
                 }
-                None => knob.read(view, port)?,
+                None => {
+                    if knob == Knob::RdmaCmTos {
+                        rdma_cm::ensure_group(view.host, port)?;
+                    }
+                    knob.read(view, port)?
+                }
             },
         };
         *knob.record_mut(&mut entry) = Some(Owned {
@@ -259,7 +281,7 @@ impl std::fmt::Display for Outcome {
 pub fn release(
     state: &StateDir,
     entry: &Entry,
-    view: &View,
+    view: Views,
     port: &RdmaPort,
 ) -> CniResult<Vec<(Knob, Outcome)>> {
     let _lock = state.lock(&entry.lock_key())?;
@@ -269,7 +291,7 @@ pub fn release(
         let Some(owned) = knob.record(entry) else {
             continue;
         };
-        if !knob.present(view, port) {
+        if !knob.present(view, port)? {
             crate::info!(
                 "{} of {} is gone (device re-created or removed): nothing to restore",
                 knob.name(),

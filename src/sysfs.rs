@@ -140,6 +140,10 @@ impl View {
         const FSCONFIG_CMD_CREATE: i32 = 6;
         const FSOPEN_CLOEXEC: u32 = 1;
         const FSMOUNT_CLOEXEC: u32 = 1;
+        #[cfg(feature = "fault-injection")]
+        if crate::fault::refused("pod-sysfs") {
+            return Err(SysfsError::Os(Errno::EPERM));
+        }
         let name = c"sysfs";
         // SAFETY: plain syscalls with valid pointers; each returned fd is
         // owned exactly once below.

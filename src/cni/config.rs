@@ -116,7 +116,14 @@ pub struct NetConf {
     pub cni_version: String,
     pub name: String,
     pub sysctls: Vec<SysctlSetting>,
+    /// The class to write: a pod's `args.cni.trafficClass` when the network
+    /// allows it (`podTrafficClasses`), else the network's `trafficClass`.
     pub traffic_class: Option<u8>,
+    /// `rdmaCmTos`: the rdma_cm default ToS to write.
+    pub rdma_cm_tos: Option<u8>,
+    /// `runtimeConfig.CNIDeviceInfoFile`: where the runtime wants the device
+    /// info; honoured only inside the node's deviceInfoDir (`device_info`).
+    pub device_info_file: Option<String>,
     pub gid_index: u32,
     pub gid_check: GidCheck,
     pub gid_timeout_ms: u64,
@@ -212,7 +219,16 @@ impl NetConf {
             }
         };
 
-        let traffic_class = opt_int(obj, "trafficClass", 0, 255)?.map(|n| n as u8);
+        let traffic_class =
+            pod_class(obj)?.or(opt_int(obj, "trafficClass", 0, 255)?.map(|n| n as u8));
+        let rdma_cm_tos = opt_int(obj, "rdmaCmTos", 0, 255)?.map(|n| n as u8);
+        // Tenant input like the rest (a network config can carry its own
+        // runtimeConfig): only read here, judged against the node's dir.
+        let device_info_file = obj
+            .get("runtimeConfig")
+            .and_then(|r| r.get("CNIDeviceInfoFile"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let gid_index = opt_int(obj, "gidIndex", 0, MAX_GID_INDEX as u64)?
             .unwrap_or(DEFAULT_GID_INDEX as u64) as u32;
         let gid_check = match opt_str(obj, "gidCheck")?.as_deref() {
@@ -269,6 +285,8 @@ impl NetConf {
             name,
             sysctls,
             traffic_class,
+            rdma_cm_tos,
+            device_info_file,
             gid_index,
             gid_check,
             gid_timeout_ms,
@@ -288,6 +306,8 @@ impl NetConf {
             name: String::new(),
             sysctls: Vec::new(),
             traffic_class: None,
+            rdma_cm_tos: None,
+            device_info_file: None,
             gid_index: DEFAULT_GID_INDEX,
             gid_check: GidCheck::Off,
             gid_timeout_ms: 0,
@@ -299,9 +319,66 @@ impl NetConf {
         }
     }
 
-    /// The RDMA device is needed only to write a class or to check a GID.
+    /// The RDMA device is needed only to write to it or to check a GID.
     pub fn needs_rdma(&self) -> bool {
-        self.traffic_class.is_some() || self.gid_check != GidCheck::Off
+        self.traffic_class.is_some()
+            || self.rdma_cm_tos.is_some()
+            || self.gid_check != GidCheck::Off
+    }
+}
+
+/// A pod's class: `args.cni.trafficClass` (Multus fills `args.cni` from the
+/// pod's cni-args), allowed only when it is one of the network's
+/// `podTrafficClasses`: a tenant must not pick its own priority unless the
+/// network's owner allows it.
+fn pod_class(obj: &Map<String, Value>) -> CniResult<Option<u8>> {
+    let allowed: Option<Vec<u8>> = match obj.get("podTrafficClasses") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) if a.len() <= 256 => Some(
+            a.iter()
+                .map(|v| match v.as_u64() {
+                    Some(n) if n <= 255 => Ok(n as u8),
+                    _ => Err(wrong_type(
+                        "podTrafficClasses",
+                        "a list of whole numbers from 0 to 255",
+                        v,
+                    )),
+                })
+                .collect::<CniResult<_>>()?,
+        ),
+        Some(other) => {
+            return Err(wrong_type(
+                "podTrafficClasses",
+                "a list of whole numbers from 0 to 255",
+                other,
+            ))
+        }
+    };
+    let Some(asked) = obj
+        .get("args")
+        .and_then(|a| a.get("cni"))
+        .and_then(|c| c.get("trafficClass"))
+    else {
+        return Ok(None);
+    };
+    let asked = match asked.as_u64() {
+        Some(n) if n <= 255 => n as u8,
+        _ => {
+            return Err(wrong_type(
+                "args.cni.trafficClass",
+                "a whole number from 0 to 255",
+                asked,
+            ))
+        }
+    };
+    match allowed {
+        Some(list) if list.contains(&asked) => Ok(Some(asked)),
+        Some(list) => Err(CniError::config(format!(
+            "args.cni.trafficClass {asked} is not one of the network's podTrafficClasses {list:?}: the pod may pick only those; ask the network's owner"
+        ))),
+        None => Err(CniError::config(format!(
+            "args.cni.trafficClass {asked} is not allowed: the network lists no podTrafficClasses, so a pod may not pick its own class; remove it from the pod's cni-args, or ask the network's owner to list it"
+        ))),
     }
 }
 
@@ -321,7 +398,7 @@ pub fn validate_name(name: &str) -> CniResult<()> {
     } else {
         Err(CniError::config(format!(
             "name {:?} is not a network name: it must start with a letter or digit and hold only letters, digits, '_', '.', '-' (at most 253)",
-            crate::log::escape(&name.chars().take(64).collect::<String>())
+            name.chars().take(64).collect::<String>()
         )))
     }
 }

@@ -11,7 +11,7 @@ use crate::cni::result::NetResult;
 use crate::cni::{code, CniError, CniResult};
 use crate::netns::NetNs;
 use crate::node::NodeConfig;
-use crate::ownership::{self, Claim, Knob};
+use crate::ownership::{self, Claim, Knob, Views};
 use crate::rdma::gid::{self, Verdict, Want};
 use crate::rdma::{NetnsMode, RdmaPort};
 use crate::state::{ReadError, StateDir};
@@ -35,11 +35,13 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     let sysctls = sysctl::resolve(&conf.sysctls, ifname);
     sysctl::check_allowlist(&conf.sysctls, ifname, node)?;
     let netns = NetNs::open_required(Path::new(env.netns.as_deref().unwrap_or_default()))?;
-    let wants: Vec<(Knob, u8)> = conf
-        .traffic_class
-        .map(|tc| (Knob::TrafficClass, tc))
-        .into_iter()
-        .collect();
+    let wants: Vec<(Knob, u8)> = [
+        conf.traffic_class.map(|tc| (Knob::TrafficClass, tc)),
+        conf.rdma_cm_tos.map(|tos| (Knob::RdmaCmTos, tos)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     // Opened once for both the record and the orphan sweep; without anything
     // to record, a missing or refused dir only means nothing to sweep.
     let state = if wants.is_empty() {
@@ -112,8 +114,12 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
             None => Ok(()),
         };
         let taken = previous.and_then(|()| {
-            ownership::take(state, view, port, &claim, &wants).inspect_err(|_| {
-                roll_back(state, view, port, env);
+            let views = Views {
+                device: view,
+                host: host.as_ref().unwrap_or(view),
+            };
+            ownership::take(state, views, port, &claim, &wants).inspect_err(|_| {
+                roll_back(state, views, port, env);
             })
         });
         if let Err(e) = taken {
@@ -125,6 +131,9 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
             }
             return Err(e);
         }
+    }
+    if let (Some(file), Some(port)) = (&conf.device_info_file, &port) {
+        crate::device_info::update(node, file, port);
     }
     Ok(output)
 }
@@ -246,7 +255,7 @@ fn release_previous_device(
 }
 
 /// A failed ADD leaves the device as it found it and no state behind.
-fn roll_back(state: &StateDir, view: &View, port: &RdmaPort, env: &CniEnv) {
+fn roll_back(state: &StateDir, view: Views, port: &RdmaPort, env: &CniEnv) {
     match state.read(env.container_id(), env.ifname()) {
         Ok(entry) => match ownership::release(state, &entry, view, port) {
             Ok(r) => crate::info!("ADD failed: rolled back ({r:?})"),

@@ -10,8 +10,8 @@ use crate::cni::{code, CniError, CniResult};
 use crate::netns::NetNs;
 use crate::node::NodeConfig;
 use crate::rdma::gid::{self, Verdict};
-use crate::rdma::needs_pod_sysfs;
 use crate::rdma::traffic_class::{self, describe};
+use crate::rdma::{needs_pod_sysfs, rdma_cm};
 use crate::sysctl;
 use crate::sysfs::View;
 use std::path::Path;
@@ -61,6 +61,20 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
                         port.port,
                         describe(live),
                         view.show(&port.traffic_class_path())
+                    ),
+                ));
+            }
+        }
+        if let Some(tos) = conf.rdma_cm_tos {
+            let live = rdma_cm::read(host, &port)?;
+            if live != tos {
+                return Err(CniError::new(
+                    code::RDMA_CM_TOS,
+                    format!(
+                        "rdma_cm default ToS of {} port {} is {live}, expected {tos} ({})",
+                        port.device,
+                        port.port,
+                        host.show(&rdma_cm::tos_path(&port))
                     ),
                 ));
             }

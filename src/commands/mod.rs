@@ -12,7 +12,7 @@ pub mod status;
 use crate::cni::config::NetConf;
 use crate::cni::{CniError, CniResult};
 use crate::netns::NetNs;
-use crate::ownership::{self, Knob, Outcome};
+use crate::ownership::{self, Knob, Outcome, Views};
 use crate::rdma::device::{self, Resolved};
 use crate::rdma::{lookup, RdmaPort};
 use crate::state::{Entry, StateDir};
@@ -83,7 +83,10 @@ pub fn release_entry(state: &StateDir, entry: &Entry, host: &View) -> Done {
                     View::fresh_sysfs(&label).map_err(|e| CniError::io("make the pod's sysfs", e))
                 }) {
                     Ok(pod) => match device::resolve(&pod, entry) {
-                        Resolved::Here(port) => return release_in(state, entry, &pod, &port),
+                        Resolved::Here(port) => {
+                            let views = Views { device: &pod, host };
+                            return release_in(state, entry, views, &port);
+                        }
                         Resolved::Invisible => seen_invisible = true,
                         Resolved::Gone => {}
                     },
@@ -95,7 +98,7 @@ pub fn release_entry(state: &StateDir, entry: &Entry, host: &View) -> Done {
         }
     }
     match device::resolve(host, entry) {
-        Resolved::Here(port) => release_in(state, entry, host, &port),
+        Resolved::Here(port) => release_in(state, entry, Views { device: host, host }, &port),
         Resolved::Invisible if entry.exclusive || seen_invisible => Done::Kept(format!(
             "{} (PCI {}) shows no RDMA device from here: in exclusive mode it is still in a netns that has not finished exiting",
             entry.device,
@@ -115,7 +118,7 @@ pub fn release_entry(state: &StateDir, entry: &Entry, host: &View) -> Done {
     }
 }
 
-fn release_in(state: &StateDir, entry: &Entry, view: &View, port: &RdmaPort) -> Done {
+fn release_in(state: &StateDir, entry: &Entry, view: Views, port: &RdmaPort) -> Done {
     match ownership::release(state, entry, view, port) {
         Ok(list) => Done::Released(list),
         Err(e) => Done::Kept(e.msg),

@@ -6,6 +6,7 @@ pub mod device;
 pub mod gid;
 pub mod lookup;
 pub mod nldev;
+pub mod rdma_cm;
 pub mod traffic_class;
 
 use crate::cni::config::PciAddr;
