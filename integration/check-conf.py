@@ -16,7 +16,7 @@
      container `orphan-repair` running `roce-tune gc --orphans --every N`, privileged,
      hostNetwork, hostPID, the state dir and node config dir of node.json mounted from the
      host at the same paths (node config read-only), /run/netns and /var/run/netns with
-     HostToContainer propagation.
+     HostToContainer propagation, the host's /sys/kernel/config (configfs) read-write.
    * The node config in the ConfigMap (node.json): the keys and types of DESIGN 2.1.
    * OpenShift: the required-scc annotation and a Role + RoleBinding granting `use` of the
      privileged SCC to the ServiceAccount. NVIDIA: the operator's namespace, not created.
@@ -660,11 +660,24 @@ def check_install_ds(ds, docs, expect, version):
     sysfs = node_conf.get("sysfsRoot", NODE_CONFIG_DEFAULTS["sysfsRoot"])
     if sysfs != "/sys" and (mounts.get(sysfs) or (None,))[0] != sysfs:
         errs.append("container orphan-repair: node.json's sysfsRoot %s is not mounted from the host" % sysfs)
+    errs += ["container orphan-repair: " + e for e in check_configfs(mounts, sysfs)]
     log = node_conf.get("logFile")
     if log and (mounts.get(os.path.dirname(log)) or (None,))[0] != os.path.dirname(log):
         errs.append("container orphan-repair: the directory of node.json's logFile %s is not mounted "
                     "from the host (the loop's log would stay in the container)" % log)
     return errs
+
+
+def check_configfs(mounts, sysfs_root):
+    """rdmaCmTos is restored in <sysfsRoot>/kernel/config (configfs); a container's own
+    sysfs mount does not carry the host's configfs mount."""
+    target = sysfs_root.rstrip("/") + "/kernel/config"
+    for inside, host in ((target, "/sys/kernel/config"), (os.path.dirname(target), "/sys/kernel")):
+        m = mounts.get(inside)
+        if m and m[0] == host and not m[2].get("readOnly"):
+            return []
+    return ["%s must come from the host's /sys/kernel/config (or /sys/kernel), read-write "
+            "(rdmaCmTos entries are restored in configfs, which the container's /sys lacks)" % target]
 
 
 def check_uninstall_ds(ds, docs, expect, version, install_image):
@@ -686,6 +699,7 @@ def check_uninstall_ds(ds, docs, expect, version, install_image):
         if path in (NODE_CONFIG_HOST_DIR, NODE_CONFIG_DEFAULTS["stateDir"]):
             errs.append("uninstall: volume %s (%s) would make the kubelet re-create what uninstall removes" % (v.get("name"), path))
     mounts = host_path_mounts(pod, c)
+    errs += ["uninstall: " + e for e in check_configfs(mounts, NODE_CONFIG_DEFAULTS["sysfsRoot"])]
     for d in ("/etc/cni", "/run/cni"):
         if (mounts.get(d) or (None,))[0] != d:
             errs.append("uninstall: %s must be mounted from the host at the same path" % d)

@@ -135,7 +135,7 @@ ok "roce-tune gc --help offers --every (the DaemonSet's repair loop)"
 # names a real device; a /dev with null and zero) and executes the container's command and
 # args, plus ARGS, with the image's PATH.
 host="$work/host"
-mkdir -p "$host/opt/cni/bin" "$host/etc" "$host/run" "$root/proc" "$root/dev" "$root/sys"
+mkdir -p "$host/opt/cni/bin" "$host/etc" "$host/run" "$host/sys/kernel" "$root/proc" "$root/dev" "$root/sys"
 container_spec() { # OVERLAY CONTAINER -> lines: argv, then "mount<TAB>source<TAB>target<TAB>ro|rw"
     "$kubectl" kustomize "$1" | CONTAINER="$2" HOST="$host" CMDIR="$work/configmaps" "$py" -c '
 import os, sys, yaml
