@@ -175,13 +175,8 @@ fn reset_idle_vfs(node_path: &Path, dry_run: bool) -> Result<i32> {
     let host = View::open(&node.sysfs_root)
         .map_err(cause)
         .with_context(|| format!("sysfs root {}", node.sysfs_root.display()))?;
-    // Created when missing: the locks ADD and DEL take live in it.
-    let Some(state) = StateDir::open(&node.state_dir, true).map_err(message)? else {
-        return Err(anyhow::Error::msg(format!(
-            "state dir {} was not created",
-            node.state_dir.display()
-        )));
-    };
+    // Made when missing: the locks ADD and DEL take live in it.
+    let state = StateDir::create(&node.state_dir).map_err(message)?;
     Ok(idle::reset(&host, &state, dry_run))
 }
 
