@@ -84,7 +84,8 @@ pub struct Node<'a> {
     checks: Vec<CheckJson<'a>>,
     devices: Vec<Device<'a>>,
     mode: &'static str,
-    netns_mode: String,
+    /// `Y` or `N`, as `module/ib_core/parameters/netns_mode` prints it.
+    netns_mode: char,
     pass: bool,
     sysfs_root: &'a Path,
     view: &'static str,
@@ -118,7 +119,7 @@ pub fn node<'a>(node: &'a NodeView, checks: &'a [Check]) -> Node<'a> {
             })
             .collect(),
         mode: mode_word(node.mode),
-        netns_mode: node.mode.letter().to_string(),
+        netns_mode: node.mode.letter(),
         pass: exit_code(checks) == 0,
         sysfs_root: &node.sysfs_root,
         view: "node",
@@ -136,7 +137,8 @@ pub struct Pod<'a> {
     interfaces: Vec<Interface<'a>>,
     mode: &'static str,
     netns: &'a Path,
-    netns_mode: String,
+    /// `Y` or `N`, as `module/ib_core/parameters/netns_mode` prints it.
+    netns_mode: char,
     not_rails: Vec<NotRail<'a>>,
     pass: bool,
     rdma_devices_visible: &'a [String],
@@ -204,7 +206,7 @@ pub fn pod<'a>(pod: &'a PodView, opts: &Options, checks: &'a [Check]) -> Pod<'a>
             .collect(),
         mode: mode_word(pod.mode),
         netns: &pod.netns,
-        netns_mode: pod.mode.letter().to_string(),
+        netns_mode: pod.mode.letter(),
         not_rails: pod
             .not_rails
             .iter()
