@@ -186,8 +186,9 @@ fn node_device(
         .map(|d| safe_names(view, &d.join("net")))
         .unwrap_or_default();
     if netdevs.is_empty() {
-        // A netdev without a PCI function of its own (an SF, rxe) shows in
-        // the GID table's netdev of the link-local entry.
+        // A device with no PCI function of its own (an SF, soft-RoCE) still
+        // names its netdev in the GID table: that of entry 0, the link-local
+        // GID the kernel adds for the netdev.
         netdevs.extend(gid::read_ndev(view, &port, 0));
     }
     NodeDevice {
