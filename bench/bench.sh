@@ -61,6 +61,7 @@ tag="rtb$$"
 ns="$tag"
 rails=16
 work=""
+statebase=""
 diskstate=""
 
 cleanup() {
@@ -72,6 +73,7 @@ cleanup() {
         ip link del "${tag}h$i" 2>/dev/null || true
     done
     [ -n "$work" ] && rm -rf "$work"
+    [ -n "$statebase" ] && rm -rf "$statebase"
     [ -n "$diskstate" ] && rm -rf "$diskstate"
     exit "$rc"
 }
@@ -80,7 +82,10 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 work="$(mktemp -d -p /dev/shm roce-bench.XXXXXX)"
-diskstate="$(mktemp -d -p /var/tmp roce-bench-state.XXXXXX)"
+# State dirs must have parents only root can write (roce-tune refuses /dev/shm and /var/tmp,
+# which anyone can): tmpfs under /run as on a node, and ext4 under /var/lib for the fsync cost.
+statebase="$(mktemp -d -p /run roce-bench-state.XXXXXX)"
+diskstate="$(mktemp -d -p /var/lib roce-bench-state.XXXXXX)"
 
 ip netns add "$ns"
 for i in $(seq 1 "$rails"); do
@@ -95,7 +100,7 @@ done
 mkdir -p "$here/results/raw"
 python3 "$here/harness.py" \
     --bin "$bin" --tuning "$tuning" \
-    --netns "/run/netns/$ns" --work "$work" --disk-state "$diskstate/state" \
+    --netns "/run/netns/$ns" --work "$work" --state-base "$statebase" --disk-state "$diskstate/state" \
     --rails "$rails" \
     --runs "${BENCH_RUNS:-1000}" --warmup "${BENCH_WARMUP:-50}" \
     --rail-rounds "${BENCH_RAIL_ROUNDS:-100}" --late "${BENCH_LATE:-30}" \

@@ -113,8 +113,9 @@ class Bench:
         self.out = os.path.join(self.work, "stdout")
         self.err = os.path.join(self.work, "stderr")
         self.tree = os.path.join(self.work, "sys")
-        self.state = os.path.join(self.work, "state")
-        self.crowded = os.path.join(self.work, "state-crowded")
+        self.state = os.path.join(a.state_base, "state")
+        self.crowded = os.path.join(a.state_base, "state-crowded")
+        self.node = {}      # config file -> the node config it runs with
         self.samples = {}   # case -> [ns]
         self.rss_kib = {}   # case -> [KiB]
         self.paired = {}    # "x/tuning" -> [ratio], "A-B:case" -> [ns], per round
@@ -176,10 +177,18 @@ class Bench:
                 "ips": [{"address": f"{self.addr(i)}/24", "interface": 0}],
                 "dns": {}}
 
-    def cfg(self, name, obj):
+    def cfg(self, name, obj, state=None):
+        """A network config file; with `state`, also the node config naming the test
+        tree and that state dir (roce-tune takes host paths from the node only)."""
         p = os.path.join(self.work, f"{name}.json")
         with open(p, "w") as f:
             json.dump(obj, f)
+        if state:
+            n = os.path.join(self.work, f"{name}.node.json")
+            with open(n, "w") as f:
+                json.dump({"sysfsRoot": self.tree, "stateDir": state}, f)
+            os.chmod(n, 0o644)
+            self.node[p] = n
         return p
 
     def make_configs(self):
@@ -192,15 +201,15 @@ class Bench:
                                                       "sysctl": six(i), "prevResult": self.prev(i)})
             self.c_full[i] = self.cfg(f"full{i}", {
                 **base, "type": "roce-tune", "sysctl": six(i), "trafficClass": TC,
-                "deviceID": self.pci(i), "pciBusID": self.pci(i), "sysfsRoot": self.tree,
-                "stateDir": self.state, "prevResult": self.prev(i)})
+                "deviceID": self.pci(i), "pciBusID": self.pci(i),
+                "prevResult": self.prev(i)}, self.state)
         self.c_sysctl = self.cfg("sysctl1", {
             **base, "type": "roce-tune", "sysctl": six(1), "gidCheck": "off",
-            "stateDir": self.state, "prevResult": self.prev(1)})
+            "prevResult": self.prev(1)}, self.state)
         full = json.load(open(self.c_full[1]))
-        self.c_full_disk = self.cfg("full1-disk", {**full, "stateDir": self.a.disk_state})
-        self.c_full_crowded = self.cfg("full1-crowded", {**full, "stateDir": self.crowded})
-        self.c_late = self.cfg("late1", {**full, "gidTimeoutMs": 3000})
+        self.c_full_disk = self.cfg("full1-disk", full, self.a.disk_state)
+        self.c_full_crowded = self.cfg("full1-crowded", full, self.crowded)
+        self.c_late = self.cfg("late1", {**full, "gidTimeoutMs": 3000}, self.state)
         self.c_version = self.cfg("version", {"cniVersion": "1.0.0"})
 
     def make_crowd(self):
@@ -214,11 +223,15 @@ class Bench:
             for r in range(8):
                 if pod * 8 + r >= self.a.crowd:
                     break
-                e = {"version": 1, "network": "b", "containerId": f"otherpod{pod}",
-                     "ifname": f"net{r + 1}", "netns": self.nspath, "sysfsRoot": self.tree,
+                st = os.stat(self.nspath)
+                e = {"version": 2, "network": "b", "containerId": f"otherpod{pod}",
+                     "ifname": f"net{r + 1}", "netns": self.nspath,
+                     "netnsId": {"dev": st.st_dev, "ino": st.st_ino},
                      "exclusive": False, "device": f"mlx5_{100 + pod * 8 + r}", "port": 1,
-                     "original": None, "written": TC, "created": 1700000000 + pod}
-                path = os.path.join(self.crowded, f"otherpod{pod}:net{r + 1}.json")
+                     "pci": "0000:5e:%02x.%d" % (pod % 32, r), "guid": None,
+                     "trafficClass": {"original": None, "written": TC}, "rdmaCmTos": None,
+                     "createdNs": (1700000000 + pod) * 10**9}
+                path = os.path.join(self.crowded, f"otherpod{pod}:net{r + 1}.state")
                 with open(path, "w") as f:
                     json.dump(e, f, indent=2)
                 os.chmod(path, 0o600)
@@ -263,16 +276,19 @@ class Bench:
             die(f"{who} did not set the sysctls of net{i}: {got}")
 
     # -- one plugin process
-    def env(self, command, i=1):
-        return {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CNI_COMMAND": command,
-                "CNI_CONTAINERID": CONTAINER, "CNI_NETNS": self.nspath,
-                "CNI_IFNAME": f"net{i}", "CNI_ARGS": "", "CNI_PATH": "/usr/lib/cni"}
+    def env(self, command, i=1, cfg=None):
+        e = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CNI_COMMAND": command,
+             "CNI_CONTAINERID": CONTAINER, "CNI_NETNS": self.nspath,
+             "CNI_IFNAME": f"net{i}", "CNI_ARGS": "", "CNI_PATH": "/usr/lib/cni"}
+        if cfg in self.node:
+            e["ROCE_TUNE_NODE_CONFIG"] = self.node[cfg]
+        return e
 
     def spawn(self, binary, command, cfg, i=1):
         fa = [(os.POSIX_SPAWN_OPEN, 0, cfg, os.O_RDONLY, 0),
               (os.POSIX_SPAWN_OPEN, 1, self.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
               (os.POSIX_SPAWN_OPEN, 2, self.err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)]
-        return os.posix_spawn(binary, [binary], self.env(command, i), file_actions=fa)
+        return os.posix_spawn(binary, [binary], self.env(command, i, cfg), file_actions=fa)
 
     def run(self, binary, command, cfg, i=1):
         """Elapsed ns, spawn to reaped exit; dies on a failed run."""
@@ -294,7 +310,7 @@ class Bench:
         fa = [(os.POSIX_SPAWN_OPEN, 0, cfg, os.O_RDONLY, 0),
               (os.POSIX_SPAWN_OPEN, 1, self.out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
               (os.POSIX_SPAWN_OPEN, 2, self.err, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)]
-        pid = os.posix_spawn(argv[0], argv, self.env(command, i), file_actions=fa)
+        pid = os.posix_spawn(argv[0], argv, self.env(command, i, cfg), file_actions=fa)
         _, status = os.waitpid(pid, 0)
         self.check(status, binary, command, cfg)
         return int(open(rssf).read().split()[-1])
@@ -364,19 +380,20 @@ class Bench:
             self.assert_sysctls(1, "roce-tune (full)")
             if self.tc(1) not in ("tclass=41", "41"):
                 die(f"full ADD left traffic_class {self.tc(1)!r}, expected tclass=41")
-            if not os.path.exists(os.path.join(sd, f"{CONTAINER}:net1.json")):
+            if not os.path.exists(os.path.join(sd, f"{CONTAINER}:net1.state")):
                 die(f"full ADD left no state entry in {sd}")
             self.run(self.a.bin, "DEL", cfg)
             if self.tc(1) not in ("tclass=-1", ""):
                 die(f"DEL left traffic_class {self.tc(1)!r}, expected the unset original")
-            if os.path.exists(os.path.join(sd, f"{CONTAINER}:net1.json")):
+            if os.path.exists(os.path.join(sd, f"{CONTAINER}:net1.state")):
                 die("DEL left its state entry behind")
             after = len(os.listdir(sd))
             if before and after != before:
                 die(f"{sd}: {before} files before ADD+DEL, {after} after")
         # A GID check that fails must fail: the GID check really runs.
         self.set_gid(1, 3, ZERO_GID, "")
-        bad = self.cfg("full1-bad", {**json.load(open(self.c_full[1])), "gidTimeoutMs": 0})
+        bad = self.cfg("full1-bad", {**json.load(open(self.c_full[1])), "gidTimeoutMs": 0},
+                       self.state)
         self.reset_sysctls([1])
         pid = self.spawn(self.a.bin, "ADD", bad)
         _, status = os.waitpid(pid, 0)
@@ -563,7 +580,7 @@ class Bench:
             ("roce-del", sh(f"{b} <{full} {q}"), sh(f"CNI_COMMAND=DEL exec {b} <{full} {q}")),
             ("floor", sh(":"), sh(f"exec {self.empty or '/bin/true'} {q}")),
         ]
-        env = {**os.environ, **self.env("ADD")}
+        env = {**os.environ, **self.env("ADD", 1, full)}
         times = {c[0]: [] for c in cmds}
         rng = random.Random(9)
         files = []
@@ -798,7 +815,7 @@ def report(a, b, res):
 
 def main():
     p = argparse.ArgumentParser()
-    for opt in ("bin", "tuning", "netns", "work", "disk-state", "load-start", "results",
+    for opt in ("bin", "tuning", "netns", "work", "state-base", "disk-state", "load-start", "results",
                 "repo"):
         p.add_argument(f"--{opt}", required=True)
     for opt, d in (("rails", 16), ("runs", 1000), ("warmup", 50), ("rail-rounds", 100),

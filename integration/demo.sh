@@ -5,9 +5,9 @@
 # On a fresh Debian 12 machine, as root. It runs integration/setup.sh (idempotent), builds
 # the release binary, builds one rail (a veth "VF" vf0, a pod netns, an RDMA sysfs test tree
 # with mlx5_2 at 0000:0c:00.2, a simulated kernel that adds the GIDs once the address is
-# there), runs cnitool ADD, CHECK and DEL with conf/cnitool/rdma-vf.conflist (only sysfsRoot
-# and stateDir are pointed at the test tree), prints what it saw, and removes everything it
-# created, also when a step fails.
+# there), runs cnitool ADD, CHECK and DEL with conf/cnitool/rdma-vf.conflist (a node config,
+# handed over in ROCE_TUNE_NODE_CONFIG, points roce-tune at the test tree and a state dir),
+# prints what it saw, and removes everything it created, also when a step fails.
 #
 # DEMO_SKIP_SETUP=1 / DEMO_SKIP_BUILD=1 skip those steps (the e2e target has done them).
 set -uo pipefail
@@ -94,10 +94,10 @@ RAIL_VF_NAME="$VF" rail_create 1 "$DEMO_POD" "$IFN" "$PCI" "$DEV" "$CIDR" "$GW" 
 DEMO_VF_CREATED=1
 NS="$(pod_ns "$DEMO_POD")"
 CID="$(cnitool_cid "$DEMO_POD")"
-# The shipped conflist, pointed at this node's test tree and state dir (and at $VF).
-jq --arg sys "$NODE_SYS" --arg state "$NODE_STATE" --arg vf "$VF" '
-    .plugins |= map(if .type == "roce-tune" then .sysfsRoot = $sys | .stateDir = $state
-                    elif .type == "host-device" then .device = $vf else . end)' \
+# The shipped conflist, its host-device pointed at $VF. The test tree and state dir are the
+# node's settings: $NODE_CONF names them, and ROCE_TUNE_NODE_CONFIG hands it to roce-tune.
+jq --arg vf "$VF" '
+    .plugins |= map(if .type == "host-device" then .device = $vf else . end)' \
     "$TEMPLATE" >"$NODE_NETD/$NET.conflist"
 # CHECK runs on the same chain without sbr (see below).
 jq '.name += "-check" | .plugins |= map(select(.type != "sbr"))' \

@@ -74,7 +74,7 @@ s_add() {
     expect_eq "traffic_class file" "$(tc_raw 1)" "tclass=41" || return 1
     expect_eq "GID index 3" "$(gid_read 1 3)" "$(V4_GID 192.168.0.34)" || return 1
     expect_eq "GID index 3 type" "$(gid_type 1 3)" "RoCE v2" || return 1
-    expect_eq "state records" "$(state_list)" "$(cnitool_cid pod):net1.json" || return 1
+    expect_eq "state records" "$(state_list)" "$(cnitool_cid pod):net1.state" || return 1
 
     local table; table="$(sbr_rule_table pod 192.168.0.34)"
     [ -n "$table" ] || { fail "sbr: no rule 'from 192.168.0.34 lookup N' in: $(ip -n "$(pod_ns pod)" rule show | tr '\n' ';')"; return 1; }

@@ -68,12 +68,15 @@ lib_check_tools() {
 lib_init() {
     E2E_RUN="$(printf '%04x' $(( ($$ + RANDOM) % 65536 )))"
     E2E_TMP="$(mktemp -d /tmp/roce-tune-e2e.XXXXXX)"
+    # State dirs: under /run, whose parents only root can write (see node_init).
+    E2E_RUN_DIR="/run/roce-tune-e2e/$E2E_RUN"
+    (umask 077 && mkdir -p "$E2E_RUN_DIR")
     mkdir -p "$E2E_TMP/bin" "$E2E_TMP/kernel.d" "$E2E_TMP/logs"
     # CNI_PATH: the Debian plugins first, then a dir with roce-tune (a copy: a rebuild during
     # the run must not change the binary under test).
     cp "$E2E_BIN" "$E2E_TMP/bin/roce-tune"
     E2E_CNI_PATH="$CNI_PLUGIN_DIR:$E2E_TMP/bin"
-    export E2E_RUN E2E_TMP E2E_CNI_PATH
+    export E2E_RUN E2E_TMP E2E_RUN_DIR E2E_CNI_PATH
     kernel_start
 }
 
@@ -89,6 +92,8 @@ lib_cleanup() {
         ip link del "$l" 2>/dev/null || true
     done
     rm -f "$LIBCNI_CACHE/rt${E2E_RUN}"-* 2>/dev/null || true
+    rm -rf "${E2E_RUN_DIR:?}"
+    rmdir /run/roce-tune-e2e 2>/dev/null || true
     if [ -n "${E2E_TMP:-}" ] && [ -d "$E2E_TMP" ]; then
         if [ -n "${E2E_LOG_DIR:-}" ]; then
             rm -rf "$E2E_LOG_DIR"; mkdir -p "$E2E_LOG_DIR"
@@ -205,20 +210,26 @@ kernel_mode() {
 
 # ------------------------------------------------------------------ a node
 
-# node_init <name> <index 0..9>: a node = a sysfs test tree, a state dir, a switch netns.
-# Sets NODE, NODE_IDX, NODE_DIR, NODE_SYS, NODE_STATE, NODE_NETD, NODE_LOG.
+# node_init <name> <index 0..9>: a node = a sysfs test tree, a state dir, a switch netns, and
+# the node config naming them ($NODE_CONF, passed as ROCE_TUNE_NODE_CONFIG to every run).
+# The state dir lives under /run: roce-tune refuses one with a parent others can write (/tmp).
+# Sets NODE, NODE_IDX, NODE_DIR, NODE_SYS, NODE_STATE, NODE_CONF, NODE_NETD, NODE_LOG.
 node_init() {
     NODE="$1"
     NODE_IDX="$2"
     NODE_DIR="$E2E_TMP/$NODE"
     NODE_SYS="$NODE_DIR/sys"
-    NODE_STATE="$NODE_DIR/state"
+    NODE_STATE="$E2E_RUN_DIR/$NODE/state"
+    NODE_CONF="$NODE_DIR/node.json"
     NODE_NETD="$NODE_DIR/net.d"
     NODE_LOG="$E2E_TMP/logs/$NODE.log"
     NODE_SW="rt${E2E_RUN}-${NODE}-sw"
     mkdir -p "$NODE_SYS/module/ib_core/parameters" "$NODE_SYS/bus/pci/devices" \
-             "$NODE_SYS/class/infiniband" "$NODE_SYS/.tmp" "$NODE_STATE" "$NODE_NETD"
+             "$NODE_SYS/class/infiniband" "$NODE_SYS/.tmp" "$NODE_NETD"
+    (umask 077 && mkdir -p "$NODE_STATE")
     echo Y >"$NODE_SYS/module/ib_core/parameters/netns_mode"
+    jq -n --arg sys "$NODE_SYS" --arg state "$NODE_STATE" '{sysfsRoot: $sys, stateDir: $state}' >"$NODE_CONF"
+    chmod 644 "$NODE_CONF"
     : >"$NODE_LOG"
     ip netns add "$NODE_SW" || return 1
     ip -n "$NODE_SW" link set lo up
@@ -305,11 +316,11 @@ rail_conf() {
     [ "$chain" = sbr ] || name="$name-$chain"
     jq -n --arg ver "$ver" --arg name "$name" --arg vf "${R_VF[$rail]}" --arg pci "${R_PCI[$rail]}" \
         --arg cidr "${R_CIDR[$rail]}" --arg gw "${R_GW[$rail]}" --argjson tc "${R_TC[$rail]}" \
-        --arg sys "$NODE_SYS" --arg state "$NODE_STATE" --arg chain "$chain" --argjson extra "$extra" '
+        --arg chain "$chain" --argjson extra "$extra" '
       {cniVersion: $ver, name: $name, plugins: ([
         {type: "host-device", device: $vf, deviceID: $pci,
          ipam: {type: "static", addresses: [{address: $cidr, gateway: $gw}]}},
-        ({type: "roce-tune", trafficClass: $tc, sysfsRoot: $sys, stateDir: $state,
+        ({type: "roce-tune", trafficClass: $tc,
           gidTimeoutMs: 3000, deviceID: $pci, pciBusID: $pci} + $extra)
       ] + (if $chain == "sbr" then [{type: "sbr", deviceID: $pci, pciBusID: $pci}] else [] end))}'
 }
@@ -331,6 +342,7 @@ cnitool_run() {
     local cmd="$1" net="$2" pod="$3" ifname="$4" o e
     o="$E2E_TMP/out.$BASHPID"; e="$E2E_TMP/err.$BASHPID"
     NETCONFPATH="$NODE_NETD" CNI_PATH="$E2E_CNI_PATH" CNI_IFNAME="$ifname" \
+        ROCE_TUNE_NODE_CONFIG="$NODE_CONF" \
         timeout 60 "$CNITOOL" "$cmd" "$net" "$(pod_path "$pod")" >"$o" 2>"$e"
     CNI_RC=$?
     CNI_OUT="$(cat "$o")"; CNI_ERR="$(cat "$e")"
@@ -354,6 +366,7 @@ plugin_exec() {
     o="$E2E_TMP/plout.$BASHPID"
     printf '%s' "$conf" | env CNI_COMMAND="$cmd" CNI_CONTAINERID="$cid" CNI_NETNS="$netns" \
         CNI_IFNAME="$ifname" CNI_ARGS="" CNI_PATH="$E2E_CNI_PATH" \
+        ROCE_TUNE_NODE_CONFIG="$NODE_CONF" \
         timeout 60 "$bin" >"$o" 2>>"$NODE_LOG"
     PL_RC=$?
     PL_OUT="$(cat "$o")"; rm -f "$o"
@@ -481,8 +494,8 @@ tc_original_value() {
 }
 
 # state_count: *.json records in the node's state dir.
-state_count() { find "$NODE_STATE" -maxdepth 1 -name '*.json' | wc -l; }
-state_list() { find "$NODE_STATE" -maxdepth 1 -name '*.json' -printf '%f\n' | sort; }
+state_count() { find "$NODE_STATE" -maxdepth 1 -name '*.state' | wc -l; }
+state_list() { find "$NODE_STATE" -maxdepth 1 -name '*.state' -printf '%f\n' | sort; }
 
 pod_sysctl() { ip netns exec "$(pod_ns "$1")" sysctl -n "$2" 2>&1; }
 

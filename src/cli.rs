@@ -1,6 +1,7 @@
 //! The binary without CNI_COMMAND: an operator's command line.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub const USAGE: &str = "\
 roce-tune: a chained CNI meta-plugin for RoCE rails on SR-IOV VFs.
@@ -13,8 +14,15 @@ its network config on stdin. Without CNI_COMMAND it is an operator's tool:
                     [--sysfs-root DIR] [--json]
       Show the node's RDMA devices, or a pod's rails, and PASS/FAIL each check
       (exit 0 all pass, 1 a check failed, 2 usage error); inspect --help for more.
-  roce-tune gc --orphans [--state-dir DIR]
-      Restore the traffic class of every state entry whose pod netns is gone.
+  roce-tune gc --orphans [--every SECONDS] [--node-config PATH]
+      Restore what every state entry whose pod netns is gone recorded; with
+      --every, repeat until SIGTERM (the DaemonSet's long-running container).
+      The state dir and sysfs root come from the node config
+      (/etc/cni/roce-tune/node.json, or ROCE_TUNE_NODE_CONFIG).
+  roce-tune reset-idle [--dry-run] [--node-config PATH]
+      Return every idle VF (netdev on the host, no pod's entry) that holds a
+      traffic class to unset, under the same locks as ADD and DEL: the class
+      NVIDIA's rdma CNI fork leaves behind (0 when rdmaQoS is unset).
   roce-tune --help | --version
 ";
 
@@ -42,6 +50,7 @@ pub fn run(args: &[String]) -> i32 {
             0
         }
         Some("gc") => gc(&args[1..]),
+        Some("reset-idle") => reset_idle(&args[1..]),
         Some("inspect") => crate::inspect::run(&args[1..]),
         Some(other) => {
             eprintln!("roce-tune: unknown command {other:?}\n\n{USAGE}");
@@ -52,17 +61,22 @@ pub fn run(args: &[String]) -> i32 {
 
 fn gc(args: &[String]) -> i32 {
     let mut orphans = false;
-    let mut state_dir = PathBuf::from(crate::cni::config::DEFAULT_STATE_DIR);
+    let mut every = None;
+    let mut node_path = crate::node::NodeConfig::path_from_env();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--orphans" => orphans = true,
-            "--state-dir" => match it.next() {
-                Some(d) => state_dir = PathBuf::from(d),
-                None => return usage_error("--state-dir needs a directory"),
+            "--node-config" => match it.next() {
+                Some(p) => node_path = PathBuf::from(p),
+                None => return usage_error("--node-config needs a file"),
+            },
+            "--every" => match it.next().and_then(|s| s.parse::<u64>().ok()) {
+                Some(n) if (1..=86_400).contains(&n) => every = Some(Duration::from_secs(n)),
+                _ => return usage_error("--every needs a whole number of seconds from 1 to 86400"),
             },
             "-h" | "--help" => {
-                println!("roce-tune gc --orphans [--state-dir DIR]\n  Restore and drop every state entry whose pod netns no longer exists.");
+                println!("roce-tune gc --orphans [--every SECONDS] [--node-config PATH]\n  Restore and drop every state entry whose pod netns no longer exists;\n  with --every, repeat every SECONDS until SIGTERM.");
                 return 0;
             }
             other => return usage_error(&format!("unknown gc option {other:?}")),
@@ -71,12 +85,22 @@ fn gc(args: &[String]) -> i32 {
     if !orphans {
         return usage_error("gc needs --orphans (the only kind of GC that runs outside a runtime)");
     }
+    let node = match crate::node::NodeConfig::load_from(&node_path) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("roce-tune: {}", e.msg);
+            return 1;
+        }
+    };
     crate::log::init(
         crate::cni::config::LogLevel::Info,
         "GC --orphans".into(),
-        None,
+        node.log_file.as_deref(),
     );
-    let r = crate::orphans::sweep_all(&state_dir);
+    if let Some(every) = every {
+        return crate::orphans::repair_loop(&node, every);
+    }
+    let r = crate::orphans::sweep_all(&node);
     println!(
         "examined {} entries, released {} orphans, {} failed",
         r.examined,
@@ -84,9 +108,38 @@ fn gc(args: &[String]) -> i32 {
         r.failed.len()
     );
     for f in &r.failed {
-        println!("  failed: {f}");
+        println!("  failed: {}", crate::log::escape(f));
     }
     i32::from(!r.failed.is_empty())
+}
+
+fn reset_idle(args: &[String]) -> i32 {
+    let mut dry_run = false;
+    let mut node_path = crate::node::NodeConfig::path_from_env();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--dry-run" => dry_run = true,
+            "--node-config" => match it.next() {
+                Some(p) => node_path = PathBuf::from(p),
+                None => return usage_error("--node-config needs a file"),
+            },
+            other => return usage_error(&format!("unknown reset-idle option {other:?}")),
+        }
+    }
+    let node = match crate::node::NodeConfig::load_from(&node_path) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("roce-tune: {}", e.msg);
+            return 1;
+        }
+    };
+    crate::log::init(
+        crate::cni::config::LogLevel::Info,
+        "reset-idle".into(),
+        node.log_file.as_deref(),
+    );
+    crate::idle::reset(&node, dry_run)
 }
 
 fn usage_error(msg: &str) -> i32 {

@@ -10,3 +10,10 @@ pub fn point(name: &str) {
         std::process::abort();
     }
 }
+
+/// Whether ROCE_TUNE_REFUSE names `name`: the step then fails the way the
+/// kernel would refuse it, for refusals this machine cannot provoke (a
+/// seccomp or LSM denial of the pod's sysfs).
+pub fn refused(name: &str) -> bool {
+    std::env::var("ROCE_TUNE_REFUSE").is_ok_and(|v| v == name)
+}

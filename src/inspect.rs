@@ -13,13 +13,15 @@
 
 use crate::cni::config::{SysctlSetting, DEFAULT_SYSCTLS, MAX_GID_INDEX};
 use crate::cni::env::validate_ifname;
+use crate::cni::CniError;
 use crate::cni::CniResult;
 use crate::netlink::{Link, Netlink};
-use crate::netns::NetNs;
+use crate::netns::{Lookup, NetNs};
 use crate::rdma::gid::{self, GidEntry};
 use crate::rdma::traffic_class::{self, TrafficClass};
 use crate::rdma::{device, is_safe_component, needs_pod_sysfs, NetnsMode, RdmaPort};
 use crate::sysctl;
+use crate::sysfs::View;
 use ipnetwork::IpNetwork;
 use serde_json::{json, Value};
 use std::cmp::Ordering;
@@ -642,29 +644,28 @@ pub struct NodeReport {
     pub devices: Vec<NodeDevice>,
     /// `--device` named a device that is not there.
     pub missing: Option<String>,
+    /// Idle VFs holding a class (`crate::idle`).
+    pub idle: Vec<crate::idle::Idle>,
 }
 
-fn read_trimmed(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
+/// A short attribute (a port state, a netdev name): only what is printable
+/// and short is shown, never whatever a file holds.
+fn read_short(view: &View, rel: &Path) -> Option<String> {
+    view.read_trimmed(rel)
+        .filter(|s| s.len() <= 64 && s.bytes().all(|b| (0x20..0x7f).contains(&b)))
 }
 
-fn link_basename(p: &Path) -> Option<String> {
-    let target = std::fs::read_link(p).ok()?;
-    let name = target.file_name()?.to_str()?.to_string();
+fn link_basename(view: &View, rel: &Path) -> Option<String> {
+    let name = view.link_name(rel).ok()?;
     is_safe_component(&name).then_some(name)
 }
 
-fn dir_names(p: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(p)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .filter(|n| is_safe_component(n))
-                .collect()
-        })
-        .unwrap_or_default();
+fn dir_names(view: &View, rel: &Path) -> Vec<String> {
+    sorted_names(view.list(rel).unwrap_or_default())
+}
+
+fn sorted_names(names: Vec<String>) -> Vec<String> {
+    let mut v: Vec<String> = names.into_iter().filter(|n| is_safe_component(n)).collect();
     v.sort_by(|a, b| natural_cmp(a, b));
     v
 }
@@ -702,45 +703,67 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
 /// The PCI function of an RDMA device: the `device` link of its class entry
 /// (real sysfs), else the PCI device whose `infiniband/` holds it (the only
 /// link a test tree has). `pci_dirs` is the list of PCI devices, read once.
-fn pci_of(root: &Path, dev: &str, pci_dirs: &mut Option<Vec<String>>) -> Option<String> {
-    if let Some(name) = link_basename(&root.join("class/infiniband").join(dev).join("device")) {
+fn pci_of(view: &View, dev: &str, pci_dirs: &mut Option<Vec<String>>) -> Option<String> {
+    if let Some(name) = link_basename(
+        view,
+        &Path::new("class/infiniband").join(dev).join("device"),
+    ) {
         return Some(name);
     }
-    let devices = root.join("bus/pci/devices");
-    let all = pci_dirs.get_or_insert_with(|| dir_names(&devices));
+    let devices = Path::new("bus/pci/devices");
+    let all = pci_dirs.get_or_insert_with(|| dir_names(view, devices));
     all.iter()
-        .find(|pci| devices.join(pci).join("infiniband").join(dev).exists())
+        .find(|pci| view.exists(&devices.join(pci).join("infiniband").join(dev)))
         .cloned()
 }
 
-fn read_tc(port: &RdmaPort) -> TcState {
-    let path = port.traffic_class_path();
-    if !path.exists() {
+fn read_tc(view: &View, port: &RdmaPort) -> TcState {
+    if !view.exists(&port.traffic_class_path()) {
         return TcState::NoFile;
     }
-    match traffic_class::read(&path) {
+    match traffic_class::read(view, port) {
         Ok(v) => TcState::Value(v),
         Err(e) => TcState::Unreadable(e.msg),
     }
 }
 
-fn port_state(port: &RdmaPort) -> Option<String> {
-    read_trimmed(
-        &port
-            .root
-            .join("class/infiniband")
+fn port_state(view: &View, port: &RdmaPort) -> Option<String> {
+    read_short(
+        view,
+        &Path::new("class/infiniband")
             .join(&port.device)
             .join(format!("ports/{}/state", port.port)),
     )
 }
 
-fn rdma_devices(root: &Path) -> Vec<String> {
-    dir_names(&root.join("class/infiniband"))
+fn rdma_devices(view: &View) -> Vec<String> {
+    dir_names(view, Path::new("class/infiniband"))
+}
+
+fn plain_port(device: &str, port: u32) -> RdmaPort {
+    RdmaPort {
+        device: device.to_owned(),
+        port,
+        pci: None,
+        guid: None,
+    }
 }
 
 pub fn collect_node(opts: &Options) -> NodeReport {
     let root = &opts.sysfs_root;
-    let mut names = rdma_devices(root);
+    let view = match View::open(root) {
+        Ok(v) => v,
+        Err(_) => {
+            return NodeReport {
+                sysfs_root: root.clone(),
+                mode: NetnsMode::Shared,
+                devices: Vec::new(),
+                missing: opts.device.clone(),
+                idle: Vec::new(),
+            }
+        }
+    };
+    let mut names = rdma_devices(&view);
     let mut missing = None;
     if let Some(want) = &opts.device {
         names.retain(|n| n == want);
@@ -752,36 +775,44 @@ pub fn collect_node(opts: &Options) -> NodeReport {
     let devices = names
         .into_iter()
         .map(|name| {
-            let port = RdmaPort::new(root, &name, opts.port);
-            let pci = pci_of(root, &name, &mut pci_dirs);
-            let pci_dir = pci.as_ref().map(|p| root.join("bus/pci/devices").join(p));
+            let port = plain_port(&name, opts.port);
+            let pci = pci_of(&view, &name, &mut pci_dirs);
+            let pci_dir = pci.as_ref().map(|p| Path::new("bus/pci/devices").join(p));
             let pf = pci_dir
                 .as_ref()
-                .and_then(|d| link_basename(&d.join("physfn")));
+                .and_then(|d| link_basename(&view, &d.join("physfn")));
             let mut netdevs = pci_dir
                 .as_ref()
-                .map(|d| dir_names(&d.join("net")))
+                .map(|d| dir_names(&view, &d.join("net")))
                 .unwrap_or_default();
             if netdevs.is_empty() {
-                netdevs.extend(read_trimmed(&port.gid_ndev_path(0)));
+                netdevs.extend(
+                    read_short(&view, &port.gid_ndev_path(0)).filter(|n| is_safe_component(n)),
+                );
             }
             NodeDevice {
                 pci,
                 pf,
                 netdevs,
                 port: opts.port,
-                port_state: port_state(&port),
-                tc: read_tc(&port),
-                tc_path: port.traffic_class_path(),
+                port_state: port_state(&view, &port),
+                tc: read_tc(&view, &port),
+                tc_path: PathBuf::from(view.show(&port.traffic_class_path())),
                 name,
             }
         })
         .collect();
     NodeReport {
         sysfs_root: root.clone(),
-        mode: NetnsMode::read(root),
+        mode: NetnsMode::read(&view),
         devices,
         missing,
+        idle: crate::idle::find(
+            &view,
+            &crate::node::NodeConfig::load()
+                .map(|n| crate::idle::node_entries(&n))
+                .unwrap_or_default(),
+        ),
     }
 }
 
@@ -820,6 +851,18 @@ pub fn node_checks(node: &NodeReport, opts: &Options) -> Vec<Check> {
         for d in &node.devices {
             checks.push(tc_check(&d.name, d.port, None, &d.tc, want, &d.tc_path));
         }
+    }
+    for i in &node.idle {
+        checks.push(Check::fail(
+            "idle-vf",
+            Some(&i.port.device),
+            None,
+            format!(
+                "VF {} (netdev {} on the host, no pod uses it) holds traffic class {} on port {}: likely {}",
+                i.pci, i.netdev, i.class, i.port.port, i.likely_writer()
+            ),
+            "roce-tune reset-idle (see --dry-run first); keep rdmaQoS out of the rdma CNI's config".into(),
+        ));
     }
     checks
 }
@@ -995,19 +1038,23 @@ pub struct PodReport {
 
 fn collect_pod(opts: &Options) -> Result<PodReport, String> {
     let path = opts.netns_path().expect("pod view has a netns");
-    let ns = match NetNs::open(&path) {
-        Ok(Some(ns)) => ns,
-        Ok(None) => {
+    let ns = match NetNs::lookup(&path) {
+        Ok(Lookup::Netns(ns)) => ns,
+        Ok(Lookup::Missing) => {
             return Err(match opts.pid {
                 Some(p) => format!("no process {p} ({} does not exist)", path.display()),
                 None => format!("netns {} does not exist", path.display()),
             })
         }
+        Ok(Lookup::NotNetns) => {
+            return Err(format!("{} is not a network namespace", path.display()))
+        }
         Err(e) => return Err(e.msg),
     };
     let root = &opts.sysfs_root;
-    let mode = NetnsMode::read(root);
-    let mount = needs_pod_sysfs(root);
+    let host = View::open(root).map_err(|e| format!("sysfs root {}: {e}", root.display()))?;
+    let mode = NetnsMode::read(&host);
+    let mount = needs_pod_sysfs(&host);
     let view = if is_test_tree(root) {
         SysfsView::TestTree
     } else if mount {
@@ -1016,11 +1063,24 @@ fn collect_pod(opts: &Options) -> Result<PodReport, String> {
         SysfsView::Host
     };
     let (interfaces, not_rails, visible_devices) = ns
-        .run_with(mount, || collect_in_pod(opts))
+        .run(|| {
+            let view = if mount {
+                View::fresh_sysfs("<pod sysfs>")
+                    .map_err(|e| CniError::io("make the pod's sysfs", e))?
+            } else {
+                host.try_clone().map_err(|e| CniError::io("sysfs", e))?
+            };
+            collect_in_pod(opts, &view)
+        })
         .map_err(|e| format!("inside netns {}: {}", path.display(), e.msg))?;
     let char_devices = opts.pid.and_then(|p| {
         let dir = PathBuf::from(format!("/proc/{p}/root/dev/infiniband"));
-        dir.is_dir().then(|| dir_names(&dir))
+        std::fs::read_dir(&dir).ok().map(|rd| {
+            sorted_names(
+                rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .collect(),
+            )
+        })
     });
     Ok(PodReport {
         netns: path,
@@ -1039,8 +1099,7 @@ type InPod = (Vec<Iface>, Vec<(String, String)>, Vec<String>);
 
 /// Runs on the thread inside the pod netns: netlink, /proc/sys/net and the
 /// GID files all answer for the netns of the reading thread.
-fn collect_in_pod(opts: &Options) -> CniResult<InPod> {
-    let root = &opts.sysfs_root;
+fn collect_in_pod(opts: &Options, view: &View) -> CniResult<InPod> {
     let mut nl = Netlink::open()?;
     let mut not_rails = Vec::new();
     let mut rails: Vec<(Link, DeviceLookup)> = Vec::new();
@@ -1048,14 +1107,14 @@ fn collect_in_pod(opts: &Options) -> CniResult<InPod> {
         Some(name) => match nl.link_by_name(name)? {
             Some(link) => {
                 let dev = match &opts.device {
-                    Some(d) if root.join("class/infiniband").join(d).exists() => {
+                    Some(d) if view.exists(&Path::new("class/infiniband").join(d)) => {
                         Ok((d.clone(), DeviceSource::Forced))
                     }
                     Some(d) => Err(format!(
                         "RDMA device {d} (--device) is not under {}",
-                        root.join("class/infiniband").display()
+                        view.show(Path::new("class/infiniband"))
                     )),
-                    None => by_parent(root, &link),
+                    None => by_parent(view, &link),
                 };
                 rails.push((link, dev));
             }
@@ -1069,7 +1128,7 @@ fn collect_in_pod(opts: &Options) -> CniResult<InPod> {
                 if link.name == "lo" {
                     continue;
                 }
-                match by_parent(root, &link) {
+                match by_parent(view, &link) {
                     Ok((dev, _)) if opts.device.as_ref().is_some_and(|want| *want != dev) => {
                         not_rails.push((link.name.clone(), format!("its RDMA device is {dev}")));
                     }
@@ -1098,28 +1157,31 @@ fn collect_in_pod(opts: &Options) -> CniResult<InPod> {
             })
             .collect();
         let port = match &device {
-            Ok((dev, _)) => Some(RdmaPort::new(root, dev, opts.port)),
+            Ok((dev, _)) => Some(plain_port(dev, opts.port)),
             Err(_) => None,
         };
         interfaces.push(Iface {
             ifname: link.name.clone(),
             port: opts.port,
-            port_state: port.as_ref().and_then(port_state),
-            gids: port.as_ref().map(gid::table).unwrap_or_default(),
-            tc: port.as_ref().map_or(TcState::NoFile, read_tc),
+            port_state: port.as_ref().and_then(|p| port_state(view, p)),
+            gids: port
+                .as_ref()
+                .map(|p| gid::table(view, p))
+                .unwrap_or_default(),
+            tc: port.as_ref().map_or(TcState::NoFile, |p| read_tc(view, p)),
             tc_path: port
                 .as_ref()
-                .map(RdmaPort::traffic_class_path)
+                .map(|p| PathBuf::from(view.show(&p.traffic_class_path())))
                 .unwrap_or_default(),
             addrs,
             sysctls,
             device,
         });
     }
-    Ok((interfaces, not_rails, rdma_devices(root)))
+    Ok((interfaces, not_rails, rdma_devices(view)))
 }
 
-fn by_parent(root: &Path, link: &Link) -> DeviceLookup {
+fn by_parent(view: &View, link: &Link) -> DeviceLookup {
     // device::by_link's own message for this case points at the CNI config
     // (deviceID); here the operator's lever is --device.
     if link.parent_dev.is_none() || link.parent_bus.is_none() {
@@ -1128,7 +1190,7 @@ fn by_parent(root: &Path, link: &Link) -> DeviceLookup {
                 .into(),
         );
     }
-    device::by_link(root, link)
+    device::by_link(view, link)
         .map(|f| {
             (
                 f.device,
@@ -1706,6 +1768,7 @@ mod tests {
                 tc_path: PathBuf::from("/t/x"),
             }],
             missing: None,
+            idle: vec![],
         };
         let text = node_text(&node, &[]);
         let row = text.lines().find(|l| l.starts_with("mlx5_2")).unwrap();

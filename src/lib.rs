@@ -4,21 +4,27 @@
 //!
 //! Where things start: `plugin::run` dispatches a CNI command to
 //! `commands::{add,del,check,gc,status}`; the class is written in
-//! `ownership::take` and given back in `ownership::release`.
+//! `ownership::take` and given back in `ownership::release`. Host paths come
+//! from `node` (the node config), never from the network config; every sysfs
+//! file is reached through a `sysfs::View`.
 
 #[macro_use]
 pub mod log;
 pub mod cli;
 pub mod cni;
 pub mod commands;
+pub mod device_info;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
+pub mod idle;
 pub mod inspect;
 pub mod netlink;
 pub mod netns;
+pub mod node;
 pub mod orphans;
 pub mod ownership;
 pub mod plugin;
 pub mod rdma;
 pub mod state;
 pub mod sysctl;
+pub mod sysfs;

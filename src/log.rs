@@ -6,7 +6,7 @@
 use crate::cni::config::LogLevel;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -19,25 +19,81 @@ struct Logger {
 static LOGGER: Mutex<Option<Logger>> = Mutex::new(None);
 
 /// Set (or reset) where and what to log. `context` prefixes each line, e.g.
-/// `ADD c1/net1`. A log file that cannot be opened is reported on stderr and
-/// ignored: logging must never fail a pod.
+/// `ADD c1/net1`. A log file that cannot be opened or is refused is reported
+/// on stderr and ignored: logging must never fail a pod.
 pub fn init(level: LogLevel, context: String, log_file: Option<&std::path::Path>) {
     let file = log_file.and_then(|p| {
-        // O_NONBLOCK: a FIFO nobody reads would otherwise block the open,
-        // and the pod, forever; on a regular file it changes nothing.
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .custom_flags(nix::libc::O_NONBLOCK)
-            .open(p)
-            .map_err(|e| eprintln!("roce-tune: cannot open logFile {}: {e}", p.display()))
+        open_log_file(p)
+            .map_err(|why| eprintln!("roce-tune: logFile {} is not used: {why}", p.display()))
             .ok()
     });
     *LOGGER.lock().unwrap_or_else(|e| e.into_inner()) = Some(Logger {
         level,
-        context,
+        context: escape(&context),
         file,
     });
+}
+
+/// Change the level once the network config is known (the node config's log
+/// file is opened before, so errors in the network config are logged too).
+pub fn set_level(level: LogLevel) {
+    if let Some(l) = LOGGER.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+        l.level = level;
+    }
+}
+
+/// The log file is the node's (node config), yet it is opened as if a hostile
+/// hand had placed it: never through a link (O_NOFOLLOW), created 0600, and
+/// used only if it is a regular root-owned file with one link (a hard link
+/// would make roce-tune append to another file). O_NONBLOCK: a FIFO nobody
+/// reads would otherwise block the open, and the pod, forever.
+fn open_log_file(p: &std::path::Path) -> Result<File, String> {
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(p)
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => "it is a symbolic link".to_string(),
+            _ => format!("it cannot be opened ({e})"),
+        })?;
+    let m = f.metadata().map_err(|e| e.to_string())?;
+    if !m.file_type().is_file() {
+        return Err("it is not a regular file".into());
+    }
+    if m.uid() != 0 {
+        return Err(format!("it is owned by uid {}, not root", m.uid()));
+    }
+    if m.nlink() != 1 {
+        return Err(format!("it has {} hard links, not 1", m.nlink()));
+    }
+    Ok(f)
+}
+
+/// Escape what could start a new line or move a terminal's cursor: every
+/// control character (C0, DEL, C1) and the Unicode line and paragraph
+/// separators. Applied to every line at the sink, so no logged value (a
+/// network name, an interface, an error from a file) can forge a log line.
+pub fn escape(s: &str) -> String {
+    if !s.chars().any(needs_escape) {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if needs_escape(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
 }
 
 pub fn enabled(level: LogLevel) -> bool {
@@ -64,9 +120,10 @@ pub fn log(level: LogLevel, msg: &str) {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     let line = format!(
-        "{} roce-tune[{}] {tag} {ctx}: {msg}\n",
+        "{} roce-tune[{}] {tag} {ctx}: {}\n",
         utc_timestamp(now),
-        std::process::id()
+        std::process::id(),
+        escape(msg)
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
     if let Some(f) = g.as_mut().and_then(|l| l.file.as_mut()) {
@@ -114,6 +171,19 @@ fn utc_timestamp(d: std::time::Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn nothing_logged_can_start_a_line() {
+        let e = super::escape("rdma-vf\n2026-01-01T00:00:00.000Z roce-tune[1] info ADD x: forged\u{2028}\u{1b}[2J\u{85}");
+        assert!(
+            !e.contains('\n')
+                && !e.contains('\u{2028}')
+                && !e.contains('\u{1b}')
+                && !e.contains('\u{85}')
+        );
+        assert!(e.starts_with("rdma-vf\\n2026"), "{e}");
+        assert_eq!(super::escape("plain é"), "plain é");
+    }
+
     #[test]
     fn utc_timestamps() {
         use std::time::Duration;

@@ -1,47 +1,111 @@
-//! Run work inside a pod's network namespace. Namespaces belong to threads, so
-//! `run_with` enters the netns on a fresh thread that dies afterwards:
-//! the calling thread never changes namespace and nothing has to be switched
-//! back. ADD and CHECK, whose process ends after the pod's work, enter on the
-//! calling thread instead (`enter_and_run`).
+//! Work inside a pod's network namespace, by ONE rule: the calling thread
+//! never changes namespace. `NetNs::run` runs a closure on a scoped thread
+//! that enters the pod netns, and that thread dies with it. Everything a
+//! thread does in the host's namespaces (the state dir, the host's sysfs, the
+//! orphan repair) is therefore done by a thread that never left them.
+//!
+//! What needs the pod's netns: the sysctls (/proc/sys/net shows the netns of
+//! the task that opens it), the netlink sockets (bound to the netns they are
+//! opened in), the GID reads (MLNX_OFED hides GIDs of another netns from the
+//! reader), and in exclusive RDMA mode the pod's sysfs, which is made on the
+//! pod's thread as a detached mount (`sysfs::View::fresh_sysfs`) and then used
+//! from any thread, so no thread's `/sys` is ever a pod's.
+//!
+//! A netns is known by the identity of its nsfs inode, not by its path: a
+//! bind mount can be gone while its file stays, and a `/proc/<pid>/ns/net`
+//! path can name another process's netns once the pid is reused.
 
 use crate::cni::{code, CniError, CniResult};
-use nix::sched::{setns, unshare, CloneFlags};
+use nix::sched::{setns, CloneFlags};
+use serde::{Deserialize, Serialize};
 use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-/// An opened netns file: opening it once proves it exists and pins it.
+/// The identity of a netns: device and inode of its nsfs inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NsId {
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// An opened netns: opening it once proves it is one and pins it.
 pub struct NetNs {
     file: File,
     path: PathBuf,
+    id: NsId,
+}
+
+/// What a path turned out to be.
+pub enum Lookup {
+    Netns(NetNs),
+    Missing,
+    /// It exists but is not a network namespace (a plain file left behind
+    /// when the mount went, a directory, another kind of namespace).
+    NotNetns,
 }
 
 impl NetNs {
-    /// `Ok(None)` when the path does not exist (DEL treats that as "already gone").
-    pub fn open(path: &Path) -> CniResult<Option<NetNs>> {
-        match File::open(path) {
-            Ok(file) => {
-                let ns = NetNs {
-                    file,
-                    path: path.to_owned(),
-                };
-                ns.ensure_is_netns()?;
-                Ok(Some(ns))
+    /// Open `path` and prove it is a network namespace (NS_GET_NSTYPE).
+    pub fn lookup(path: &Path) -> CniResult<Lookup> {
+        let file = match File::open(path) {
+            Ok(f) => f,
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
+                ) =>
+            {
+                return Ok(Lookup::Missing)
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(CniError::io(format!("open netns {}", path.display()), e)),
+            Err(e) => return Err(CniError::io(format!("open netns {}", path.display()), e)),
+        };
+        // SAFETY: an ioctl without arguments on a descriptor we own.
+        let kind = unsafe { nix::libc::ioctl(file.as_raw_fd(), nix::libc::NS_GET_NSTYPE) };
+        if kind != nix::libc::CLONE_NEWNET {
+            return Ok(Lookup::NotNetns);
         }
+        let meta = file
+            .metadata()
+            .map_err(|e| CniError::io(format!("stat netns {}", path.display()), e))?;
+        let id = NsId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        };
+        Ok(Lookup::Netns(NetNs {
+            file,
+            path: path.to_owned(),
+            id,
+        }))
     }
 
-    /// Like `open`, but a missing netns is an error (ADD and CHECK).
+    /// CNI_NETNS of ADD and CHECK: it must exist and be a network namespace.
     pub fn open_required(path: &Path) -> CniResult<NetNs> {
-        Self::open(path)?.ok_or_else(|| {
-            CniError::new(
+        match Self::lookup(path)? {
+            Lookup::Netns(ns) => Ok(ns),
+            Lookup::Missing => Err(CniError::new(
                 code::CONTAINER_UNKNOWN,
                 format!(
                     "netns {} does not exist: the pod sandbox is gone or CNI_NETNS is wrong",
                     path.display()
                 ),
-            )
+            )),
+            Lookup::NotNetns => Err(CniError::env(format!(
+                "CNI_NETNS {} is not a network namespace (neither an nsfs bind mount nor /proc/<pid>/ns/net)",
+                path.display()
+            ))),
+        }
+    }
+
+    /// The netns an entry recorded, if it is still that one: the same path
+    /// and the same nsfs inode. `None` means gone: missing, not a network
+    /// namespace, or another one. An entry without an identity (written by
+    /// 0.1.0) is alive while its path is a network namespace.
+    pub fn still(path: &Path, id: Option<NsId>) -> CniResult<Option<NetNs>> {
+        Ok(match Self::lookup(path)? {
+            Lookup::Netns(ns) if id.is_none_or(|id| id == ns.id) => Some(ns),
+            _ => None,
         })
     }
 
@@ -49,57 +113,17 @@ impl NetNs {
         &self.path
     }
 
-    fn ensure_is_netns(&self) -> CniResult<()> {
-        // NS_GET_NSTYPE would say it exactly; the nsfs magic is enough to
-        // refuse a plain file or a directory passed as CNI_NETNS.
-        let st = nix::sys::statfs::fstatfs(&self.file)
-            .map_err(|e| CniError::io(format!("statfs {}", self.path.display()), e))?;
-        if st.filesystem_type() != nix::sys::statfs::NSFS_MAGIC
-            && st.filesystem_type() != nix::sys::statfs::PROC_SUPER_MAGIC
-        {
-            return Err(CniError::env(format!(
-                "CNI_NETNS {} is not a network namespace (neither an nsfs bind mount nor /proc/<pid>/ns/net)",
-                self.path.display()
-            )));
-        }
-        Ok(())
+    pub fn id(&self) -> NsId {
+        self.id
     }
 
-    /// Enter this netns on the CALLING thread and run `f` there; the thread
-    /// stays in the netns (and, with `private_sysfs`, in its own mount
-    /// namespace) afterwards. Only for a one-shot command whose remaining work
-    /// needs nothing of the host's netns: ADD and CHECK, which are the hot
-    /// path of every pod start. It saves a thread spawn and join (about 0.1 ms
-    /// of a 0.8 ms ADD, `make bench`).
-    pub fn enter_and_run<T>(
-        &self,
-        private_sysfs: bool,
-        f: impl FnOnce() -> CniResult<T>,
-    ) -> CniResult<T> {
-        setns(&self.file, CloneFlags::CLONE_NEWNET)
-            .map_err(|e| CniError::io(format!("enter netns {}", self.path.display()), e))?;
-        if private_sysfs {
-            mount_private_sysfs()?;
-        }
-        f()
-    }
-
-    /// Run `f` inside this netns; with `private_sysfs`, the thread also gets its
-    /// own mount namespace with a fresh sysfs on /sys. A sysfs mount shows the
-    /// netns of the thread that mounted it (DESIGN 1.4), which is how an RDMA
-    /// device moved into the pod (exclusive mode) becomes reachable.
-    pub fn run_with<T: Send>(
-        &self,
-        private_sysfs: bool,
-        f: impl FnOnce() -> CniResult<T> + Send,
-    ) -> CniResult<T> {
+    /// Run `f` on a thread inside this netns; the thread dies afterwards, so
+    /// the caller's thread never changes namespace.
+    pub fn run<T: Send>(&self, f: impl FnOnce() -> CniResult<T> + Send) -> CniResult<T> {
         std::thread::scope(|s| {
             s.spawn(|| {
                 setns(&self.file, CloneFlags::CLONE_NEWNET)
                     .map_err(|e| CniError::io(format!("enter netns {}", self.path.display()), e))?;
-                if private_sysfs {
-                    mount_private_sysfs()?;
-                }
                 f()
             })
             .join()
@@ -111,29 +135,4 @@ impl NetNs {
             })
         })
     }
-}
-
-/// On the current thread only: unshare the mount namespace, stop propagation
-/// back to the host, and mount a sysfs that reflects this thread's netns.
-pub fn mount_private_sysfs() -> CniResult<()> {
-    use nix::mount::{mount, MsFlags};
-    unshare(CloneFlags::CLONE_NEWNS | CloneFlags::CLONE_FS)
-        .map_err(|e| CniError::io("unshare the mount namespace", e))?;
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .map_err(|e| CniError::io("make mounts private", e))?;
-    mount(
-        Some("sysfs"),
-        "/sys",
-        Some("sysfs"),
-        MsFlags::empty(),
-        None::<&str>,
-    )
-    .map_err(|e| CniError::io("mount a sysfs for the pod netns", e))?;
-    Ok(())
 }

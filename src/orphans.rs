@@ -1,16 +1,26 @@
 //! Orphan repair. Multus never sends GC to secondary networks and a node can
-//! lose a DEL (kubelet restart, crashed runtime), which would leave a device
-//! with a pod's class forever. An entry whose pod netns no longer exists is an
-//! orphan: its class is given back using only what the entry recorded.
+//! lose a DEL (kubelet restart, crashed runtime), and a DEL may have had to
+//! keep an entry it could not restore then. An entry whose pod netns is gone
+//! is an orphan: its files are given back using only what the entry recorded.
+//! "Gone" is by identity: the path is missing, is not a network namespace, or
+//! is another netns than the one recorded (a reused /proc/<pid> path).
+//!
+//! Three callers: each ADD repairs a few (`sweep_bounded`), `roce-tune gc
+//! --orphans` repairs all once, and `--every SECONDS` repairs in a loop, so a
+//! draining node with no ADDs still gets every class back.
 
-use crate::commands::release_entry;
-use crate::state::StateDir;
-use std::path::Path;
+use crate::commands::{release_entry, Done};
+use crate::node::NodeConfig;
+use crate::ownership::is_live;
+use crate::state::{ReadError, StateDir};
+use crate::sysfs::View;
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {
     pub examined: usize,
     pub released: Vec<String>,
+    /// Orphans that could not be restored yet (they stay for the next sweep),
+    /// and sweeps that could not run.
     pub failed: Vec<String>,
 }
 
@@ -20,6 +30,7 @@ pub struct Report {
 /// passed over by name, without a read.
 pub fn sweep(
     state: &StateDir,
+    host: &View,
     skip_container: Option<&str>,
     max_examine: usize,
     max_release: usize,
@@ -43,20 +54,27 @@ pub fn sweep(
             break;
         }
         report.examined += 1;
-        let Ok(entry) = state.read(cid, ifname) else {
-            continue;
+        let entry = match state.read(cid, ifname) {
+            Ok(e) => e,
+            Err(ReadError::Newer(v)) => {
+                crate::debug!(
+                    "{cid}/{ifname}: written by a newer roce-tune (format {v}): left alone"
+                );
+                continue;
+            }
+            Err(_) => continue,
         };
-        if Path::new(&entry.netns).exists() {
+        if is_live(&entry) {
             continue;
         }
-        match release_entry(state, &entry) {
-            Ok(r) => {
-                crate::info!("orphan {cid}/{ifname} (netns {} gone): {r:?}", entry.netns);
+        match release_entry(state, &entry, host) {
+            done @ Done::Released(_) => {
+                crate::info!("orphan {cid}/{ifname} (netns {} gone): {done}", entry.netns);
                 report.released.push(format!("{cid}/{ifname}"));
             }
-            Err(e) => {
-                crate::warn!("orphan {cid}/{ifname}: could not release: {e}");
-                report.failed.push(format!("{cid}/{ifname}: {}", e.msg));
+            Done::Kept(why) => {
+                crate::warn!("orphan {cid}/{ifname}: not restored yet: {why}");
+                report.failed.push(format!("{cid}/{ifname}: {why}"));
             }
         }
     }
@@ -65,19 +83,65 @@ pub fn sweep(
 
 /// The share of orphan repair each ADD does before its own work: reading an
 /// entry costs about 6 us (`make bench`), so 16 keep it under 0.1 ms.
-pub fn sweep_bounded(state: &StateDir, container_id: &str) {
-    sweep(state, Some(container_id), 16, 4);
+pub fn sweep_bounded(state: &StateDir, host: &View, container_id: &str) {
+    sweep(state, host, Some(container_id), 16, 4);
 }
 
-/// `roce-tune gc --orphans`: every entry. A refused dir (a link, open to
-/// others) must not look like a clean node to the operator.
-pub fn sweep_all(state_dir: &Path) -> Report {
-    match StateDir::open(state_dir, false) {
-        Ok(Some(state)) => sweep(&state, None, usize::MAX, usize::MAX),
-        Ok(None) => Report::default(),
-        Err(e) => Report {
-            failed: vec![format!("state dir: {}", e.msg)],
-            ..Report::default()
-        },
+/// Every entry. A refused dir (a link, open to others) must not look like a
+/// clean node to the operator.
+pub fn sweep_all(node: &NodeConfig) -> Report {
+    let failed = |why: String| Report {
+        failed: vec![why],
+        ..Report::default()
+    };
+    let state = match StateDir::existing(&node.state_dir) {
+        Ok(Some(state)) => state,
+        Ok(None) => return Report::default(),
+        Err(e) => return failed(format!("state dir: {}", e.msg)),
+    };
+    match View::open(&node.sysfs_root) {
+        Ok(host) => sweep(&state, &host, None, usize::MAX, usize::MAX),
+        Err(e) => failed(format!("sysfs root {}: {e}", node.sysfs_root.display())),
+    }
+}
+
+/// `gc --orphans --every SECONDS`: sweep, then wait, until SIGTERM or SIGINT.
+/// The signals are blocked and waited for with a timeout, so a signal never
+/// interrupts a release halfway, and no lock is held while waiting (each
+/// release takes and drops its own).
+pub fn repair_loop(node: &NodeConfig, every: std::time::Duration) -> i32 {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGINT);
+    if let Err(e) = set.thread_block() {
+        crate::error!("cannot block SIGTERM: {e}");
+        return 1;
+    }
+    crate::info!(
+        "orphan repair every {} s (state dir {}); SIGTERM stops it",
+        every.as_secs(),
+        node.state_dir.display()
+    );
+    loop {
+        let r = sweep_all(node);
+        if !r.released.is_empty() || !r.failed.is_empty() {
+            crate::info!(
+                "sweep: examined {}, released {}, not yet {}",
+                r.examined,
+                r.released.len(),
+                r.failed.len()
+            );
+        }
+        let ts = nix::libc::timespec {
+            tv_sec: every.as_secs() as nix::libc::time_t,
+            tv_nsec: every.subsec_nanos() as nix::libc::c_long,
+        };
+        // SAFETY: a valid signal set and timespec; no siginfo wanted.
+        let sig = unsafe { nix::libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
+        if sig == Signal::SIGTERM as i32 || sig == Signal::SIGINT as i32 {
+            crate::info!("signal {sig}: orphan repair stops");
+            return 0;
+        }
     }
 }

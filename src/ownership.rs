@@ -1,112 +1,231 @@
-//! Who owns a device's traffic class, and how it is given back. ADD records
-//! the original in the state dir BEFORE writing (so a crash can never lose
-//! it); DEL puts it back only if the file still holds what roce-tune wrote.
-//! Everything here runs under the device's lock.
+//! Who owns a device file roce-tune writes (the traffic class; the rdma_cm
+//! default ToS), and how it is given back. ADD records the original in the
+//! state dir BEFORE writing (so a crash can never lose it); a release puts it
+//! back only if the file still holds what roce-tune wrote. Everything here
+//! runs under the device's lock, and through the `View` in which the device
+//! is reachable now.
 //!
 //! Co-owners (two attachments on one device port, which a VF normally never
 //! has) share the device's TRUE original: the second ADD takes the first's
-//! original instead of reading the first's class; a DEL while another owner
-//! remains hands the device to the newest remaining owner's class.
+//! original instead of reading the first's value; a release while another
+//! LIVE owner remains hands the file to the newest live owner's value. A dead
+//! owner (its pod gone without DEL) is never an heir: the orphan repair
+//! releases it later, finding the file no longer holds its value.
 
-use crate::cni::CniResult;
-use crate::rdma::traffic_class::{self, describe, TrafficClass};
-use crate::rdma::RdmaPort;
-use crate::state::{self, Entry, ReadError, StateDir, STATE_VERSION};
+use crate::cni::{code, CniError, CniResult};
+use crate::netns::NetNs;
+use crate::rdma::traffic_class::{self, describe};
+use crate::rdma::{rdma_cm, RdmaPort};
+use crate::state::{self, Entry, Owned, ReadError, StateDir, FORMAT};
+use crate::sysfs::View;
+use std::path::Path;
 
-/// The attachment taking a device's class.
+/// Where a device's files are reached: the device's own sysfs (the pod's
+/// in exclusive mode) and the node's configfs (always the host's).
+#[derive(Clone, Copy)]
+pub struct Views<'a> {
+    pub device: &'a View,
+    pub host: &'a View,
+}
+
+/// A device file roce-tune owns while a pod lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Knob {
+    TrafficClass,
+    RdmaCmTos,
+}
+
+impl Knob {
+    pub const ALL: [Knob; 2] = [Knob::TrafficClass, Knob::RdmaCmTos];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Knob::TrafficClass => "traffic class",
+            Knob::RdmaCmTos => "rdma_cm default ToS",
+        }
+    }
+
+    pub fn record(self, e: &Entry) -> Option<Owned> {
+        match self {
+            Knob::TrafficClass => e.traffic_class,
+            Knob::RdmaCmTos => e.rdma_cm_tos,
+        }
+    }
+
+    fn record_mut(self, e: &mut Entry) -> &mut Option<Owned> {
+        match self {
+            Knob::TrafficClass => &mut e.traffic_class,
+            Knob::RdmaCmTos => &mut e.rdma_cm_tos,
+        }
+    }
+
+    /// The live value; `None` = unset (the class only: a ToS always has one).
+    pub fn read(self, v: Views, port: &RdmaPort) -> CniResult<Option<u8>> {
+        match self {
+            Knob::TrafficClass => traffic_class::read(v.device, port),
+            Knob::RdmaCmTos => rdma_cm::read(v.host, port).map(Some),
+        }
+    }
+
+    /// Whether the device has this file now. A class file that is gone went
+    /// with the device (re-created or removed), and with it what was set.
+    /// The rdma_cm directory is remade when missing: its value survives.
+    fn present(self, v: Views, port: &RdmaPort) -> CniResult<bool> {
+        match self {
+            Knob::TrafficClass => Ok(v.device.exists(&port.traffic_class_path())),
+            Knob::RdmaCmTos => rdma_cm::ensure_group(v.host, port).map(|()| true),
+        }
+    }
+
+    fn write(self, v: Views, port: &RdmaPort, value: Option<u8>) -> CniResult<()> {
+        match self {
+            Knob::TrafficClass => traffic_class::write(v.device, port, value),
+            Knob::RdmaCmTos => rdma_cm::write(v.host, port, value.unwrap_or(0)),
+        }
+    }
+
+    fn verify(self, v: Views, port: &RdmaPort, value: Option<u8>) -> CniResult<()> {
+        match self {
+            Knob::TrafficClass => traffic_class::verify(v.device, port, value),
+            Knob::RdmaCmTos => rdma_cm::verify(v.host, port, value.unwrap_or(0)),
+        }
+    }
+}
+
+/// The attachment taking a device's files.
 pub struct Claim<'a> {
     pub network: &'a str,
     pub container_id: &'a str,
     pub ifname: &'a str,
-    pub netns: &'a str,
+    pub netns: &'a NetNs,
     pub exclusive: bool,
 }
 
-/// Record the original and write `tc` (verified by reading back). On error the
-/// entry may exist: the caller rolls back with `release`.
-pub fn take(state: &StateDir, port: &RdmaPort, claim: &Claim, tc: u8) -> CniResult<Entry> {
-    let _lock = state.lock_device(&port.device, port.port)?;
-    let path = port.traffic_class_path();
+/// Record the originals, then write each wanted value and read it back. On
+/// error the entry may exist: the caller rolls back with `release`.
+pub fn take(
+    state: &StateDir,
+    view: Views,
+    port: &RdmaPort,
+    claim: &Claim,
+    wants: &[(Knob, u8)],
+) -> CniResult<Entry> {
+    let _lock = state.lock(&port.lock_key())?;
     let own = match state.read(claim.container_id, claim.ifname) {
         Ok(e) => Some(e),
         Err(ReadError::Missing) => None,
         Err(ReadError::Corrupt(why)) => {
             let to = state.quarantine(claim.container_id, claim.ifname)?;
-            crate::warn!("state entry was corrupt ({why}); moved it to {} and took the live class as the original", to.display());
+            crate::warn!(
+                "state entry was corrupt ({why}); moved it to {} and took the live values as the originals",
+                to.display()
+            );
             None
         }
-        Err(ReadError::Io(e)) => return Err(crate::cni::CniError::io("read state entry", e)),
+        Err(ReadError::Newer(v)) => {
+            return Err(CniError::new(
+                code::IO_FAILURE,
+                format!(
+                    "the state entry of {}/{} was written by a newer roce-tune (format {v}, this one writes {FORMAT}); it is left alone: run the newer version again, or DEL the pod",
+                    claim.container_id, claim.ifname
+                ),
+            ))
+        }
+        Err(ReadError::Io(e)) => return Err(CniError::io("read state entry", e)),
     };
-    let probe = Entry {
-        version: STATE_VERSION,
+    let mut entry = Entry {
+        version: FORMAT,
         network: claim.network.to_owned(),
         container_id: claim.container_id.to_owned(),
         ifname: claim.ifname.to_owned(),
-        netns: claim.netns.to_owned(),
-        sysfs_root: port.root.clone(),
+        netns: claim.netns.path().to_string_lossy().into_owned(),
+        netns_id: Some(claim.netns.id()),
         exclusive: claim.exclusive,
         device: port.device.clone(),
         port: port.port,
-        original: None,
-        written: tc,
-        created: state::now(),
+        pci: port.pci.clone(),
+        guid: port.guid.clone(),
+        traffic_class: None,
+        rdma_cm_tos: None,
+        created_ns: state::now_ns(),
     };
-    let original = match own.filter(|e| e.same_device(&probe)) {
-        // A repeated ADD keeps the FIRST original (DESIGN 2.2).
-        Some(first) => {
-            crate::info!(
-                "repeated ADD: keeping the first recorded original {}",
-                describe(first.original)
-            );
-            first.original
-        }
-        None => match co_owners(state, &probe)
-            .into_iter()
-            .min_by_key(|e| age(state, e))
-        {
-            Some(co) => {
+    let own = own.filter(|e| e.same_device(&entry));
+    let co = if wants.is_empty() {
+        Vec::new()
+    } else {
+        co_owners(state, &entry)
+    };
+    for knob in Knob::ALL {
+        let Some(&(_, value)) = wants.iter().find(|(k, _)| *k == knob) else {
+            // Not wanted any more by a repeated ADD: keep what was recorded,
+            // so the first original is never lost.
+            *knob.record_mut(&mut entry) = own.as_ref().and_then(|e| knob.record(e));
+            continue;
+        };
+        let original = match own.as_ref().and_then(|e| knob.record(e)) {
+            // A repeated ADD keeps the FIRST original.
+            Some(first) => {
                 crate::info!(
-                    "{} port {} is already claimed by {}/{}: sharing its original {}",
-                    port.device,
-                    port.port,
-                    co.container_id,
-                    co.ifname,
-                    describe(co.original)
+                    "repeated ADD: keeping the first recorded original {} of the {}",
+                    describe(first.original),
+                    knob.name()
                 );
-                co.original
+                first.original
             }
-            None => traffic_class::read(&path)?,
-        },
-    };
-    let entry = Entry { original, ..probe };
+            None => match co
+                .iter()
+                .filter(|e| knob.record(e).is_some())
+                .min_by_key(|e| (e.created_ns, e.container_id.clone()))
+            {
+                Some(first) => {
+                    crate::info!(
+                        "{} port {} is already claimed by {}/{}: sharing its original {} of the {}",
+                        port.device,
+                        port.port,
+                        first.container_id,
+                        first.ifname,
+                        describe(knob.record(first).and_then(|o| o.original)),
+                        knob.name()
+                    );
+                    knob.record(first).and_then(|o| o.original)
+                }
+                None => {
+                    if knob == Knob::RdmaCmTos {
+                        rdma_cm::ensure_group(view.host, port)?;
+                    }
+                    knob.read(view, port)?
+                }
+            },
+        };
+        *knob.record_mut(&mut entry) = Some(Owned {
+            original,
+            written: value,
+        });
+    }
     state.write(&entry)?;
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-state-write");
-    traffic_class::write(&path, Some(tc))?;
-    #[cfg(feature = "fault-injection")]
-    crate::fault::point("add-after-class-write");
-    traffic_class::verify(&path, Some(tc))?;
-    #[cfg(feature = "fault-injection")]
-    crate::fault::point("add-after-readback");
-    crate::info!(
-        "traffic class of {} port {} set to {tc} (original {}, recorded in {})",
-        port.device,
-        port.port,
-        describe(original),
-        state.path().display()
-    );
+    for &(knob, value) in wants {
+        knob.write(view, port, Some(value))?;
+        #[cfg(feature = "fault-injection")]
+        if knob == Knob::TrafficClass {
+            crate::fault::point("add-after-class-write");
+        }
+        knob.verify(view, port, Some(value))?;
+        #[cfg(feature = "fault-injection")]
+        if knob == Knob::TrafficClass {
+            crate::fault::point("add-after-readback");
+        }
+        crate::info!(
+            "{} of {} port {} set to {value} (original {}, recorded in {})",
+            knob.name(),
+            port.device,
+            port.port,
+            describe(knob.record(&entry).and_then(|o| o.original)),
+            state.path().display()
+        );
+    }
     Ok(entry)
-}
-
-/// Order of co-owners: `created` has whole seconds, so owners taken within
-/// one second would tie and fall back to name order; the entry file's mtime
-/// (written at the same moment, finer grained) breaks the tie.
-fn age(state: &StateDir, e: &Entry) -> (u64, Option<std::time::SystemTime>) {
-    let file = state
-        .path()
-        .join(state::entry_name(&e.container_id, &e.ifname));
-    let mtime = std::fs::symlink_metadata(file).and_then(|m| m.modified());
-    (e.created, mtime.ok())
 }
 
 /// Other attachments' entries on the same device port.
@@ -121,65 +240,107 @@ fn co_owners(state: &StateDir, me: &Entry) -> Vec<Entry> {
         .collect()
 }
 
-/// What `release` did to the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Released {
-    /// The original (or a remaining co-owner's class) was written back.
-    Restored(TrafficClass),
-    /// The file no longer held our value: left as found.
-    LeftAlone { found: TrafficClass },
-    /// The device (or its file) is gone: nothing to restore.
-    DeviceGone,
+/// Whether an entry's pod still exists (same netns inode at the same path).
+pub fn is_live(e: &Entry) -> bool {
+    NetNs::still(Path::new(&e.netns), e.netns_id).is_ok_and(|ns| ns.is_some())
 }
 
-/// Give the class back and drop the entry. `port` is the view in which the
-/// device is reachable now. An error keeps the entry, so a retry can finish.
-pub fn release(state: &StateDir, entry: &Entry, port: &RdmaPort) -> CniResult<Released> {
-    let _lock = state.lock_device(&entry.device, entry.port)?;
-    let path = port.traffic_class_path();
-    let outcome = if !path.exists() {
-        crate::info!(
-            "{} is gone (device re-created or removed): nothing to restore",
-            path.display()
-        );
-        Released::DeviceGone
-    } else {
-        let current = traffic_class::read(&path)?;
-        if current == Some(entry.written) {
-            let heir = co_owners(state, entry)
-                .into_iter()
-                .max_by_key(|e| age(state, e));
-            let target = heir.as_ref().map_or(entry.original, |h| Some(h.written));
-            traffic_class::write_verified(&path, target)?;
-            #[cfg(feature = "fault-injection")]
-            crate::fault::point("del-after-restore-write");
-            match heir {
-                Some(h) => crate::info!(
-                    "traffic class of {} port {} handed to {}/{} ({})",
-                    entry.device,
-                    entry.port,
-                    h.container_id,
-                    h.ifname,
-                    h.written
-                ),
-                None => crate::info!(
-                    "traffic class of {} port {} restored to {}",
-                    entry.device,
-                    entry.port,
-                    describe(entry.original)
-                ),
+/// What a release did to one file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The original was written back.
+    Restored(Option<u8>),
+    /// Another live owner remains: the file now holds its value.
+    Handed { to: String, value: u8 },
+    /// The file no longer held our value: left as found.
+    LeftAlone { found: Option<u8> },
+    /// The file is gone (device re-created or removed): nothing to restore.
+    Gone,
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Outcome::Restored(v) => write!(f, "restored to {}", describe(*v)),
+            Outcome::Handed { to, value } => write!(f, "handed to {to} ({value})"),
+            Outcome::LeftAlone { found } => {
+                write!(
+                    f,
+                    "left alone at {} (not what roce-tune wrote)",
+                    describe(*found)
+                )
             }
-            Released::Restored(target)
-        } else {
-            crate::warn!(
-                "traffic class of {} port {} is {}, not the {} roce-tune wrote: someone else set it or the device was re-created; leaving it",
-                entry.device, entry.port, describe(current), entry.written
-            );
-            Released::LeftAlone { found: current }
+            Outcome::Gone => f.write_str("gone with the device"),
         }
-    };
+    }
+}
+
+/// Give every recorded file back and drop the entry. `view` and `port` show
+/// the device where it is now (its identity already checked). An error keeps
+/// the entry, so a later repair can finish.
+pub fn release(
+    state: &StateDir,
+    entry: &Entry,
+    view: Views,
+    port: &RdmaPort,
+) -> CniResult<Vec<(Knob, Outcome)>> {
+    let _lock = state.lock(&entry.lock_key())?;
+    let mut heirs: Option<Vec<Entry>> = None;
+    let mut done = Vec::new();
+    for knob in Knob::ALL {
+        let Some(owned) = knob.record(entry) else {
+            continue;
+        };
+        if !knob.present(view, port)? {
+            crate::info!(
+                "{} of {} is gone (device re-created or removed): nothing to restore",
+                knob.name(),
+                entry.device
+            );
+            done.push((knob, Outcome::Gone));
+            continue;
+        }
+        let current = knob.read(view, port)?;
+        if current != Some(owned.written) {
+            crate::warn!(
+                "{} of {} port {} is {}, not the {} roce-tune wrote: someone else set it or the device was re-created; leaving it",
+                knob.name(), entry.device, entry.port, describe(current), owned.written
+            );
+            done.push((knob, Outcome::LeftAlone { found: current }));
+            continue;
+        }
+        let heirs = heirs.get_or_insert_with(|| {
+            co_owners(state, entry)
+                .into_iter()
+                .filter(is_live)
+                .collect()
+        });
+        let heir = heirs
+            .iter()
+            .filter_map(|h| knob.record(h).map(|o| (h, o)))
+            .max_by_key(|(h, _)| (h.created_ns, h.container_id.clone()));
+        let target = heir.map_or(owned.original, |(_, o)| Some(o.written));
+        knob.write(view, port, target)?;
+        #[cfg(feature = "fault-injection")]
+        crate::fault::point("del-after-restore-write");
+        knob.verify(view, port, target)?;
+        let outcome = match heir {
+            Some((h, o)) => Outcome::Handed {
+                to: format!("{}/{}", h.container_id, h.ifname),
+                value: o.written,
+            },
+            None => Outcome::Restored(owned.original),
+        };
+        crate::info!(
+            "{} of {} port {} {outcome}",
+            knob.name(),
+            entry.device,
+            entry.port
+        );
+        done.push((knob, outcome));
+    }
     #[cfg(feature = "fault-injection")]
     crate::fault::point("del-before-state-remove");
     state.remove(&entry.container_id, &entry.ifname)?;
-    Ok(outcome)
+    Ok(done)
 }

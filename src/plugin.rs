@@ -5,6 +5,7 @@ use crate::cni::config::{LogLevel, NetConf, MAX_STDIN_BYTES};
 use crate::cni::env::{CniEnv, Command};
 use crate::cni::{code, version, CniError};
 use crate::commands;
+use crate::node::NodeConfig;
 use serde_json::Value;
 use std::io::{Read, Write};
 
@@ -60,10 +61,9 @@ fn dispatch(stdin: &[u8]) -> (String, Result<Option<Value>, CniError>) {
             Ok(Some(version::version_info(&version_hint(stdin)))),
         );
     }
-    let conf = match NetConf::parse(stdin) {
-        Ok(c) => c,
-        Err(e) => return (version_hint(stdin), Err(e)),
-    };
+    // The node config first: it says where to log, so even a refused network
+    // config leaves a line in the node's log.
+    let node = NodeConfig::load();
     let context = match env.command {
         Command::Add | Command::Del | Command::Check => {
             format!(
@@ -75,8 +75,35 @@ fn dispatch(stdin: &[u8]) -> (String, Result<Option<Value>, CniError>) {
         }
         other => format!("{other:?}").to_uppercase(),
     };
-    crate::log::init(conf.log_level, context, conf.log_file.as_deref());
+    let log_file = node.as_ref().ok().and_then(|n| n.log_file.clone());
+    crate::log::init(LogLevel::Info, context, log_file.as_deref());
+    let conf = match NetConf::parse(stdin) {
+        Ok(c) => c,
+        // DEL needs nothing of the network config but its version: a config
+        // ADD would refuse (edited since, or from an older release) must not
+        // leave the pod stuck in Terminating.
+        Err(e) if env.command == Command::Del && e.code == code::INVALID_CONFIG => {
+            crate::warn!("{}: DEL goes on with the node's settings", e.msg);
+            NetConf::for_del(&version_hint(stdin))
+        }
+        Err(e) => return (version_hint(stdin), Err(e)),
+    };
+    crate::log::set_level(conf.log_level);
     crate::debug!("config {} cniVersion {}", conf.name, conf.cni_version);
+    let node = match node {
+        Ok(n) => n,
+        Err(e) if env.command == Command::Del => {
+            // Retrying cannot fix a refused node config; the entries stay in
+            // the state dir for the repair once the node admin fixes it.
+            crate::error!("{}: DEL restores nothing now", e.msg);
+            return (conf.cni_version, Ok(None));
+        }
+        Err(e) if env.command == Command::Status => {
+            let e = CniError::new(code::NOT_READY, format!("not ready: {}", e.msg));
+            return (conf.cni_version, Err(e));
+        }
+        Err(e) => return (conf.cni_version, Err(e)),
+    };
     let cmd_needs = |min: &str| {
         if version::at_least(&conf.cni_version, min) {
             Ok(())
@@ -91,16 +118,16 @@ fn dispatch(stdin: &[u8]) -> (String, Result<Option<Value>, CniError>) {
         }
     };
     let outcome = match env.command {
-        Command::Add => commands::add::run(&env, &conf).map(Some),
-        Command::Del => commands::del::run(&env, &conf).map(|_| None),
+        Command::Add => commands::add::run(&env, &conf, &node).map(Some),
+        Command::Del => commands::del::run(&env, &node).map(|_| None),
         Command::Check => cmd_needs("0.4.0")
-            .and_then(|_| commands::check::run(&env, &conf))
+            .and_then(|_| commands::check::run(&env, &conf, &node))
             .map(|_| None),
         Command::Gc => cmd_needs("1.1.0")
-            .and_then(|_| commands::gc::run(&conf))
+            .and_then(|_| commands::gc::run(&conf, &node))
             .map(|_| None),
         Command::Status => cmd_needs("1.1.0")
-            .and_then(|_| commands::status::run(&conf))
+            .and_then(|_| commands::status::run(&node))
             .map(|_| None),
         Command::Version => unreachable!("answered above"),
     };

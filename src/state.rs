@@ -1,26 +1,48 @@
-//! The state dir: the only record of what a device's traffic class was before
-//! a pod. One JSON file per attachment, `<containerID>:<ifname>.json` (':' is
-//! in neither, so names never collide), written atomically (temp file, fsync,
-//! rename, fsync dir) before the class is changed. A per-device lock file in
-//! `locks/` serialises everything that reads or writes a device's class.
+//! The state dir: the only record of what a device's files held before a pod.
+//! One file per attachment, `<containerID>:<ifname>.state` (':' is in neither,
+//! so names never collide), written atomically (temp file, fsync, rename,
+//! fsync dir) before anything on the device is changed. A per-device lock file
+//! in `locks/` serialises everything that reads or writes a device's files.
 //!
-//! Hostile-node rules: the dir is created 0700 and refused if it is a link or
-//! writable by others; files are 0600, opened with O_NOFOLLOW, and only names
-//! built from validated identifiers are ever opened.
+//! The dir is the node's own: it and every parent are owned by root, not
+//! writable by group or others, and none is a symbolic link; the dir is 0700,
+//! files 0600 and opened with O_NOFOLLOW, and only names built from validated
+//! identifiers are ever opened. An entry records identities, not just names:
+//! the pod's netns by its nsfs inode, the device by PCI function and node GUID.
+//!
+//! Entries carry a format version. This binary writes `FORMAT`, reads every
+//! older one, and leaves a newer one alone (a rollback must not lose a
+//! restore). Version 1 entries (`<cid>:<ifname>.json`, written by 0.1.0) are
+//! read and replaced; 0.1.0 itself never opens a `.state` file, so a rollback
+//! to it leaves newer entries untouched too.
 
 use crate::cni::env::{validate_container_id, validate_ifname};
 use crate::cni::{code, CniError, CniResult};
-use crate::rdma::is_safe_component;
+use crate::netns::NsId;
+use crate::rdma::{is_guid, is_safe_component};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
 
-/// Bumped when the entry's meaning changes; older entries are still read.
-pub const STATE_VERSION: u32 = 1;
+/// The entry format this binary writes.
+pub const FORMAT: u32 = 2;
 /// A state entry is a few hundred bytes; anything larger is not ours.
 const MAX_ENTRY_BYTES: u64 = 64 * 1024;
+const SUFFIX: &str = ".state";
+/// Version 1 (0.1.0) entries.
+const LEGACY_SUFFIX: &str = ".json";
+
+/// What roce-tune changed on one device file, and what was there before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Owned {
+    /// The value before the first ADD; `None` = unset.
+    pub original: Option<u8>,
+    /// What roce-tune wrote; DEL restores only if the file still holds it.
+    pub written: u8,
+}
 
 /// What ADD recorded for one attachment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,20 +54,69 @@ pub struct Entry {
     pub network: String,
     pub container_id: String,
     pub ifname: String,
-    /// The pod netns path at ADD: orphan repair checks whether it still exists.
+    /// The pod netns path at ADD, and the identity of its nsfs inode: the pod
+    /// is gone when the path is missing, is no netns, or is another one.
     pub netns: String,
-    pub sysfs_root: PathBuf,
+    /// `None` only for entries written by 0.1.0.
+    pub netns_id: Option<NsId>,
     /// The device was inside the pod (exclusive mode): reach it through a
-    /// sysfs mounted in the pod netns while the pod lives.
+    /// sysfs made in the pod netns while the pod lives.
     pub exclusive: bool,
     pub device: String,
     pub port: u32,
-    /// The class before the first ADD; `None` = unset.
-    pub original: Option<u8>,
-    /// What roce-tune wrote; DEL restores only if the file still holds it.
-    pub written: u8,
-    /// Seconds since the epoch, for the log and for ordering co-owners.
-    pub created: u64,
+    /// The device's PCI function and node GUID at ADD: a name can move to
+    /// another device, these do not.
+    pub pci: Option<String>,
+    pub guid: Option<String>,
+    pub traffic_class: Option<Owned>,
+    pub rdma_cm_tos: Option<Owned>,
+    /// Nanoseconds since the epoch: orders co-owners.
+    pub created_ns: u64,
+}
+
+/// The version 1 layout (0.1.0), read so an upgrade loses no restore.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EntryV1 {
+    #[allow(dead_code)]
+    version: u32,
+    network: String,
+    container_id: String,
+    ifname: String,
+    netns: String,
+    /// Ignored: where sysfs is comes from the node config, never an entry.
+    #[allow(dead_code)]
+    sysfs_root: PathBuf,
+    exclusive: bool,
+    device: String,
+    port: u32,
+    original: Option<u8>,
+    written: u8,
+    created: u64,
+}
+
+impl From<EntryV1> for Entry {
+    fn from(v: EntryV1) -> Entry {
+        Entry {
+            version: 1,
+            network: v.network,
+            container_id: v.container_id,
+            ifname: v.ifname,
+            netns: v.netns,
+            netns_id: None,
+            exclusive: v.exclusive,
+            device: v.device,
+            port: v.port,
+            pci: None,
+            guid: None,
+            traffic_class: Some(Owned {
+                original: v.original,
+                written: v.written,
+            }),
+            rdma_cm_tos: None,
+            created_ns: v.created.saturating_mul(1_000_000_000),
+        }
+    }
 }
 
 impl Entry {
@@ -53,31 +124,49 @@ impl Entry {
     pub fn validate(&self) -> Result<(), String> {
         validate_container_id(&self.container_id).map_err(|e| e.msg)?;
         validate_ifname(&self.ifname).map_err(|e| e.msg)?;
+        crate::cni::config::validate_name(&self.network).map_err(|e| e.msg)?;
         if !is_safe_component(&self.device) {
-            return Err(format!("device {:?} is not a device name", self.device));
+            return Err("its device is not a device name".into());
         }
         if self.port == 0 || self.port > 255 {
             return Err(format!("port {} is out of range", self.port));
         }
-        let root_ok = self.sysfs_root.is_absolute()
-            && self
-                .sysfs_root
-                .components()
-                .all(|c| !matches!(c, std::path::Component::ParentDir));
-        if !root_ok {
-            return Err(format!(
-                "sysfsRoot {} is not a clean absolute path",
-                self.sysfs_root.display()
-            ));
+        if self
+            .pci
+            .as_deref()
+            .is_some_and(|p| crate::cni::config::PciAddr::parse(p).is_none())
+        {
+            return Err("its pci is not a PCI address".into());
+        }
+        if self.guid.as_deref().is_some_and(|g| !is_guid(g)) {
+            return Err("its guid is not a GUID".into());
+        }
+        let ns = Path::new(&self.netns);
+        if !ns.is_absolute() || ns.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err("its netns is not a clean absolute path".into());
+        }
+        if self.traffic_class.is_none() && self.rdma_cm_tos.is_none() {
+            return Err("it records nothing to restore".into());
         }
         Ok(())
     }
 
-    /// The same device port (co-owners share one traffic class file).
+    /// The lock key and port (co-owners share one device file).
+    pub fn lock_key(&self) -> String {
+        format!(
+            "{}.{}",
+            self.pci.as_deref().unwrap_or(&self.device),
+            self.port
+        )
+    }
+
+    /// The same device port: by PCI function when both know it, else by name.
     pub fn same_device(&self, other: &Entry) -> bool {
-        self.device == other.device
-            && self.port == other.port
-            && self.sysfs_root == other.sysfs_root
+        self.port == other.port
+            && match (&self.pci, &other.pci) {
+                (Some(a), Some(b)) => a == b,
+                _ => self.device == other.device,
+            }
     }
 }
 
@@ -85,8 +174,12 @@ impl Entry {
 #[derive(Debug)]
 pub enum ReadError {
     Missing,
-    /// Present but not trustworthy: not a regular file, too large, or not an entry.
+    /// Present but not trustworthy: not a regular file, too large, or not an
+    /// entry. The reason never quotes the file.
     Corrupt(String),
+    /// Written by a newer roce-tune: left alone, never quarantined.
+    Newer(u32),
+    /// The OS error, kept so DEL can tell a passing failure from a lasting one.
     Io(std::io::Error),
 }
 
@@ -94,14 +187,20 @@ pub struct StateDir {
     dir: PathBuf,
 }
 
-/// `<containerID>:<ifname>.json`, from identifiers validated by the caller.
+/// `<containerID>:<ifname>.state`, from identifiers validated by the caller.
 pub fn entry_name(container_id: &str, ifname: &str) -> String {
-    format!("{container_id}:{ifname}.json")
+    format!("{container_id}:{ifname}{SUFFIX}")
+}
+
+fn legacy_name(container_id: &str, ifname: &str) -> String {
+    format!("{container_id}:{ifname}{LEGACY_SUFFIX}")
 }
 
 /// The attachment a file name stands for, if it is one of ours.
 pub fn parse_entry_name(name: &str) -> Option<(String, String)> {
-    let stem = name.strip_suffix(".json")?;
+    let stem = name
+        .strip_suffix(SUFFIX)
+        .or_else(|| name.strip_suffix(LEGACY_SUFFIX))?;
     let (cid, ifname) = stem.split_once(':')?;
     (validate_container_id(cid).is_ok() && validate_ifname(ifname).is_ok())
         .then(|| (cid.to_owned(), ifname.to_owned()))
@@ -111,41 +210,123 @@ fn io_err(what: &str, path: &Path, e: impl std::fmt::Display) -> CniError {
     CniError::io(format!("{what} {}", path.display()), e)
 }
 
+fn refused(dir: &Path, why: String) -> CniError {
+    CniError::new(
+        code::IO_FAILURE,
+        format!(
+            "state dir {} is refused: {why}; the state dir and every parent must be owned by root, not writable by group or others, and not a symbolic link (set stateDir in the node config)",
+            dir.display()
+        ),
+    )
+}
+
+/// Decode an entry, by its version first so a newer one is recognised even
+/// when this binary cannot read the rest.
+pub fn decode(bytes: &[u8]) -> Result<Entry, ReadError> {
+    let not_entry = |e: serde_json::Error| {
+        // serde's message can quote the content: give only where it broke.
+        ReadError::Corrupt(format!(
+            "it is not a state entry ({:?} error at line {}, column {})",
+            e.classify(),
+            e.line(),
+            e.column()
+        ))
+    };
+    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(not_entry)?;
+    let version = v
+        .get("version")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| ReadError::Corrupt("it has no format version".into()))?;
+    let entry = match version {
+        1 => Entry::from(serde_json::from_value::<EntryV1>(v).map_err(not_entry)?),
+        n if n == u64::from(FORMAT) => serde_json::from_value::<Entry>(v).map_err(not_entry)?,
+        n if n > u64::from(FORMAT) => return Err(ReadError::Newer(n.min(u32::MAX as u64) as u32)),
+        _ => return Err(ReadError::Corrupt("its format version is 0".into())),
+    };
+    entry.validate().map_err(ReadError::Corrupt)?;
+    Ok(entry)
+}
+
 impl StateDir {
-    /// Open the state dir, creating it (0700) when `create`. `Ok(None)` when
-    /// it does not exist and `create` is false (DEL without state: nothing to do).
-    pub fn open(dir: &Path, create: bool) -> CniResult<Option<StateDir>> {
+    /// The state dir, made (0700) when missing: ADD, STATUS.
+    pub fn create(dir: &Path) -> CniResult<StateDir> {
+        Self::open(dir, true)?.ok_or_else(|| refused(dir, "it vanished as it was made".into()))
+    }
+
+    /// The state dir if it exists: `Ok(None)` when it does not (DEL without
+    /// state: nothing to do).
+    pub fn existing(dir: &Path) -> CniResult<Option<StateDir>> {
+        Self::open(dir, false)
+    }
+
+    fn open(dir: &Path, create: bool) -> CniResult<Option<StateDir>> {
+        if !dir.is_absolute() || dir.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err(refused(dir, "it is not a clean absolute path".into()));
+        }
+        // Every ancestor, from the root down, then the dir itself: a parent
+        // that others can write lets them swap the dir for their own.
+        let mut path = PathBuf::new();
+        for c in dir.components() {
+            path.push(c);
+            let meta = match std::fs::symlink_metadata(&path) {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if !create {
+                        return Ok(None);
+                    }
+                    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                        Err(e) => return Err(io_err("create state dir", &path, e)),
+                    }
+                    std::fs::symlink_metadata(&path)
+                        .map_err(|e| io_err("stat state dir", &path, e))?
+                }
+                Err(e) => return Err(io_err("stat state dir", &path, e)),
+            };
+            let ft = meta.file_type();
+            if ft.is_symlink() {
+                return Err(refused(
+                    dir,
+                    format!("{} is a symbolic link", path.display()),
+                ));
+            }
+            if !ft.is_dir() {
+                return Err(refused(
+                    dir,
+                    format!("{} is not a directory", path.display()),
+                ));
+            }
+            if meta.uid() != 0 {
+                return Err(refused(
+                    dir,
+                    format!(
+                        "{} is owned by uid {}, not root",
+                        path.display(),
+                        meta.uid()
+                    ),
+                ));
+            }
+            if meta.mode() & 0o022 != 0 {
+                return Err(refused(
+                    dir,
+                    format!(
+                        "{} is writable by group or others (mode {:o})",
+                        path.display(),
+                        meta.mode() & 0o7777
+                    ),
+                ));
+            }
+        }
+        let meta = std::fs::symlink_metadata(dir).map_err(|e| io_err("stat state dir", dir, e))?;
+        if create && meta.mode() & 0o077 != 0 {
+            // Readable by others leaks which pods own which device; the dir
+            // is ours (checked above), so make it 0700.
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| io_err("chmod 700 state dir", dir, e))?;
+        }
         if create {
-            // Only the dir itself here: `locks/` is made after the checks
-            // below, so nothing is created through a link or in an open dir.
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| io_err("create state dir", dir, e))?;
-        }
-        let meta = match std::fs::symlink_metadata(dir) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err("stat state dir", dir, e)),
-        };
-        if !meta.file_type().is_dir() {
-            return Err(CniError::new(
-                code::IO_FAILURE,
-                format!("state dir {} is not a directory (a link or a file?): remove it or set stateDir", dir.display()),
-            ));
-        }
-        if meta.mode() & 0o022 != 0 {
-            return Err(CniError::new(
-                code::IO_FAILURE,
-                format!(
-                    "state dir {} is writable by group or others (mode {:o}): others could plant entries; chmod 700 it",
-                    dir.display(),
-                    meta.mode() & 0o777
-                ),
-            ));
-        }
-        if create {
+            // Only after the checks: nothing is created through a link.
             match std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(dir.join("locks"))
@@ -165,21 +346,26 @@ impl StateDir {
         &self.dir
     }
 
-    /// Read the entry of an attachment.
+    /// Read the entry of an attachment (a version 1 file if there is no newer).
     pub fn read(&self, container_id: &str, ifname: &str) -> Result<Entry, ReadError> {
-        self.read_name(&entry_name(container_id, ifname))
+        match self.read_name(&entry_name(container_id, ifname), container_id, ifname) {
+            Err(ReadError::Missing) => {
+                self.read_name(&legacy_name(container_id, ifname), container_id, ifname)
+            }
+            other => other,
+        }
     }
 
-    fn read_name(&self, name: &str) -> Result<Entry, ReadError> {
+    fn read_name(&self, name: &str, container_id: &str, ifname: &str) -> Result<Entry, ReadError> {
         let path = self.dir.join(name);
         let file = OpenOptions::new()
             .read(true)
-            .custom_flags(libc_flags::O_NOFOLLOW | libc_flags::O_NONBLOCK)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
             .open(&path);
-        let mut file = match file {
+        let file = match file {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ReadError::Missing),
-            Err(e) if e.raw_os_error() == Some(libc_flags::ELOOP) => {
+            Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
                 return Err(ReadError::Corrupt("it is a symbolic link".into()))
             }
             Err(e) => return Err(ReadError::Io(e)),
@@ -195,14 +381,11 @@ impl StateDir {
             )));
         }
         let mut buf = Vec::with_capacity(meta.len() as usize);
-        Read::by_ref(&mut file)
-            .take(MAX_ENTRY_BYTES)
+        file.take(MAX_ENTRY_BYTES)
             .read_to_end(&mut buf)
             .map_err(ReadError::Io)?;
-        let entry: Entry = serde_json::from_slice(&buf)
-            .map_err(|e| ReadError::Corrupt(format!("it is not a state entry: {e}")))?;
-        entry.validate().map_err(ReadError::Corrupt)?;
-        if entry_name(&entry.container_id, &entry.ifname) != name {
+        let entry = decode(&buf)?;
+        if entry.container_id != container_id || entry.ifname != ifname {
             return Err(ReadError::Corrupt(
                 "its content names another attachment".into(),
             ));
@@ -211,7 +394,7 @@ impl StateDir {
     }
 
     /// Write an entry atomically: a crash leaves either the old file or the
-    /// new one, never half of one.
+    /// new one, never half of one. A version 1 file of the attachment goes.
     pub fn write(&self, entry: &Entry) -> CniResult<()> {
         let name = entry_name(&entry.container_id, &entry.ifname);
         let tmp = self.dir.join(format!(".{name}.tmp{}", std::process::id()));
@@ -224,7 +407,7 @@ impl StateDir {
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
-                .custom_flags(libc_flags::O_NOFOLLOW)
+                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
                 .open(&tmp)?;
             f.write_all(&body)?;
             f.sync_all()?;
@@ -235,25 +418,37 @@ impl StateDir {
             let _ = std::fs::remove_file(&tmp);
             return Err(io_err("write state", &path, e));
         }
+        let _ = std::fs::remove_file(
+            self.dir
+                .join(legacy_name(&entry.container_id, &entry.ifname)),
+        );
         Ok(())
     }
 
-    /// Remove an attachment's entry; a missing one is fine.
+    /// Remove an attachment's entry (both formats); a missing one is fine.
     pub fn remove(&self, container_id: &str, ifname: &str) -> CniResult<()> {
-        let path = self.dir.join(entry_name(container_id, ifname));
-        match std::fs::remove_file(&path) {
-            Ok(()) => {
-                let _ = File::open(&self.dir).and_then(|d| d.sync_all());
-                Ok(())
+        for name in [
+            entry_name(container_id, ifname),
+            legacy_name(container_id, ifname),
+        ] {
+            let path = self.dir.join(name);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("remove state", &path, e)),
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err("remove state", &path, e)),
         }
+        let _ = File::open(&self.dir).and_then(|d| d.sync_all());
+        Ok(())
     }
 
-    /// Move an untrustworthy entry aside (kept for the operator, never used).
+    /// Move an untrustworthy entry aside (kept for the operator, never used):
+    /// the file `read` looked at, the current format's first.
     pub fn quarantine(&self, container_id: &str, ifname: &str) -> CniResult<PathBuf> {
-        let name = entry_name(container_id, ifname);
+        let mut name = entry_name(container_id, ifname);
+        if std::fs::symlink_metadata(self.dir.join(&name)).is_err() {
+            name = legacy_name(container_id, ifname);
+        }
         let to = self.dir.join(format!("{name}.corrupt"));
         std::fs::rename(self.dir.join(&name), &to)
             .map_err(|e| io_err("move aside corrupt state", &to, e))?;
@@ -270,6 +465,7 @@ impl StateDir {
             .filter_map(|e| e.file_name().to_str().and_then(parse_entry_name))
             .collect();
         out.sort();
+        out.dedup();
         Ok(out)
     }
 
@@ -285,17 +481,18 @@ impl StateDir {
         Ok(out)
     }
 
-    /// Take the exclusive lock of a device port; released when the guard drops
-    /// or the process dies (flock), so a crash never leaves it held.
-    pub fn lock_device(&self, device: &str, port: u32) -> CniResult<DeviceLock> {
-        if !is_safe_component(device) {
+    /// Take the exclusive lock of a device port (`RdmaPort::lock_key`);
+    /// released when the guard drops or the process dies (flock), so a crash
+    /// never leaves it held.
+    pub fn lock(&self, key: &str) -> CniResult<DeviceLock> {
+        if !is_safe_component(key) {
             return Err(CniError::new(
                 code::RDMA_DEVICE,
-                format!("device name {device:?} is not safe to lock"),
+                "the device's lock name is not a safe file name",
             ));
         }
         let locks = self.dir.join("locks");
-        let path = locks.join(format!("{device}.{port}.lock"));
+        let path = locks.join(format!("{key}.lock"));
         let _ = std::fs::DirBuilder::new().mode(0o700).create(&locks);
         // O_NOFOLLOW guards only the last component: a planted `locks` link
         // would put the lock file wherever it points.
@@ -312,8 +509,9 @@ impl StateDir {
             .read(true)
             .write(true)
             .create(true)
+            .truncate(false)
             .mode(0o600)
-            .custom_flags(libc_flags::O_NOFOLLOW)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
             .open(&path)
             .map_err(|e| io_err("open lock", &path, e))?;
         nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
@@ -330,7 +528,7 @@ impl StateDir {
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .custom_flags(libc_flags::O_NOFOLLOW)
+            .custom_flags(nix::libc::O_NOFOLLOW)
             .open(&probe);
         let _ = std::fs::remove_file(&probe);
         r.map(|_| ())
@@ -342,126 +540,114 @@ pub struct DeviceLock {
     _flock: nix::fcntl::Flock<File>,
 }
 
-/// The few libc constants used here (nix re-exports libc).
-mod libc_flags {
-    pub const O_NOFOLLOW: i32 = nix::libc::O_NOFOLLOW;
-    pub const O_NONBLOCK: i32 = nix::libc::O_NONBLOCK;
-    pub const ELOOP: i32 = nix::libc::ELOOP;
-}
-
-/// Seconds since the epoch.
-pub fn now() -> u64 {
+/// Nanoseconds since the epoch.
+pub fn now_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+        .map_or(0, |d| d.as_nanos().min(u64::MAX as u128) as u64)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    fn is_private(path: &Path) -> bool {
-        std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
-    }
-
-    fn dir(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("rt-state-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        d
-    }
+    use serde_json::json;
 
     fn entry(cid: &str) -> Entry {
         Entry {
-            version: STATE_VERSION,
+            version: FORMAT,
             network: "rdma-vf".into(),
             container_id: cid.into(),
             ifname: "net1".into(),
             netns: "/var/run/netns/p".into(),
-            sysfs_root: "/sys".into(),
+            netns_id: Some(NsId {
+                dev: 4,
+                ino: 4026532000,
+            }),
             exclusive: false,
             device: "mlx5_2".into(),
             port: 1,
-            original: None,
-            written: 41,
-            created: 1,
+            pci: Some("0000:0c:00.2".into()),
+            guid: Some("506b:4b03:00f3:8a3e".into()),
+            traffic_class: Some(Owned {
+                original: None,
+                written: 41,
+            }),
+            rdma_cm_tos: None,
+            created_ns: 1,
         }
     }
 
     #[test]
     fn names_round_trip_and_refuse_foreign_files() {
-        assert_eq!(entry_name("c1", "net1"), "c1:net1.json");
+        assert_eq!(entry_name("c1", "net1"), "c1:net1.state");
         assert_eq!(
-            parse_entry_name("c1:net1.json"),
+            parse_entry_name("c1:net1.state"),
             Some(("c1".into(), "net1".into()))
         );
+        assert_eq!(
+            parse_entry_name("c1:net1.json"),
+            Some(("c1".into(), "net1".into())),
+            "version 1 files are still ours"
+        );
         for bad in [
-            "x.json",
-            "c1:net1.json.corrupt",
-            ".c1:net1.json.tmp1",
-            "../c:n.json",
-            "-c:n.json",
-            "c:a/b.json",
+            "x.state",
+            "c1:net1.state.corrupt",
+            ".c1:net1.state.tmp1",
+            "../c:n.state",
+            "-c:n.state",
+            "c:a/b.state",
         ] {
             assert_eq!(parse_entry_name(bad), None, "{bad}");
         }
     }
 
     #[test]
-    fn write_read_remove_with_private_modes() {
-        let d = dir("rw");
-        let s = StateDir::open(&d, true).unwrap().unwrap();
-        assert!(is_private(&d));
+    fn versions_decide_how_an_entry_is_read() {
         let e = entry("c1");
-        s.write(&e).unwrap();
-        assert!(is_private(&d.join("c1:net1.json")));
-        assert_eq!(s.read("c1", "net1").unwrap(), e);
+        let bytes = serde_json::to_vec(&e).unwrap();
+        assert_eq!(decode(&bytes).unwrap(), e);
+        let v1 = json!({"version": 1, "network": "rdma-vf", "containerId": "c1", "ifname": "net1",
+            "netns": "/var/run/netns/p", "sysfsRoot": "/evil", "exclusive": false,
+            "device": "mlx5_2", "port": 1, "original": 106, "written": 41, "created": 7});
+        let old = decode(v1.to_string().as_bytes()).unwrap();
         assert_eq!(
-            s.attachments().unwrap(),
-            vec![("c1".to_string(), "net1".to_string())]
+            old.traffic_class,
+            Some(Owned {
+                original: Some(106),
+                written: 41
+            })
         );
-        s.remove("c1", "net1").unwrap();
-        s.remove("c1", "net1").unwrap();
-        assert!(matches!(s.read("c1", "net1"), Err(ReadError::Missing)));
-        std::fs::remove_dir_all(&d).unwrap();
+        assert_eq!(old.netns_id, None);
+        assert_eq!(old.created_ns, 7_000_000_000);
+        let newer = json!({"version": 3, "whatever": "a later binary wrote"});
+        assert!(matches!(
+            decode(newer.to_string().as_bytes()),
+            Err(ReadError::Newer(3))
+        ));
+        // serde would quote the bad value; the reason must not.
+        let mut bad = serde_json::to_value(&e).unwrap();
+        bad["port"] = json!("root:$6$secret");
+        match decode(bad.to_string().as_bytes()) {
+            Err(ReadError::Corrupt(why)) => assert!(!why.contains("secret"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        let mut bad = serde_json::to_value(&e).unwrap();
+        bad["device"] = json!("../../etc");
+        assert!(matches!(
+            decode(bad.to_string().as_bytes()),
+            Err(ReadError::Corrupt(_))
+        ));
     }
 
     #[test]
-    fn links_and_garbage_are_corrupt_not_followed() {
-        let d = dir("evil");
-        let s = StateDir::open(&d, true).unwrap().unwrap();
-        let target = d.join("target.json");
-        std::fs::write(&target, serde_json::to_vec(&entry("c1")).unwrap()).unwrap();
-        std::os::unix::fs::symlink(&target, d.join("c1:net1.json")).unwrap();
-        assert!(matches!(s.read("c1", "net1"), Err(ReadError::Corrupt(_))));
-        std::fs::write(d.join("c2:net1.json"), b"{garbage").unwrap();
-        assert!(matches!(s.read("c2", "net1"), Err(ReadError::Corrupt(_))));
-        // content naming another attachment
-        std::fs::write(
-            d.join("c3:net1.json"),
-            serde_json::to_vec(&entry("c1")).unwrap(),
-        )
-        .unwrap();
-        assert!(matches!(s.read("c3", "net1"), Err(ReadError::Corrupt(_))));
-        // a device name that climbs
-        let mut e = entry("c4");
-        e.device = "../../etc".into();
-        std::fs::write(d.join("c4:net1.json"), serde_json::to_vec(&e).unwrap()).unwrap();
-        assert!(matches!(s.read("c4", "net1"), Err(ReadError::Corrupt(_))));
-        std::fs::remove_dir_all(&d).unwrap();
-    }
-
-    #[test]
-    fn world_writable_or_linked_dir_is_refused() {
-        let d = dir("perm");
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert_eq!(StateDir::open(&d, false).err().unwrap().code, 5);
-        let l = dir("link");
-        std::os::unix::fs::symlink(&d, &l).unwrap();
-        assert!(StateDir::open(&l, false).is_err());
-        assert!(StateDir::open(&dir("absent"), false).unwrap().is_none());
-        std::fs::remove_file(&l).unwrap();
-        std::fs::remove_dir_all(&d).unwrap();
+    fn co_owners_are_matched_by_pci_function_before_name() {
+        let a = entry("c1");
+        let mut b = entry("c2");
+        b.device = "mlx5_9".into();
+        assert!(a.same_device(&b), "renamed: the PCI function decides");
+        b.pci = Some("0000:0c:00.3".into());
+        b.device = "mlx5_2".into();
+        assert!(!a.same_device(&b), "the name moved to another function");
+        assert_eq!(a.lock_key(), "0000:0c:00.2.1");
     }
 }

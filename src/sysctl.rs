@@ -4,6 +4,7 @@
 
 use crate::cni::config::SysctlSetting;
 use crate::cni::{code, CniError, CniResult};
+use crate::node::{pattern_matches, NodeConfig};
 use std::io::ErrorKind;
 use std::path::PathBuf;
 
@@ -38,6 +39,29 @@ pub fn resolve(settings: &[SysctlSetting], ifname: &str) -> Vec<ResolvedSysctl> 
             }
         })
         .collect()
+}
+
+/// The node's allowlist (node config `sysctlAllowlist`), when it has one, must
+/// match every key of every network: the role of the reference tuning
+/// plugin's /etc/cni/tuning/allowlist.conf, but with component globs.
+pub fn check_allowlist(
+    settings: &[SysctlSetting],
+    ifname: &str,
+    node: &NodeConfig,
+) -> CniResult<()> {
+    let Some(patterns) = &node.sysctl_allowlist else {
+        return Ok(());
+    };
+    for s in settings {
+        if !patterns.iter().any(|p| pattern_matches(p, &s.key, ifname)) {
+            return Err(CniError::config(format!(
+                "sysctl {} is not allowed on this node: no pattern of sysctlAllowlist in {} matches it; ask the node admin, or remove it from sysctl",
+                s.key,
+                node.source.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Kernel output separates multi-value sysctls with tabs; compare by words.
@@ -111,8 +135,10 @@ pub fn verify(list: &[ResolvedSysctl]) -> CniResult<()> {
             return Err(CniError::new(
                 code::SYSCTL_DRIFT,
                 format!(
-                    "sysctl {} is {live:?} in the pod, expected {:?}",
-                    s.key, s.value
+                    "sysctl {} is {} in the pod, expected {:?}",
+                    s.key,
+                    crate::sysfs::quote(&live, 64),
+                    s.value
                 ),
             ));
         }

@@ -31,12 +31,12 @@ fn pod() -> Pod {
 }
 
 fn base(pod: &Pod, state: &StateDirPath) -> Value {
+    write_node_config(state, None, json!({}));
     json!({
         "cniVersion": "1.0.0",
         "name": "rail",
         "type": "roce-tune",
         "gidCheck": "off",
-        "stateDir": path_str(&state.0),
         "prevResult": prev_result("1.0.0", "net1", &pod.path(), &[ADDR]),
     })
 }
@@ -325,16 +325,16 @@ fn cases() -> Vec<Case> {
             "prevResult.ips[0].interface",
         ),
         conf(
-            "stateDir relative",
-            |c| c["stateDir"] = json!("run/roce-tune"),
+            "stateDir in the network config",
+            |c| c["stateDir"] = json!("/run/roce-tune"),
             7,
-            "stateDir \"run/roce-tune\" must be an absolute path",
+            "stateDir is a node setting",
         ),
         conf(
-            "type tuning",
-            |c| c["type"] = json!("tuning"),
+            "name with a newline",
+            |c| c["name"] = json!("rail\nforged"),
             7,
-            "type is \"tuning\"",
+            "is not a network name",
         ),
         raw("stdin over 1 MiB", big, 7, "more than the 1048576"),
     ]
@@ -433,7 +433,14 @@ fn unknown_kernel_knob_fails_and_earlier_writes_are_undone() {
         "net.ipv4.conf.IFNAME.no_such_knob": "1",
         "net.ipv4.conf.IFNAME.rp_filter": "0",
     });
-    let r = run_plugin("ADD", "bad2", &pod.path(), "net1", c.to_string().as_bytes());
+    let r = run_plugin(
+        &state,
+        "ADD",
+        "bad2",
+        &pod.path(),
+        "net1",
+        c.to_string().as_bytes(),
+    );
     check_refusal(&r, "no_such_knob", 7, "net.ipv4.conf.net1.no_such_knob");
     assert_eq!(
         snapshot(&pod),
@@ -446,7 +453,15 @@ fn unknown_kernel_knob_fails_and_earlier_writes_are_undone() {
         .as_object_mut()
         .unwrap()
         .remove("net.ipv4.conf.IFNAME.no_such_knob");
-    run_plugin("ADD", "bad2", &pod.path(), "net1", c.to_string().as_bytes()).ok();
+    run_plugin(
+        &state,
+        "ADD",
+        "bad2",
+        &pod.path(),
+        "net1",
+        c.to_string().as_bytes(),
+    )
+    .ok();
     assert_eq!(pod.sysctl("net.ipv4.conf.net1.arp_announce"), "2");
     assert_eq!(pod.sysctl("net.ipv4.conf.net1.accept_local"), "1");
 }
@@ -462,13 +477,14 @@ fn del_and_check_validate_their_env() {
     let state = StateDirPath::new();
     let c = base(&pod, &state).to_string();
     let before = snapshot(&pod);
-    let r = run_plugin("DEL", "bad3", &pod.path(), "", c.as_bytes());
+    let r = run_plugin(&state, "DEL", "bad3", &pod.path(), "", c.as_bytes());
     check_refusal(&r, "DEL without CNI_IFNAME", 4, "CNI_IFNAME");
-    let r = run_plugin("DEL", "", &pod.path(), "net1", c.as_bytes());
+    let r = run_plugin(&state, "DEL", "", &pod.path(), "net1", c.as_bytes());
     check_refusal(&r, "DEL without CNI_CONTAINERID", 4, "CNI_CONTAINERID");
-    let r = run_plugin("CHECK", "bad3", "", "net1", c.as_bytes());
+    let r = run_plugin(&state, "CHECK", "bad3", "", "net1", c.as_bytes());
     check_refusal(&r, "CHECK without CNI_NETNS", 4, "CNI_NETNS");
     let r = run_plugin(
+        &state,
         "CHECK",
         "bad3",
         "/var/run/netns/roce-tune-no-such-ns",

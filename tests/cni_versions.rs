@@ -69,12 +69,12 @@ fn host_sysctls() -> Vec<(String, String)> {
 }
 
 fn conf(version: &str, prev: Value, state: &StateDirPath) -> Value {
+    write_node_config(state, None, json!({}));
     json!({
         "cniVersion": version,
         "name": "rail",
         "type": "roce-tune",
         "gidCheck": "off",
-        "stateDir": path_str(&state.0),
         "prevResult": prev,
     })
 }
@@ -93,8 +93,9 @@ fn rich_prev(version: &str, ifname: &str, sandbox: &str) -> Value {
     p
 }
 
-fn add(pod: &Pod, cid: &str, c: &Value) -> Run {
+fn add(state: &StateDirPath, pod: &Pod, cid: &str, c: &Value) -> Run {
     run_plugin(
+        state,
         "ADD",
         cid,
         &pod.path(),
@@ -114,7 +115,7 @@ fn add_outputs_prev_result_in_the_config_version() {
         let pod = Pod::new("net1", Some(ADDR));
         let state = StateDirPath::new();
         let prev = rich_prev(pv, "net1", &pod.path());
-        let r = add(&pod, "cv1", &conf(cv, prev, &state));
+        let r = add(&state, &pod, "cv1", &conf(cv, prev, &state));
         assert_eq!(r.status, 0, "{l}: ADD failed: {r:?}");
         let out = r.json();
         assert_eq!(
@@ -173,7 +174,7 @@ fn stale_version_field_in_a_1x_prev_result_is_tolerated() {
     for cv in VERSIONS {
         let mut prev = prev_result("1.0.0", "net1", &pod.path(), &[ADDR]);
         prev["ips"][0]["version"] = json!("4");
-        let r = add(&pod, "cv2", &conf(cv, prev, &state));
+        let r = add(&state, &pod, "cv2", &conf(cv, prev, &state));
         assert_eq!(r.status, 0, "config {cv}: {r:?}");
         let ip = &r.json()["ips"][0];
         assert_eq!(
@@ -203,7 +204,7 @@ fn default_sysctls_land_in_the_pod_and_not_on_the_host() {
         }
         let host_before = host_sysctls();
         let prev = prev_result(case.1, "net1", &pod.path(), &[ADDR]);
-        add(&pod, "cv3", &conf(case.0, prev, &state)).ok();
+        add(&state, &pod, "cv3", &conf(case.0, prev, &state)).ok();
         for (k, want) in &keys {
             assert_eq!(pod.sysctl(k), *want, "{l}: {k} in the pod");
         }
@@ -232,7 +233,7 @@ fn custom_sysctl_map_replaces_the_defaults() {
             &state,
         );
         c["sysctl"] = json!({"net.ipv4.conf.IFNAME.arp_ignore": "2"});
-        add(&pod, "cv4", &c).ok();
+        add(&state, &pod, "cv4", &c).ok();
         for (k, was) in &before {
             let want = if k.ends_with("net1.arp_ignore") {
                 "2"
@@ -247,7 +248,7 @@ fn custom_sysctl_map_replaces_the_defaults() {
         let before = snapshot(&pod, &keys);
         c["sysctl"] = json!({});
         c["prevResult"] = prev_result(case.1, "net1", &pod.path(), &[ADDR]);
-        add(&pod, "cv5", &c).ok();
+        add(&state, &pod, "cv5", &c).ok();
         assert_eq!(
             snapshot(&pod, &keys),
             before,
@@ -270,7 +271,7 @@ fn ifname_placeholder_is_replaced_by_cni_ifname() {
         let other = snapshot(&pod, &rail_sysctls("net1")[1..]);
         let prev = prev_result(case.1, "rail_3", &pod.path(), &[ADDR]);
         let mut c = conf(case.0, prev, &state);
-        add(&pod, "cv6", &c).ok();
+        add(&state, &pod, "cv6", &c).ok();
         for (k, want) in rail_sysctls("rail_3") {
             assert_eq!(pod.sysctl(&k), want, "{l}: {k}");
         }
@@ -281,7 +282,7 @@ fn ifname_placeholder_is_replaced_by_cni_ifname() {
         );
 
         c["sysctl"] = json!({"net.ipv4.conf.IFNAME.arp_announce": "1"});
-        add(&pod, "cv6", &c).ok();
+        add(&state, &pod, "cv6", &c).ok();
         assert_eq!(
             pod.sysctl("net.ipv4.conf.rail_3.arp_announce"),
             "1",
@@ -302,14 +303,21 @@ fn added_for_check(case: (&str, &str), cid: &str) -> (Pod, StateDirPath, Value) 
     let state = StateDirPath::new();
     let prev = prev_result(case.1, "net1", &pod.path(), &[ADDR]);
     let mut c = conf(case.0, prev, &state);
-    let r = add(&pod, cid, &c);
+    let r = add(&state, &pod, cid, &c);
     r.ok();
     c["prevResult"] = r.json();
     (pod, state, c)
 }
 
-fn check(pod: &Pod, cid: &str, c: &Value) -> Run {
-    run_plugin("CHECK", cid, &pod.path(), "net1", c.to_string().as_bytes())
+fn check(state: &StateDirPath, pod: &Pod, cid: &str, c: &Value) -> Run {
+    run_plugin(
+        state,
+        "CHECK",
+        cid,
+        &pod.path(),
+        "net1",
+        c.to_string().as_bytes(),
+    )
 }
 
 #[test]
@@ -319,8 +327,8 @@ fn check_passes_from_0_4_0_and_is_refused_before() {
     }
     for case in cases() {
         let l = label(case);
-        let (pod, _state, c) = added_for_check(case, "cv7");
-        let r = check(&pod, "cv7", &c);
+        let (pod, state, c) = added_for_check(case, "cv7");
+        let r = check(&state, &pod, "cv7", &c);
         if case.0.starts_with("0.3.") {
             assert_eq!(r.code(), 1, "{l}: CHECK needs 0.4.0: {r:?}");
             assert!(r.msg().contains("0.4.0"), "{l}: {}", r.msg());
@@ -339,9 +347,9 @@ fn check_reports_a_sysctl_changed_by_hand() {
     }
     for case in cases() {
         let l = label(case);
-        let (pod, _state, c) = added_for_check(case, "cv8");
+        let (pod, state, c) = added_for_check(case, "cv8");
         pod.set_sysctl("net.ipv4.conf.net1.arp_announce", "1");
-        let r = check(&pod, "cv8", &c);
+        let r = check(&state, &pod, "cv8", &c);
         if case.0.starts_with("0.3.") {
             assert_eq!(r.code(), 1, "{l}: {r:?}");
             continue;
@@ -366,9 +374,9 @@ fn del_is_best_effort_and_repeatable() {
         let state = StateDirPath::new();
         let prev = prev_result(case.1, "net1", &pod.path(), &[ADDR]);
         let c = conf(case.0, prev, &state).to_string();
-        run_plugin("ADD", "cv9", &pod.path(), "net1", c.as_bytes()).ok();
+        run_plugin(&state, "ADD", "cv9", &pod.path(), "net1", c.as_bytes()).ok();
         for attempt in ["first", "second"] {
-            let r = run_plugin("DEL", "cv9", &pod.path(), "net1", c.as_bytes());
+            let r = run_plugin(&state, "DEL", "cv9", &pod.path(), "net1", c.as_bytes());
             assert_eq!(r.status, 0, "{l}: {attempt} DEL: {r:?}");
             assert_eq!(r.stdout, "", "{l}: DEL prints nothing");
         }
@@ -377,9 +385,9 @@ fn del_is_best_effort_and_repeatable() {
         // Already deleted: its Drop would only complain that the netns is gone.
         std::mem::forget(pod);
         assert!(!std::path::Path::new(&gone).exists());
-        let r = run_plugin("DEL", "cv9", &gone, "net1", c.as_bytes());
+        let r = run_plugin(&state, "DEL", "cv9", &gone, "net1", c.as_bytes());
         assert_eq!(r.status, 0, "{l}: DEL after the netns is gone: {r:?}");
-        let r = run_plugin("DEL", "cv9", "", "net1", c.as_bytes());
+        let r = run_plugin(&state, "DEL", "cv9", "", "net1", c.as_bytes());
         assert_eq!(r.status, 0, "{l}: DEL with CNI_NETNS empty: {r:?}");
         assert_eq!(r.stdout, "", "{l}");
     }

@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 const VERSIONS: &[&str] = &["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
 
 /// libcni sets all six variables for every command, the unused ones empty.
-fn run_cmd(command: &str, stdin: &[u8]) -> Run {
-    run_plugin(command, "", "", "", stdin)
+fn run_cmd(state: &StateDirPath, command: &str, stdin: &[u8]) -> Run {
+    run_plugin(state, command, "", "", "", stdin)
 }
 
 fn supported(v: &Value) -> Vec<String> {
@@ -28,7 +28,11 @@ fn supported(v: &Value) -> Vec<String> {
 #[test]
 fn version_echoes_the_input_version_and_lists_all_supported() {
     for v in VERSIONS {
-        let r = run_cmd("VERSION", json!({"cniVersion": v}).to_string().as_bytes());
+        let r = run_cmd(
+            &StateDirPath::new(),
+            "VERSION",
+            json!({"cniVersion": v}).to_string().as_bytes(),
+        );
         r.ok();
         let out = r.json();
         assert_eq!(out["cniVersion"], *v, "{v}");
@@ -46,7 +50,7 @@ fn version_echoes_the_input_version_and_lists_all_supported() {
 #[test]
 fn version_works_with_empty_stdin() {
     for r in [
-        run_cmd("VERSION", b""),
+        run_cmd(&StateDirPath::new(), "VERSION", b""),
         run_plugin_env(&[("CNI_COMMAND", "VERSION")], b""),
     ] {
         r.ok();
@@ -58,11 +62,11 @@ fn version_works_with_empty_stdin() {
 }
 
 fn gc_conf(version: &str, state: &StateDirPath) -> Value {
+    write_node_config(state, None, json!({}));
     json!({
         "cniVersion": version,
         "name": "rail",
         "type": "roce-tune",
-        "stateDir": path_str(&state.0),
     })
 }
 
@@ -78,7 +82,7 @@ fn gc_accepts_both_attachment_keys_and_prints_nothing() {
             }
             let mut c = gc_conf("1.1.0", &state);
             c[key] = list.clone();
-            let r = run_cmd("GC", c.to_string().as_bytes());
+            let r = run_cmd(&state, "GC", c.to_string().as_bytes());
             assert_eq!(r.status, 0, "{key} (dir exists: {existing_dir}): {r:?}");
             assert_eq!(r.stdout, "", "{key}: GC prints nothing on success");
         }
@@ -88,7 +92,11 @@ fn gc_accepts_both_attachment_keys_and_prints_nothing() {
 #[test]
 fn gc_without_the_attachment_list_is_refused() {
     let state = StateDirPath::new();
-    let r = run_cmd("GC", gc_conf("1.1.0", &state).to_string().as_bytes());
+    let r = run_cmd(
+        &state,
+        "GC",
+        gc_conf("1.1.0", &state).to_string().as_bytes(),
+    );
     assert_eq!(r.code(), 7, "{r:?}");
     assert!(r.msg().contains("cni.dev/valid-attachments"), "{}", r.msg());
     assert_eq!(r.json()["cniVersion"], "1.1.0");
@@ -101,7 +109,7 @@ fn gc_and_status_need_1_1_0() {
             let state = StateDirPath::new();
             let mut c = gc_conf(v, &state);
             c["cni.dev/valid-attachments"] = json!([]);
-            let r = run_cmd(cmd, c.to_string().as_bytes());
+            let r = run_cmd(&state, cmd, c.to_string().as_bytes());
             assert_eq!(r.code(), 1, "{cmd} on {v}: {r:?}");
             assert!(r.msg().contains("1.1.0"), "{cmd} on {v}: {}", r.msg());
             assert_eq!(r.json()["cniVersion"], v, "{cmd} on {v}");
@@ -114,23 +122,36 @@ fn gc_and_status_need_1_1_0() {
 fn status_creates_a_private_state_dir() {
     let state = StateDirPath::new();
     assert!(!state.0.exists());
-    let r = run_cmd("STATUS", gc_conf("1.1.0", &state).to_string().as_bytes());
+    let r = run_cmd(
+        &state,
+        "STATUS",
+        gc_conf("1.1.0", &state).to_string().as_bytes(),
+    );
     assert_eq!(r.status, 0, "{r:?}");
     assert_eq!(r.stdout, "");
     let meta = std::fs::metadata(&state.0).expect("STATUS created the state dir");
     assert!(meta.is_dir());
     assert_eq!(meta.permissions().mode() & 0o777, 0o700);
     // Ready again on the second call, with the dir already there.
-    run_cmd("STATUS", gc_conf("1.1.0", &state).to_string().as_bytes()).ok();
+    run_cmd(
+        &state,
+        "STATUS",
+        gc_conf("1.1.0", &state).to_string().as_bytes(),
+    )
+    .ok();
 }
 
 #[test]
 fn status_below_a_regular_file_is_not_ready() {
     let state = StateDirPath::new();
     std::fs::write(&state.0, "not a dir").unwrap();
-    let mut c = gc_conf("1.1.0", &state);
-    c["stateDir"] = json!(path_str(&state.0.join("state")));
-    let r = run_cmd("STATUS", c.to_string().as_bytes());
+    let c = gc_conf("1.1.0", &state);
+    write_node_config(
+        &state,
+        None,
+        json!({"stateDir": path_str(&state.0.join("state"))}),
+    );
+    let r = run_cmd(&state, "STATUS", c.to_string().as_bytes());
     assert_eq!(r.code(), 50, "{r:?}");
     assert!(r.msg().contains("not ready"), "{}", r.msg());
     assert!(r.msg().contains(&path_str(&state.0)), "{}", r.msg());

@@ -1,13 +1,15 @@
-//! The exclusive-mode mechanism (DESIGN 1.4): a sysfs shows the netns of the
-//! thread that mounted it, so `run_with(true, ..)` (setns, private mount
-//! namespace, fresh sysfs, all on one thread) must see the pod's devices and
-//! leave the host's /sys exactly as it was. Proved here with a real veth,
+//! The exclusive-mode mechanism: a sysfs instance shows the netns of the
+//! thread that created it, so `View::fresh_sysfs` made on a thread inside the
+//! pod netns (`NetNs::run`) must show the pod's devices, from ANY thread
+//! afterwards, while nothing is mounted anywhere: the host's /sys and every
+//! thread's mounts stay exactly as they were. Proved here with a real veth,
 //! since no RDMA device can be moved into a netns on this machine.
 
 mod common;
 use common::*;
 use roce_tune::netns::NetNs;
 use roce_tune::rdma::{needs_pod_sysfs, NetnsMode};
+use roce_tune::sysfs::View;
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -30,8 +32,8 @@ fn sysfs_mounts(mountinfo: &str) -> Vec<(String, String)> {
 }
 
 #[test]
-fn private_sysfs_shows_the_pod_and_leaves_the_host_alone() {
-    if !have_root("private_sysfs_shows_the_pod_and_leaves_the_host_alone") {
+fn a_fresh_sysfs_shows_the_pod_and_mounts_nothing() {
+    if !have_root("a_fresh_sysfs_shows_the_pod_and_mounts_nothing") {
         return;
     }
     // A name no host interface has, so its presence in a view proves the netns.
@@ -53,42 +55,35 @@ fn private_sysfs_shows_the_pod_and_leaves_the_host_alone() {
         .trim()
         .to_string();
 
-    let ns = NetNs::open(Path::new(&pod.path()))
-        .unwrap()
-        .expect("the pod netns exists");
-    let (seen, index, eth0_inside, inside_mounts) = ns
-        .run_with(true, || {
-            let index = std::fs::read_to_string(format!("{class_net}/ifindex"))
-                .unwrap_or_default()
-                .trim()
-                .to_string();
-            Ok((
-                host_sees(),
-                index,
-                Path::new("/sys/class/net/eth0").exists(),
-                sysfs_mounts("/proc/thread-self/mountinfo"),
-            ))
+    let ns = NetNs::open_required(Path::new(&pod.path())).unwrap();
+    let (view, inside_mounts, seen_inside_host_sysfs) = ns
+        .run(|| {
+            let v = View::fresh_sysfs("<pod>")
+                .map_err(|e| roce_tune::cni::CniError::io("fsmount", e))?;
+            Ok((v, sysfs_mounts("/proc/thread-self/mountinfo"), host_sees()))
         })
         .unwrap();
-    assert!(seen, "the private sysfs shows the pod's {ifname}");
-    assert_eq!(index, want_index, "and it is the pod's own link");
-    if host_has_eth0 {
-        assert!(!eth0_inside, "the host's eth0 is not in the pod's view");
-    }
-    // Mount ids are renumbered in a copied namespace: count the sysfs
-    // mounts on /sys instead (the fresh one stacks on the copy of the host's).
-    let on_sys = |v: &[(String, String)]| v.iter().filter(|m| m.1 == "/sys").count();
-    assert_eq!(
-        on_sys(&inside_mounts),
-        on_sys(&before.1) + 1,
-        "one more sysfs on /sys in the worker: {inside_mounts:?}"
-    );
-
-    // The netns alone does not change what the host's sysfs mount shows:
-    // the fresh mount is what makes the pod's devices reachable.
-    let without = ns.run_with(false, || Ok(host_sees())).unwrap();
+    // Read on THIS thread, which never left the host's namespaces.
+    let net = view.list(Path::new("class/net")).unwrap();
     assert!(
-        !without,
+        net.contains(&ifname),
+        "the pod's view shows the pod's {ifname}: {net:?}"
+    );
+    let index = view
+        .read(&Path::new("class/net").join(&ifname).join("ifindex"))
+        .unwrap();
+    assert_eq!(index.trim(), want_index, "and it is the pod's own link");
+    if host_has_eth0 {
+        assert!(
+            !net.iter().any(|n| n == "eth0"),
+            "the host's eth0 is not in the pod's view"
+        );
+    }
+    assert_eq!(inside_mounts, before.1, "the worker mounted nothing");
+    // The netns alone does not change what the host's sysfs mount shows:
+    // the fresh instance is what makes the pod's devices reachable.
+    assert!(
+        !seen_inside_host_sysfs,
         "a thread in the pod netns still sees the host's /sys"
     );
 
@@ -102,7 +97,10 @@ fn private_sysfs_shows_the_pod_and_leaves_the_host_alone() {
         sysfs_mounts("/proc/self/mountinfo"),
         sysfs_mounts("/proc/thread-self/mountinfo"),
     );
-    assert_eq!(after, before, "no sysfs mount left in the test's namespace");
+    assert_eq!(
+        after, before,
+        "no sysfs mount anywhere in the test's namespace"
+    );
 }
 
 #[test]
@@ -113,15 +111,17 @@ fn a_test_tree_never_needs_the_pod_sysfs() {
         "N\n",
     )
     .unwrap();
-    assert_eq!(NetnsMode::read(&tree.root), NetnsMode::Exclusive);
+    let view = View::open(&tree.root).unwrap();
+    assert_eq!(NetnsMode::read(&view), NetnsMode::Exclusive);
     assert!(
-        !needs_pod_sysfs(&tree.root),
+        !needs_pod_sysfs(&view),
         "a test tree is both the host and the pod view"
     );
     // On the real /sys it follows the module parameter.
+    let sys = View::open(Path::new("/sys")).unwrap();
     assert_eq!(
-        needs_pod_sysfs(Path::new("/sys")),
-        NetnsMode::read(Path::new("/sys")) == NetnsMode::Exclusive
+        needs_pod_sysfs(&sys),
+        NetnsMode::read(&sys) == NetnsMode::Exclusive
     );
 }
 
@@ -147,15 +147,15 @@ fn exclusive_mode_test_tree_add_and_del() {
     let pod = Pod::new("net1", Some("192.168.0.34/16"));
     let state = StateDirPath::new();
     let (tree, c) = exclusive_tree(&pod, &state);
-    run_conf("ADD", "c1", &pod, &c).ok();
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
     assert_eq!(tree.tc("mlx5_2"), "tclass=41");
     assert_eq!(
         state.entry("c1", "net1").unwrap()["exclusive"],
         json!(false),
         "the tree was written directly, not through a pod sysfs"
     );
-    run_conf("CHECK", "c1", &pod, &c).ok();
-    run_conf("DEL", "c1", &pod, &c).ok();
+    run_conf(&state, "CHECK", "c1", &pod, &c).ok();
+    run_conf(&state, "DEL", "c1", &pod, &c).ok();
     assert_eq!(tree.tc("mlx5_2"), "tclass=106");
 }
 
@@ -182,7 +182,7 @@ fn exclusive_entry_falls_back_to_the_host_view() {
         if !pod_alive {
             pod.delete();
         }
-        run_plugin("DEL", cid, "", "net1", c.to_string().as_bytes()).ok();
+        run_plugin(&state, "DEL", cid, "", "net1", c.to_string().as_bytes()).ok();
         assert_eq!(tree.tc("mlx5_2"), "tclass=106", "pod alive: {pod_alive}");
         assert!(state.entries().is_empty());
     }

@@ -94,10 +94,18 @@ impl Out {
 }
 
 /// One run as a runtime does it, optionally told to crash at `fault`.
-fn run(command: &str, cid: &str, netns: &str, stdin: &str, fault: Option<&str>) -> Out {
+fn run(
+    state: &StateDirPath,
+    command: &str,
+    cid: &str,
+    netns: &str,
+    stdin: &str,
+    fault: Option<&str>,
+) -> Out {
     let mut cmd = Command::new(fault_bin());
     cmd.env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("ROCE_TUNE_NODE_CONFIG", node_config(state))
         .env("CNI_COMMAND", command)
         .env("CNI_CONTAINERID", cid)
         .env("CNI_NETNS", netns)
@@ -123,10 +131,10 @@ fn run(command: &str, cid: &str, netns: &str, stdin: &str, fault: Option<&str>) 
 }
 
 fn conf(tree: &Tree, state: &StateDirPath, pod: &Pod) -> String {
+    write_node_config(state, Some(tree), json!({}));
     json!({
         "cniVersion": "1.1.0", "name": "rail", "type": "roce-tune",
         "trafficClass": CLASS, "deviceID": PCI, "gidTimeoutMs": 2000,
-        "sysfsRoot": path_str(&tree.root), "stateDir": path_str(&state.0),
         "prevResult": prev_result("1.1.0", "net1", &pod.path(), &[ADDR]),
     })
     .to_string()
@@ -187,6 +195,9 @@ enum Next {
     DelAgain,
     /// DEL crashed, the sandbox is gone: DEL again with CNI_NETNS empty.
     DelAgainNoNetns,
+    /// The crash took the pod with it and no DEL ever comes (a lost DEL):
+    /// the node's repair loop (`gc --orphans`) finds the orphan.
+    OrphanRepair,
 }
 
 impl Next {
@@ -197,6 +208,7 @@ impl Next {
             Next::RetryAddThenDel => "ADD (retry), DEL",
             Next::DelAgain => "DEL again",
             Next::DelAgainNoNetns => "DEL again, no netns",
+            Next::OrphanRepair => "pod gone, no DEL: gc --orphans",
         }
     }
 }
@@ -227,7 +239,25 @@ fn crashed_at(out: &Out, point: &str) -> Result<(), String> {
     }
 }
 
-fn scenario(pod: &Pod, point: &'static str, original: &'static str, next: Next) -> Row {
+/// The repair loop's sweep, once.
+fn gc_orphans(state: &StateDirPath) -> Out {
+    let out = Command::new(fault_bin())
+        .env_clear()
+        .args(["gc", "--orphans", "--node-config"])
+        .arg(node_config(state))
+        .output()
+        .unwrap();
+    Out {
+        status: out.status,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn scenario(shared: &Pod, point: &'static str, original: &'static str, next: Next) -> Row {
+    // A pod of its own when it is to vanish; the shared one otherwise.
+    let own = (next == Next::OrphanRepair).then(|| Pod::new("net1", Some(ADDR)));
+    let pod = own.as_ref().unwrap_or(shared);
     let tree = Tree::new();
     let state = StateDirPath::new();
     tree.add_device(PCI, DEV, original);
@@ -246,7 +276,7 @@ fn scenario(pod: &Pod, point: &'static str, original: &'static str, next: Next) 
             if point != "add-gid-wait" {
                 tree.set_ipv4_gids(DEV, IP);
             }
-            crashed_at(&run("ADD", &cid, &netns, &c, Some(point)), point)?;
+            crashed_at(&run(&state, "ADD", &cid, &netns, &c, Some(point)), point)?;
             after_crash = format!(
                 "class {}, {} entry",
                 show(&class(&tree)),
@@ -254,7 +284,7 @@ fn scenario(pod: &Pod, point: &'static str, original: &'static str, next: Next) 
             );
             if next == Next::RetryAddThenDel {
                 tree.set_ipv4_gids(DEV, IP);
-                let add = run("ADD", &cid, &netns, &c, None);
+                let add = run(&state, "ADD", &cid, &netns, &c, None);
                 add.ok("retried ADD")?;
                 let out: Value = serde_json::from_str(&add.stdout)
                     .map_err(|e| format!("retried ADD printed no result: {e}"))?;
@@ -265,17 +295,25 @@ fn scenario(pod: &Pod, point: &'static str, original: &'static str, next: Next) 
                     return Err(format!("retried ADD left class {}", show(&class(&tree))));
                 }
             }
-            run("DEL", &cid, del_netns, &c, None).ok("DEL")
+            if next == Next::OrphanRepair {
+                pod.delete();
+                return gc_orphans(&state).ok("gc --orphans");
+            }
+            run(&state, "DEL", &cid, del_netns, &c, None).ok("DEL")
         } else {
             tree.set_ipv4_gids(DEV, IP);
-            run("ADD", &cid, &netns, &c, None).ok("ADD")?;
-            crashed_at(&run("DEL", &cid, &netns, &c, Some(point)), point)?;
+            run(&state, "ADD", &cid, &netns, &c, None).ok("ADD")?;
+            crashed_at(&run(&state, "DEL", &cid, &netns, &c, Some(point)), point)?;
             after_crash = format!(
                 "class {}, {} entry",
                 show(&class(&tree)),
                 state.entries().len()
             );
-            run("DEL", &cid, del_netns, &c, None).ok("second DEL")
+            if next == Next::OrphanRepair {
+                pod.delete();
+                return gc_orphans(&state).ok("gc --orphans");
+            }
+            run(&state, "DEL", &cid, del_netns, &c, None).ok("second DEL")
         }
     };
     let mut outcome = steps();
@@ -315,12 +353,17 @@ fn every_fault_point_leaves_the_node_as_it_was() {
     let mut rows = Vec::new();
     for original in ["", "Global tclass=106\n"] {
         for &point in ADD_POINTS {
-            for next in [Next::Del, Next::DelNoNetns, Next::RetryAddThenDel] {
+            for next in [
+                Next::Del,
+                Next::DelNoNetns,
+                Next::RetryAddThenDel,
+                Next::OrphanRepair,
+            ] {
                 rows.push(scenario(&pod, point, original, next));
             }
         }
         for &point in DEL_POINTS {
-            for next in [Next::DelAgain, Next::DelAgainNoNetns] {
+            for next in [Next::DelAgain, Next::DelAgainNoNetns, Next::OrphanRepair] {
                 rows.push(scenario(&pod, point, original, next));
             }
         }
@@ -357,7 +400,7 @@ fn every_fault_point_leaves_the_node_as_it_was() {
         rows.len() - failed.len(),
         failed.len()
     );
-    assert_eq!(rows.len(), 48);
+    assert_eq!(rows.len(), 66);
     assert!(
         failed.is_empty(),
         "{} scenarios did not end as they began: {}",
@@ -405,4 +448,62 @@ fn every_fault_point_in_src_has_a_scenario() {
         .collect();
     tested.sort();
     assert_eq!(found, tested);
+}
+
+/// Exclusive mode with the pod's sysfs refused (a seccomp or LSM denial,
+/// played by the fault build's ROCE_TUNE_REFUSE): the device is in the live
+/// pod and invisible from the host, so nothing can be restored now. DEL
+/// still succeeds, the entry stays, and once the pod is gone and the device
+/// back on the host, the repair restores the original.
+#[test]
+fn a_refused_pod_sysfs_never_fails_del() {
+    if !have_root("a_refused_pod_sysfs_never_fails_del") {
+        return;
+    }
+    let pod = Pod::new("net1", Some(ADDR));
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    tree.add_device(PCI, DEV, "Global tclass=106\n");
+    tree.set_ipv4_gids(DEV, IP);
+    let c = conf(&tree, &state, &pod);
+    let cid = unique("refused");
+    run(&state, "ADD", &cid, &pod.path(), &c, None)
+        .ok("ADD")
+        .unwrap();
+    let mut e = state.entry(&cid, "net1").unwrap();
+    e["exclusive"] = json!(true);
+    state.plant(&e);
+    let ib = tree.root.join(format!("bus/pci/devices/{PCI}/infiniband"));
+    std::fs::rename(ib.join(DEV), tree.root.join("in-the-pod")).unwrap();
+    let mut cmd = Command::new(fault_bin());
+    cmd.env_clear()
+        .env("ROCE_TUNE_REFUSE", "pod-sysfs")
+        .env("ROCE_TUNE_NODE_CONFIG", node_config(&state))
+        .envs([
+            ("CNI_COMMAND", "DEL"),
+            ("CNI_CONTAINERID", cid.as_str()),
+            ("CNI_NETNS", pod.path().as_str()),
+            ("CNI_IFNAME", "net1"),
+            ("CNI_ARGS", ""),
+            ("CNI_PATH", "/usr/lib/cni"),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(c.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "DEL failed: {stderr}");
+    assert!(
+        stderr.contains("Operation not permitted"),
+        "says why: {stderr}"
+    );
+    assert!(stderr.contains("kept for the orphan repair"), "{stderr}");
+    assert_eq!(state.entries().len(), 1, "the original stays recorded");
+    pod.delete();
+    std::fs::rename(tree.root.join("in-the-pod"), ib.join(DEV)).unwrap();
+    gc_orphans(&state).ok("gc --orphans").unwrap();
+    assert_eq!(class(&tree), Ok(Some(106)));
+    assert!(state.entries().is_empty());
 }

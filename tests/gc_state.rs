@@ -13,9 +13,10 @@ fn conf(
     pci: &str,
     pod: &Pod,
 ) -> serde_json::Value {
+    write_node_config(state, Some(tree), json!({}));
     json!({
         "cniVersion": "1.1.0", "name": network, "type": "roce-tune", "trafficClass": 41,
-        "deviceID": pci, "sysfsRoot": path_str(&tree.root), "stateDir": path_str(&state.0),
+        "deviceID": pci,
         "prevResult": prev_result("1.1.0", "net1", &pod.path(), &["192.168.0.34/16"]),
     })
 }
@@ -41,6 +42,7 @@ fn gc_releases_only_stale_entries_of_its_network() {
         tree.set_ipv4_gids(dev, "192.168.0.34");
         let c = conf(networks[i], &tree, &state, pci, &pods[i]);
         run_plugin(
+            &state,
             "ADD",
             &format!("c{i}"),
             &pods[i].path(),
@@ -56,7 +58,13 @@ fn gc_releases_only_stale_entries_of_its_network() {
     let mut gc = conf("rdma-vf", &tree, &state, devs[0].0, &pods[0]);
     gc.as_object_mut().unwrap().remove("prevResult");
     gc["cni.dev/valid-attachments"] = json!([{"containerID": "c0", "ifname": "net1"}]);
-    let r = run_plugin_env(&[("CNI_COMMAND", "GC")], gc.to_string().as_bytes());
+    let r = run_plugin_env(
+        &[
+            ("CNI_COMMAND", "GC"),
+            ("ROCE_TUNE_NODE_CONFIG", &path_str(&node_config(&state))),
+        ],
+        gc.to_string().as_bytes(),
+    );
     r.ok();
     assert_eq!(r.stdout, "", "GC prints nothing on success");
     assert_eq!(tree.tc("mlx5_2"), "tclass=41", "valid attachment untouched");
@@ -72,7 +80,7 @@ fn gc_releases_only_stale_entries_of_its_network() {
     );
     assert_eq!(
         state.entries(),
-        vec!["c0:net1.json".to_string(), "c2:net1.json".to_string()]
+        vec!["c0:net1.state".to_string(), "c2:net1.state".to_string()]
     );
 
     // The older key works the same way; an empty list releases everything of the network.
@@ -80,11 +88,18 @@ fn gc_releases_only_stale_entries_of_its_network() {
         .unwrap()
         .remove("cni.dev/valid-attachments");
     gc["cni.dev/attachments"] = json!([]);
-    run_plugin_env(&[("CNI_COMMAND", "GC")], gc.to_string().as_bytes()).ok();
+    run_plugin_env(
+        &[
+            ("CNI_COMMAND", "GC"),
+            ("ROCE_TUNE_NODE_CONFIG", &path_str(&node_config(&state))),
+        ],
+        gc.to_string().as_bytes(),
+    )
+    .ok();
     assert_eq!(
         tree.tc("mlx5_2"),
         "tclass=-1",
         "unset original restored through tclass=-1"
     );
-    assert_eq!(state.entries(), vec!["c2:net1.json".to_string()]);
+    assert_eq!(state.entries(), vec!["c2:net1.state".to_string()]);
 }

@@ -18,9 +18,10 @@ fn dev(i: usize) -> (String, String) {
 }
 
 fn conf(tree: &Tree, state: &StateDirPath, pci: &str, pod: &Pod) -> String {
+    write_node_config(state, Some(tree), json!({}));
     json!({
         "cniVersion": "1.1.0", "name": "rail", "type": "roce-tune", "trafficClass": 41,
-        "deviceID": pci, "sysfsRoot": path_str(&tree.root), "stateDir": path_str(&state.0),
+        "deviceID": pci,
         "prevResult": prev_result("1.1.0", "net1", &pod.path(), &[ADDR]),
     })
     .to_string()
@@ -33,6 +34,7 @@ fn attached(tree: &Tree, state: &StateDirPath, i: usize, tc: &str) -> Pod {
     tree.set_ipv4_gids(&name, IP);
     let pod = Pod::new("net1", Some(ADDR));
     run_plugin(
+        state,
         "ADD",
         &format!("c{i}"),
         &pod.path(),
@@ -52,9 +54,13 @@ fn vanish(pod: Pod) {
 }
 
 fn gc_orphans(state: &StateDirPath) -> (i32, String) {
+    if !node_config(state).exists() {
+        write_node_config(state, None, json!({}));
+    }
     let out = Command::new(BIN)
         .env_clear()
-        .args(["gc", "--orphans", "--state-dir", &path_str(&state.0)])
+        .args(["gc", "--orphans", "--node-config"])
+        .arg(node_config(state))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -80,9 +86,9 @@ fn gc_orphans_restores_pods_deleted_without_del() {
         .collect();
     let live = attached(&tree, &state, 3, "Global tclass=7\n");
     // Corrupt: the sweep cannot know what to restore, and must not guess.
-    let corrupt = state.0.join("c9:net1.json");
+    let corrupt = state.0.join("c9:net1.state");
     std::fs::write(&corrupt, "{\"version\":1,").unwrap();
-    let live_entry = std::fs::read(state.0.join("c3:net1.json")).unwrap();
+    let live_entry = std::fs::read(state.0.join("c3:net1.state")).unwrap();
     gone.into_iter().for_each(vanish);
 
     let (code, summary) = gc_orphans(&state);
@@ -104,7 +110,7 @@ fn gc_orphans_restores_pods_deleted_without_del() {
         "the live pod keeps its class"
     );
     assert_eq!(
-        std::fs::read(state.0.join("c3:net1.json")).unwrap(),
+        std::fs::read(state.0.join("c3:net1.state")).unwrap(),
         live_entry,
         "the live pod's entry is untouched"
     );
@@ -113,7 +119,7 @@ fn gc_orphans_restores_pods_deleted_without_del() {
         "{\"version\":1,",
         "a corrupt entry is left where it is"
     );
-    assert_eq!(state.entries(), ["c3:net1.json", "c9:net1.json"]);
+    assert_eq!(state.entries(), ["c3:net1.state", "c9:net1.state"]);
 
     // A second sweep finds nothing more to do.
     let (code, summary) = gc_orphans(&state);
@@ -122,6 +128,7 @@ fn gc_orphans_restores_pods_deleted_without_del() {
 
     // The live pod still gets a normal DEL.
     run_plugin(
+        &state,
         "DEL",
         "c3",
         &live.path(),
@@ -157,7 +164,7 @@ fn each_add_repairs_up_to_four_orphans_first() {
     let new_pod = attached(&tree, &state, 10, "");
     assert_eq!(tree.tc("mlx5_0"), "tclass=106");
     assert_eq!(tree.tc("mlx5_1"), "tclass=106");
-    assert_eq!(state.entries(), ["c10:net1.json"]);
+    assert_eq!(state.entries(), ["c10:net1.state"]);
 
     // Seven orphans at once: c10 and six more, all deleted only after every
     // ADD (an ADD made while one is already gone would repair it).
@@ -176,7 +183,7 @@ fn each_add_repairs_up_to_four_orphans_first() {
     assert_eq!(state.entries().len(), 3 + 1);
     let b = attached(&tree, &state, 12, "");
     assert_eq!(restored(&tree), 7, "the next ADD repairs the rest");
-    assert_eq!(state.entries(), ["c11:net1.json", "c12:net1.json"]);
+    assert_eq!(state.entries(), ["c11:net1.state", "c12:net1.state"]);
     drop((a, b));
 }
 
@@ -194,7 +201,7 @@ fn gc_orphans_reports_a_refused_state_dir() {
         summary.starts_with("examined 0 entries, released 0 orphans, 1 failed"),
         "{summary}"
     );
-    assert!(summary.contains("not a directory"), "{summary}");
+    assert!(summary.contains("symbolic link"), "{summary}");
     let _ = std::fs::remove_file(&link.0);
 }
 

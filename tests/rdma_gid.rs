@@ -25,10 +25,11 @@ fn setup(addr: &str) -> (Pod, Tree, StateDirPath, Value) {
     (pod, tree, state, c)
 }
 
-/// ADD failed with 101 and left no trace: class unset again, no entry.
+/// ADD failed with 101 and left no trace: the GID is proved before the class
+/// is taken, so the class file was never written, and there is no entry.
 fn assert_gid_failure(r: &Run, tree: &Tree, state: &StateDirPath) -> String {
     assert_eq!(r.code(), 101, "{}", r.stdout);
-    assert_eq!(tree.tc(DEV), "tclass=-1", "class rolled back to unset");
+    assert_eq!(tree.tc(DEV), "", "the class file was never written");
     assert!(state.entries().is_empty(), "{:?}", state.entries());
     let msg = r.msg();
     assert!(
@@ -45,11 +46,11 @@ fn gid_present_at_once() {
     }
     let (pod, tree, state, c) = setup(ADDR);
     tree.set_ipv4_gids(DEV, IP);
-    let r = run_conf("ADD", "c1", &pod, &c);
+    let r = run_conf(&state, "ADD", "c1", &pod, &c);
     r.ok();
     assert_eq!(r.json()["ips"][0]["address"], json!(ADDR));
     assert_eq!(tree.tc(DEV), "tclass=41");
-    assert_eq!(state.entries(), vec!["c1:net1.json".to_string()]);
+    assert_eq!(state.entries(), vec!["c1:net1.state".to_string()]);
 }
 
 #[test]
@@ -57,7 +58,7 @@ fn gid_appearing_late_is_waited_for() {
     if !have_root("gid_appearing_late_is_waited_for") {
         return;
     }
-    let (pod, tree, _state, mut c) = setup(ADDR);
+    let (pod, tree, state, mut c) = setup(ADDR);
     c["gidTimeoutMs"] = json!(3000);
     let start = Instant::now();
     let r = std::thread::scope(|s| {
@@ -66,7 +67,7 @@ fn gid_appearing_late_is_waited_for() {
             std::thread::sleep(Duration::from_millis(300));
             tree.set_ipv4_gids(DEV, IP);
         });
-        run_conf("ADD", "c1", &pod, &c)
+        run_conf(&state, "ADD", "c1", &pod, &c)
     });
     let took = start.elapsed();
     r.ok();
@@ -89,7 +90,7 @@ fn gid_never_appearing_fails_after_the_timeout() {
     let (pod, tree, state, mut c) = setup(ADDR);
     c["gidTimeoutMs"] = json!(500);
     let start = Instant::now();
-    let r = run_conf("ADD", "c1", &pod, &c);
+    let r = run_conf(&state, "ADD", "c1", &pod, &c);
     let took = start.elapsed();
     let msg = assert_gid_failure(&r, &tree, &state);
     assert!(
@@ -110,7 +111,7 @@ fn gid_at_another_index_names_it() {
     tree.set_gid(DEV, 5, &v4_gid(IP), "RoCE v2");
     c["gidTimeoutMs"] = json!(3000);
     let start = Instant::now();
-    let r = run_conf("ADD", "c1", &pod, &c);
+    let r = run_conf(&state, "ADD", "c1", &pod, &c);
     let took = start.elapsed();
     let msg = assert_gid_failure(&r, &tree, &state);
     assert!(
@@ -132,7 +133,7 @@ fn gid_of_type_roce_v1_fails() {
     let (pod, tree, state, mut c) = setup(ADDR);
     tree.set_gid(DEV, 3, &v4_gid(IP), "IB/RoCE v1");
     c["gidTimeoutMs"] = json!(400);
-    let msg = assert_gid_failure(&run_conf("ADD", "c1", &pod, &c), &tree, &state);
+    let msg = assert_gid_failure(&run_conf(&state, "ADD", "c1", &pod, &c), &tree, &state);
     assert!(msg.contains("IB/RoCE v1"), "names the type found: {msg}");
 }
 
@@ -145,7 +146,7 @@ fn gid_of_zeros_fails() {
     tree.set_gid(DEV, 2, &v4_gid(IP), "IB/RoCE v1");
     tree.set_gid(DEV, 3, ZERO_GID, "");
     c["gidTimeoutMs"] = json!(400);
-    let msg = assert_gid_failure(&run_conf("ADD", "c1", &pod, &c), &tree, &state);
+    let msg = assert_gid_failure(&run_conf(&state, "ADD", "c1", &pod, &c), &tree, &state);
     assert!(msg.contains(ZERO_GID), "{msg}");
     assert!(
         msg.contains("at no index"),
@@ -162,12 +163,12 @@ fn ipv6_only_address() {
     let gid = "fd00:0000:0000:0000:0000:0000:0000:0034";
     let (pod, tree, state, mut c) = setup(v6);
     c["gidTimeoutMs"] = json!(400);
-    let msg = assert_gid_failure(&run_conf("ADD", "c1", &pod, &c), &tree, &state);
+    let msg = assert_gid_failure(&run_conf(&state, "ADD", "c1", &pod, &c), &tree, &state);
     assert!(msg.contains(gid), "the address itself is the GID: {msg}");
 
     tree.set_gid(DEV, 2, gid, "IB/RoCE v1");
     tree.set_gid(DEV, 3, gid, "RoCE v2");
-    run_conf("ADD", "c1", &pod, &c).ok();
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
     assert_eq!(tree.tc(DEV), "tclass=41");
 }
 
@@ -179,7 +180,7 @@ fn gid_check_warn_logs_and_goes_on() {
     let (pod, tree, state, mut c) = setup(ADDR);
     c["gidCheck"] = json!("warn");
     c["gidTimeoutMs"] = json!(400);
-    let r = run_conf("ADD", "c1", &pod, &c);
+    let r = run_conf(&state, "ADD", "c1", &pod, &c);
     r.ok();
     assert!(
         r.stderr.contains("GID check failed") && r.stderr.contains("index 3"),
@@ -202,7 +203,7 @@ fn gid_check_off_reads_no_gid() {
     c["gidCheck"] = json!("off");
     c["gidTimeoutMs"] = json!(3000);
     let start = Instant::now();
-    run_conf("ADD", "c1", &pod, &c).ok();
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
     assert!(start.elapsed() < Duration::from_millis(2000));
     assert_eq!(tree.tc(DEV), "tclass=41");
     assert_eq!(state.entries().len(), 1);
@@ -210,7 +211,7 @@ fn gid_check_off_reads_no_gid() {
     // Without a class to write either, the RDMA device is not needed at all.
     c.as_object_mut().unwrap().remove("trafficClass");
     c["deviceID"] = json!("0000:0c:00.7");
-    run_conf("ADD", "c2", &pod, &c).ok();
+    run_conf(&state, "ADD", "c2", &pod, &c).ok();
 }
 
 #[test]
@@ -222,7 +223,7 @@ fn no_address_under_enforce_fails_before_any_change() {
     tree.set_ipv4_gids(DEV, IP);
     c["prevResult"] = prev_result("1.1.0", "net1", &pod.path(), &[]);
     pod.set_sysctl("net.ipv4.conf.net1.arp_ignore", "0");
-    let r = run_conf("ADD", "c1", &pod, &c);
+    let r = run_conf(&state, "ADD", "c1", &pod, &c);
     assert_eq!(r.code(), 101, "{}", r.stdout);
     assert!(r.msg().contains("no IP address"), "{}", r.msg());
     assert_eq!(tree.tc(DEV), "", "nothing written");

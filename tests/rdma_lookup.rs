@@ -7,6 +7,7 @@ mod common;
 use common::*;
 use roce_tune::netlink::Netlink;
 use roce_tune::rdma::device;
+use roce_tune::sysfs::View;
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -32,28 +33,28 @@ fn found_by_device_id_and_by_pci_bus_id_alone() {
     let tree = two_vf_tree();
     let state = StateDirPath::new();
     let c = rail_conf(&tree, &state, "0000:0c:00.3", &pod, 41, &[ADDR]);
-    run_conf("ADD", "c1", &pod, &c).ok();
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
     assert_eq!(tree.tc("mlx5_3"), "tclass=41");
     assert_eq!(tree.tc("mlx5_2"), "", "the other VF is untouched");
     assert_eq!(
         state.entry("c1", "net1").unwrap()["device"],
         json!("mlx5_3")
     );
-    run_conf("DEL", "c1", &pod, &c).ok();
+    run_conf(&state, "DEL", "c1", &pod, &c).ok();
 
     let mut c = rail_conf(&tree, &state, "0000:0c:00.2", &pod, 50, &[ADDR]);
     c.as_object_mut().unwrap().remove("deviceID");
     c["pciBusID"] = json!("0000:0c:00.2");
-    run_conf("ADD", "c2", &pod, &c).ok();
+    run_conf(&state, "ADD", "c2", &pod, &c).ok();
     assert_eq!(tree.tc("mlx5_2"), "tclass=50");
     assert_eq!(tree.tc("mlx5_3"), "tclass=-1", "as c1's DEL left it");
 }
 
 /// ADD on a config whose lookup must fail: 100, and the sysctls and the
 /// classes are as they were (the device is found before anything changes).
-fn lookup_fails(pod: &Pod, tree: &Tree, c: &Value) -> String {
+fn lookup_fails(pod: &Pod, tree: &Tree, state: &StateDirPath, c: &Value) -> String {
     pod.set_sysctl("net.ipv4.conf.net1.arp_ignore", "0");
-    let r = run_conf("ADD", "c1", pod, c);
+    let r = run_conf(state, "ADD", "c1", pod, c);
     assert_eq!(r.code(), 100, "{}", r.stdout);
     assert_eq!(pod.sysctl("net.ipv4.conf.net1.arp_ignore"), "0");
     for dev in ["mlx5_2", "mlx5_3"] {
@@ -73,7 +74,7 @@ fn device_id_without_pci_dir_is_100() {
     let tree = two_vf_tree();
     let state = StateDirPath::new();
     let c = rail_conf(&tree, &state, "0000:0c:00.7", &pod, 41, &[ADDR]);
-    let msg = lookup_fails(&pod, &tree, &c);
+    let msg = lookup_fails(&pod, &tree, &state, &c);
     let dir = tree.root.join("bus/pci/devices/0000:0c:00.7/infiniband");
     assert!(
         msg.contains("deviceID 0000:0c:00.7") && msg.contains(&path_str(&dir)),
@@ -94,7 +95,7 @@ fn empty_infiniband_dir_is_100() {
     // already moved the device away).
     std::fs::create_dir_all(tree.root.join("bus/pci/devices/0000:0c:00.4/infiniband")).unwrap();
     let c = rail_conf(&tree, &state, "0000:0c:00.4", &pod, 41, &[ADDR]);
-    let msg = lookup_fails(&pod, &tree, &c);
+    let msg = lookup_fails(&pod, &tree, &state, &c);
     assert!(
         msg.contains("empty") && msg.contains("0000:0c:00.4"),
         "{msg}"
@@ -115,7 +116,7 @@ fn two_entries_are_ambiguous() {
     )
     .unwrap();
     let c = rail_conf(&tree, &state, "0000:0c:00.2", &pod, 41, &[ADDR]);
-    let msg = lookup_fails(&pod, &tree, &c);
+    let msg = lookup_fails(&pod, &tree, &state, &c);
     assert!(
         msg.contains("ambiguous") && msg.contains("mlx5_2") && msg.contains("mlx5_3"),
         "{msg}"
@@ -132,7 +133,7 @@ fn veth_without_device_id_has_no_parent() {
     let state = StateDirPath::new();
     let mut c = rail_conf(&tree, &state, "0000:0c:00.2", &pod, 41, &[ADDR]);
     c.as_object_mut().unwrap().remove("deviceID");
-    let msg = lookup_fails(&pod, &tree, &c);
+    let msg = lookup_fails(&pod, &tree, &state, &c);
     assert!(
         msg.contains("netlink reports no parent device") && msg.contains("net1"),
         "{msg}"
@@ -142,7 +143,7 @@ fn veth_without_device_id_has_no_parent() {
     // needs the device; prevResult knows no address of net9).
     c["gidCheck"] = json!("off");
     let stdin = c.to_string();
-    let r = run_plugin("ADD", "c1", &pod.path(), "net9", stdin.as_bytes());
+    let r = run_plugin(&state, "ADD", "c1", &pod.path(), "net9", stdin.as_bytes());
     assert_eq!(r.code(), 100, "{}", r.stdout);
     assert!(r.msg().contains("no interface net9"), "{}", r.msg());
 }
@@ -189,7 +190,7 @@ fn netlink_parent_of_a_real_netdev_finds_its_rdma_device() {
         "bus/{want_bus}/devices/{want_dev}/infiniband/mlx5_9"
     )))
     .unwrap();
-    let found = device::by_link(&tree.root, &link).unwrap();
+    let found = device::by_link(&View::open(&tree.root).unwrap(), &link).unwrap();
     assert_eq!(
         (
             found.device.as_str(),
@@ -203,7 +204,7 @@ fn netlink_parent_of_a_real_netdev_finds_its_rdma_device() {
         "bus/{want_bus}/devices/{want_dev}/infiniband/mlx5_10"
     )))
     .unwrap();
-    let e = device::by_link(&tree.root, &link).unwrap_err();
+    let e = device::by_link(&View::open(&tree.root).unwrap(), &link).unwrap_err();
     assert_eq!(e.code, 100);
     assert!(
         e.msg.contains("ambiguous") && e.msg.contains("eth0"),

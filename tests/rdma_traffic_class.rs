@@ -46,17 +46,20 @@ fn del_restores_each_kind_of_original() {
     for (before, recorded, after) in cases {
         let (pod, tree, state) = setup(before);
         let c = conf(&tree, &state, &pod, 41);
-        run_conf("ADD", "c1", &pod, &c).ok();
+        run_conf(&state, "ADD", "c1", &pod, &c).ok();
         assert_eq!(tree.tc(DEV), "tclass=41", "original {before:?}");
         let e = state.entry("c1", "net1").expect("ADD recorded an entry");
-        assert_eq!(e["original"], recorded, "original {before:?}: {e}");
-        assert_eq!(e["written"], json!(41));
+        assert_eq!(
+            e["trafficClass"]["original"], recorded,
+            "original {before:?}: {e}"
+        );
+        assert_eq!(e["trafficClass"]["written"], json!(41));
         assert_eq!(e["device"], json!(DEV));
         let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&state.0), 0o700);
-        assert_eq!(mode(&state.0.join("c1:net1.json")), 0o600);
+        assert_eq!(mode(&state.0.join("c1:net1.state")), 0o600);
 
-        let r = run_conf("DEL", "c1", &pod, &c);
+        let r = run_conf(&state, "DEL", "c1", &pod, &c);
         r.ok();
         assert_eq!(r.stdout, "", "DEL prints nothing");
         assert_eq!(tree.tc(DEV), after, "original {before:?}");
@@ -71,11 +74,11 @@ fn del_after_device_recreated_leaves_the_file_alone() {
     }
     let (pod, tree, state) = setup("Global tclass=106\n");
     let c = conf(&tree, &state, &pod, 41);
-    run_conf("ADD", "c1", &pod, &c).ok();
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
     assert_eq!(tree.tc(DEV), "tclass=41");
     // A VF re-bind re-creates the device: the file starts unset again.
     tree.set_tc(DEV, "");
-    run_conf("DEL", "c1", &pod, &c).ok();
+    run_conf(&state, "DEL", "c1", &pod, &c).ok();
     assert_eq!(
         tree.tc(DEV),
         "",
@@ -96,7 +99,7 @@ fn del_after_add_died_before_its_write() {
         "device": DEV, "port": 1, "original": null, "written": 41, "created": epoch_secs(),
     }));
     let c = conf(&tree, &state, &pod, 41);
-    run_conf("DEL", "c1", &pod, &c).ok();
+    run_conf(&state, "DEL", "c1", &pod, &c).ok();
     assert_eq!(
         tree.tc(DEV),
         "",
@@ -112,17 +115,17 @@ fn repeated_add_keeps_the_first_original() {
     }
     let (pod, tree, state) = setup("");
     let c = conf(&tree, &state, &pod, 41);
-    run_conf("ADD", "c1", &pod, &c).ok();
-    run_conf("ADD", "c1", &pod, &c).ok();
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
     assert_eq!(tree.tc(DEV), "tclass=41");
     let e = state.entry("c1", "net1").unwrap();
     assert_eq!(
-        e["original"],
+        e["trafficClass"]["original"],
         Value::Null,
         "the second ADD must not take the first's 41 as the original: {e}"
     );
     assert_eq!(state.entries().len(), 1);
-    run_conf("DEL", "c1", &pod, &c).ok();
+    run_conf(&state, "DEL", "c1", &pod, &c).ok();
     assert_eq!(tree.tc(DEV), "tclass=-1");
     assert!(state.entries().is_empty());
 }
@@ -134,29 +137,29 @@ fn del_twice_and_del_without_netns() {
     }
     let (pod, tree, state) = setup("Global tclass=106\n");
     let c = conf(&tree, &state, &pod, 41);
-    run_conf("ADD", "c1", &pod, &c).ok();
-    run_conf("DEL", "c1", &pod, &c).ok();
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    run_conf(&state, "DEL", "c1", &pod, &c).ok();
     assert_eq!(tree.tc(DEV), "tclass=106");
     // Someone sets 41 by hand after our DEL: a second DEL has no entry, so
     // it must not touch the file.
     tree.set_tc(DEV, "tclass=41");
-    run_conf("DEL", "c1", &pod, &c).ok();
+    run_conf(&state, "DEL", "c1", &pod, &c).ok();
     assert_eq!(tree.tc(DEV), "tclass=41");
     tree.set_tc(DEV, "Global tclass=106\n");
 
     // The pod's netns is gone before DEL: in shared mode the class is
     // reached through the host view, so it is still restored.
-    run_conf("ADD", "c2", &pod, &c).ok();
+    run_conf(&state, "ADD", "c2", &pod, &c).ok();
     assert_eq!(tree.tc(DEV), "tclass=41");
     let netns = pod.path();
     pod.delete();
     assert!(!std::path::Path::new(&netns).exists());
     let stdin = c.to_string();
-    run_plugin("DEL", "c2", &netns, "net1", stdin.as_bytes()).ok();
+    run_plugin(&state, "DEL", "c2", &netns, "net1", stdin.as_bytes()).ok();
     assert_eq!(tree.tc(DEV), "tclass=106");
     assert!(state.entries().is_empty());
     // libcni sends an empty CNI_NETNS when the sandbox is gone.
-    run_plugin("DEL", "c2", "", "net1", stdin.as_bytes()).ok();
+    run_plugin(&state, "DEL", "c2", "", "net1", stdin.as_bytes()).ok();
 }
 
 #[test]
@@ -165,7 +168,7 @@ fn del_without_state_dir_succeeds_and_creates_nothing() {
         return;
     }
     let (pod, tree, state) = setup("Global tclass=106\n");
-    let r = run_conf("DEL", "c1", &pod, &conf(&tree, &state, &pod, 41));
+    let r = run_conf(&state, "DEL", "c1", &pod, &conf(&tree, &state, &pod, 41));
     r.ok();
     assert_eq!(r.stdout, "");
     assert!(!state.0.exists(), "DEL must not create the state dir");
@@ -197,148 +200,33 @@ fn failed_add_rolls_back_class_and_sysctls() {
     let before: Vec<String> = keys.iter().map(|k| pod.sysctl(k)).collect();
     let mut c = conf(&tree, &state, &pod, 41);
     c["gidTimeoutMs"] = json!(400);
-    let r = run_conf("ADD", "c1", &pod, &c);
+    // A GID that never comes fails ADD before the class is taken.
+    let r = run_conf(&state, "ADD", "c1", &pod, &c);
     assert_eq!(r.code(), 101, "{}", r.stdout);
-    assert_eq!(tree.tc(DEV), "tclass=106", "class rolled back");
+    assert_eq!(tree.tc(DEV), "Global tclass=106\n", "class never written");
+    assert!(state.entries().is_empty(), "{:?}", state.entries());
+    let after: Vec<String> = keys.iter().map(|k| pod.sysctl(k)).collect();
+    assert_eq!(after, before, "sysctls put back");
+
+    // A class write the kernel refuses (here: a read-only bind mount of the
+    // file, EROFS even for root) fails ADD after the original was recorded:
+    // the entry goes, the sysctls come back, the class is as it was.
+    tree.set_ipv4_gids(DEV, IP);
+    let tc = path_str(&tree.tc_path(DEV));
+    sh(&format!(
+        "mount --bind {tc} {tc} && mount -o remount,bind,ro {tc}"
+    ));
+    let r = run_conf(&state, "ADD", "c1", &pod, &c);
+    sh(&format!("umount {tc}"));
+    assert_eq!(r.code(), 102, "{}", r.stdout);
+    assert!(r.msg().contains("Read-only"), "{}", r.msg());
+    assert_eq!(tree.tc(DEV), "Global tclass=106\n", "class as it was");
     assert!(state.entries().is_empty(), "{:?}", state.entries());
     let after: Vec<String> = keys.iter().map(|k| pod.sysctl(k)).collect();
     assert_eq!(after, before, "sysctls put back");
     // The error left nothing for DEL to do, and DEL agrees.
-    run_conf("DEL", "c1", &pod, &c).ok();
-    assert_eq!(tree.tc(DEV), "tclass=106");
-}
-
-/// Run each (command, container, pod, conf) at once, each on its own thread.
-fn at_once(runs: Vec<(&'static str, &'static str, &Pod, Value)>) -> Vec<Run> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = runs
-            .into_iter()
-            .map(|(cmd, cid, pod, c)| {
-                let (netns, ifname) = (pod.path(), pod.ifname.clone());
-                s.spawn(move || run_plugin(cmd, cid, &netns, &ifname, c.to_string().as_bytes()))
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    })
-}
-
-#[test]
-fn concurrent_adds_on_different_devices() {
-    if !have_root("concurrent_adds_on_different_devices") {
-        return;
-    }
-    let tree = Tree::new();
-    let state = StateDirPath::new();
-    let pods = [Pod::new("net1", Some(ADDR)), Pod::new("net1", Some(ADDR))];
-    let devs = [
-        ("0000:0c:00.2", "mlx5_2", "", 41, "tclass=-1"),
-        (
-            "0000:0c:00.3",
-            "mlx5_3",
-            "Global tclass=106\n",
-            50,
-            "tclass=106",
-        ),
-    ];
-    let mut confs = Vec::new();
-    for ((pci, dev, tc, class, _), pod) in devs.iter().zip(&pods) {
-        tree.add_device(pci, dev, tc);
-        tree.set_ipv4_gids(dev, IP);
-        confs.push(rail_conf(&tree, &state, pci, pod, *class, &[ADDR]));
-    }
-    let runs = |cmd| {
-        vec![
-            (cmd, "ca", &pods[0], confs[0].clone()),
-            (cmd, "cb", &pods[1], confs[1].clone()),
-        ]
-    };
-    for r in at_once(runs("ADD")) {
-        r.ok();
-    }
-    assert_eq!(tree.tc("mlx5_2"), "tclass=41");
-    assert_eq!(tree.tc("mlx5_3"), "tclass=50");
-    assert_eq!(state.entry("ca", "net1").unwrap()["original"], Value::Null);
-    assert_eq!(state.entry("cb", "net1").unwrap()["original"], json!(106));
-    for r in at_once(runs("DEL")) {
-        r.ok();
-    }
-    for (_, dev, _, _, restored) in devs {
-        assert_eq!(tree.tc(dev), restored, "{dev}");
-    }
-    assert!(state.entries().is_empty());
-}
-
-#[test]
-fn concurrent_adds_on_one_device_share_its_true_original() {
-    if !have_root("concurrent_adds_on_one_device_share_its_true_original") {
-        return;
-    }
-    let tree = Tree::new();
-    let state = StateDirPath::new();
-    let pods = [Pod::new("net1", Some(ADDR)), Pod::new("net1", Some(ADDR))];
-    tree.add_device(PCI, DEV, "Global tclass=106\n");
-    tree.set_ipv4_gids(DEV, IP);
-    let ca = rail_conf(&tree, &state, PCI, &pods[0], 41, &[ADDR]);
-    let cb = rail_conf(&tree, &state, PCI, &pods[1], 41, &[ADDR]);
-    for del_order in [["ca", "cb"], ["cb", "ca"]] {
-        let adds = vec![
-            ("ADD", "ca", &pods[0], ca.clone()),
-            ("ADD", "cb", &pods[1], cb.clone()),
-        ];
-        for r in at_once(adds) {
-            r.ok();
-        }
-        assert_eq!(tree.tc(DEV), "tclass=41");
-        // Whichever ADD ran second must not take the first's 41 as original.
-        for cid in ["ca", "cb"] {
-            let e = state.entry(cid, "net1").unwrap();
-            assert_eq!(e["original"], json!(106), "{cid}: {e}");
-        }
-        let (first, second) = (del_order[0], del_order[1]);
-        let pod_of = |cid| if cid == "ca" { &pods[0] } else { &pods[1] };
-        let conf_of = |cid| if cid == "ca" { &ca } else { &cb };
-        run_conf("DEL", first, pod_of(first), conf_of(first)).ok();
-        assert_eq!(tree.tc(DEV), "tclass=41", "{second} still owns the device");
-        run_conf("DEL", second, pod_of(second), conf_of(second)).ok();
-        assert_eq!(tree.tc(DEV), "tclass=106", "DEL order {del_order:?}");
-        assert!(state.entries().is_empty());
-        tree.set_tc(DEV, "Global tclass=106\n");
-    }
-}
-
-#[test]
-fn different_classes_on_one_device_in_both_del_orders() {
-    if !have_root("different_classes_on_one_device_in_both_del_orders") {
-        return;
-    }
-    let tree = Tree::new();
-    let state = StateDirPath::new();
-    let pods = [Pod::new("net1", Some(ADDR)), Pod::new("net1", Some(ADDR))];
-    tree.add_device(PCI, DEV, "");
-    tree.set_ipv4_gids(DEV, IP);
-    let ca = rail_conf(&tree, &state, PCI, &pods[0], 41, &[ADDR]);
-    let cb = rail_conf(&tree, &state, PCI, &pods[1], 50, &[ADDR]);
-
-    // A then B: A's DEL finds B's 50 (not its 41) and leaves it to B.
-    run_conf("ADD", "ca", &pods[0], &ca).ok();
-    run_conf("ADD", "cb", &pods[1], &cb).ok();
-    assert_eq!(tree.tc(DEV), "tclass=50", "the newest owner's class");
-    assert_eq!(state.entry("cb", "net1").unwrap()["original"], Value::Null);
-    run_conf("DEL", "ca", &pods[0], &ca).ok();
-    assert_eq!(tree.tc(DEV), "tclass=50", "B still owns the device");
-    run_conf("DEL", "cb", &pods[1], &cb).ok();
-    assert_eq!(tree.tc(DEV), "tclass=-1", "the true original: unset");
-    assert!(state.entries().is_empty());
-
-    // B then A: B's DEL hands the device back to A's 41.
-    tree.set_tc(DEV, "");
-    run_conf("ADD", "ca", &pods[0], &ca).ok();
-    run_conf("ADD", "cb", &pods[1], &cb).ok();
-    assert_eq!(tree.tc(DEV), "tclass=50");
-    run_conf("DEL", "cb", &pods[1], &cb).ok();
-    assert_eq!(tree.tc(DEV), "tclass=41", "A is the remaining owner");
-    run_conf("DEL", "ca", &pods[0], &ca).ok();
-    assert_eq!(tree.tc(DEV), "tclass=-1");
+    run_conf(&state, "DEL", "c1", &pod, &c).ok();
+    assert_eq!(tree.tc(DEV), "Global tclass=106\n");
     assert!(state.entries().is_empty());
 }
 
@@ -349,10 +237,10 @@ fn corrupt_entry_is_moved_aside_and_class_left_alone() {
     }
     let (pod, tree, state) = setup("Global tclass=106\n");
     let c = conf(&tree, &state, &pod, 41);
-    run_conf("ADD", "c1", &pod, &c).ok();
-    let path = state.0.join("c1:net1.json");
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    let path = state.0.join("c1:net1.state");
     std::fs::write(&path, b"{\"version\":1,\"original\":").unwrap();
-    let r = run_conf("DEL", "c1", &pod, &c);
+    let r = run_conf(&state, "DEL", "c1", &pod, &c);
     r.ok();
     assert_eq!(
         tree.tc(DEV),
@@ -360,7 +248,7 @@ fn corrupt_entry_is_moved_aside_and_class_left_alone() {
         "a corrupt entry's original is never guessed"
     );
     assert!(!path.exists());
-    let moved = state.0.join("c1:net1.json.corrupt");
+    let moved = state.0.join("c1:net1.state.corrupt");
     assert_eq!(
         std::fs::read(&moved).unwrap(),
         b"{\"version\":1,\"original\":",
@@ -377,16 +265,16 @@ fn check_passes_after_add_and_reports_class_drift() {
     }
     let (pod, tree, state) = setup("");
     let c = conf(&tree, &state, &pod, 41);
-    run_conf("ADD", "c1", &pod, &c).ok();
-    let r = run_conf("CHECK", "c1", &pod, &c);
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    let r = run_conf(&state, "CHECK", "c1", &pod, &c);
     r.ok();
     assert_eq!(r.stdout, "", "CHECK prints nothing on success");
     // The driver's own form of the same value is no drift.
     tree.set_tc(DEV, "Global tclass=41\n");
-    run_conf("CHECK", "c1", &pod, &c).ok();
+    run_conf(&state, "CHECK", "c1", &pod, &c).ok();
 
     tree.set_tc(DEV, "tclass=0");
-    let r = run_conf("CHECK", "c1", &pod, &c);
+    let r = run_conf(&state, "CHECK", "c1", &pod, &c);
     assert_eq!(r.code(), 102, "{}", r.stdout);
     let msg = r.msg();
     assert!(
@@ -394,7 +282,7 @@ fn check_passes_after_add_and_reports_class_drift() {
         "{msg}"
     );
     tree.set_tc(DEV, "");
-    let msg = run_conf("CHECK", "c1", &pod, &c).msg();
+    let msg = run_conf(&state, "CHECK", "c1", &pod, &c).msg();
     assert!(msg.contains("unset"), "{msg}");
 }
 
@@ -412,14 +300,17 @@ fn three_owners_newest_remaining_takes_over() {
     // owners must come from when they took the device, not from their names.
     let owners = [("c-old", 41u8), ("b-mid", 50), ("a-new", 60)];
     for (cid, tc) in owners {
-        run_conf("ADD", cid, &pod, &conf(&tree, &state, &pod, tc)).ok();
+        run_conf(&state, "ADD", cid, &pod, &conf(&tree, &state, &pod, tc)).ok();
     }
     assert_eq!(tree.tc(DEV), "tclass=60");
     for cid in ["c-old", "b-mid", "a-new"] {
-        assert_eq!(state.entry(cid, "net1").unwrap()["original"], json!(106));
+        assert_eq!(
+            state.entry(cid, "net1").unwrap()["trafficClass"]["original"],
+            json!(106)
+        );
     }
     let del = |cid, tc| {
-        run_conf("DEL", cid, &pod, &conf(&tree, &state, &pod, tc)).ok();
+        run_conf(&state, "DEL", cid, &pod, &conf(&tree, &state, &pod, tc)).ok();
     };
     del("a-new", 60);
     assert_eq!(tree.tc(DEV), "tclass=50", "the newest remaining owner");
@@ -441,13 +332,13 @@ fn repeated_add_on_another_device_gives_the_first_one_back() {
     let (pod, tree, state) = setup("Global tclass=106\n");
     tree.add_device("0000:0c:00.3", "mlx5_3", "");
     tree.set_ipv4_gids("mlx5_3", IP);
-    run_conf("ADD", "c1", &pod, &conf(&tree, &state, &pod, 41)).ok();
+    run_conf(&state, "ADD", "c1", &pod, &conf(&tree, &state, &pod, 41)).ok();
     assert_eq!(tree.tc(DEV), "tclass=41");
     let second = rail_conf(&tree, &state, "0000:0c:00.3", &pod, 41, &[ADDR]);
-    run_conf("ADD", "c1", &pod, &second).ok();
+    run_conf(&state, "ADD", "c1", &pod, &second).ok();
     assert_eq!(tree.tc(DEV), "tclass=106", "first device given back");
     assert_eq!(tree.tc("mlx5_3"), "tclass=41");
-    run_conf("DEL", "c1", &pod, &second).ok();
+    run_conf(&state, "DEL", "c1", &pod, &second).ok();
     assert_eq!(tree.tc("mlx5_3"), "tclass=-1");
     assert!(state.entries().is_empty());
 }

@@ -78,6 +78,7 @@ fn stress_many_workers_many_devices() {
         tree.add_device(&pci(d), &dev(d), &original(d));
         tree.set_ipv4_gids(&dev(d), &ip(d));
     }
+    write_node_config(&state, Some(&tree), json!({}));
     let netns = pod.path();
     let tally = Arc::new(Mutex::new(Tally::default()));
     let deadline = Instant::now() + Duration::from_secs(secs);
@@ -85,15 +86,13 @@ fn stress_many_workers_many_devices() {
 
     let workers: Vec<_> = (0..WORKERS)
         .map(|w| {
-            let (tree, state, tally, netns) =
-                (tree.clone(), state.clone(), tally.clone(), netns.clone());
+            let (state, tally, netns) = (state.clone(), tally.clone(), netns.clone());
             std::thread::spawn(move || {
                 let d = w % DEVICES;
                 let conf = json!({
                     "cniVersion": "1.1.0", "name": "rail", "type": "roce-tune",
                     "trafficClass": 40 + (w / DEVICES) * 2 + w % 2,
                     "deviceID": pci(d), "gidTimeoutMs": 1000,
-                    "sysfsRoot": path_str(&tree.root), "stateDir": path_str(&state.0),
                     "prevResult": prev_result("1.1.0", &rail(d), &netns, &[&format!("{}/24", ip(d))]),
                 })
                 .to_string();
@@ -104,7 +103,7 @@ fn stress_many_workers_many_devices() {
                 let mut failures = Vec::new();
                 let mut step = |kind: &'static str, ns: &str, cid: &str, ok: &[u64]| {
                     let command = kind.split(' ').next().unwrap();
-                    let r = run_plugin(command, cid, ns, &rail(d), conf.as_bytes());
+                    let r = run_plugin(&state, command, cid, ns, &rail(d), conf.as_bytes());
                     let code = if r.status == 0 {
                         0
                     } else {

@@ -1,20 +1,22 @@
 //! The plugin's network config (one element of a conflist's `plugins`, with the
-//! `name`, `cniVersion` and `prevResult` libcni injects). Every key of DESIGN 2.1
-//! is validated here, before anything on the node is touched; unknown keys are
-//! tolerated because libcni and Multus add their own (`deviceID`, `runtimeConfig`, ...).
+//! `name`, `cniVersion` and `prevResult` libcni injects). Every key of the
+//! config reference (README) is validated here, before anything on the node is
+//! touched; unknown keys are tolerated because libcni and Multus add their own
+//! (`deviceID`, `runtimeConfig`, ...).
+//!
+//! This is tenant input: a namespace user may write the NetworkAttachmentDefinition
+//! it comes from. So it names no host path (those are the node config's,
+//! `crate::node`), and a config that tries is refused.
 
 use super::error::{code, CniError, CniResult};
 use super::{json, version};
 use serde_json::{Map, Value};
 use std::fmt;
-use std::path::PathBuf;
 use std::str::FromStr;
 
 /// Stdin larger than this is not a network config; refuse it before decoding.
 pub const MAX_STDIN_BYTES: usize = 1 << 20;
 
-pub const DEFAULT_STATE_DIR: &str = "/run/cni/roce-tune";
-pub const DEFAULT_SYSFS_ROOT: &str = "/sys";
 pub const DEFAULT_GID_INDEX: u32 = 3;
 pub const DEFAULT_GID_TIMEOUT_MS: u64 = 3000;
 /// A runtime gives a plugin minutes at most; a longer wait is a typo.
@@ -22,7 +24,8 @@ pub const MAX_GID_TIMEOUT_MS: u64 = 60_000;
 /// The kernel keeps at most a few hundred GIDs per port.
 pub const MAX_GID_INDEX: u32 = 1023;
 
-/// The rail sysctls of DESIGN 1.5, applied when `sysctl` is absent.
+/// The rail sysctls of a multi-rail RoCE pod (the seed's SriovNetwork; see
+/// docs/design.md, "The sysctls"), applied when `sysctl` is absent.
 /// rp_filter is the max of `all` and the interface, hence the `all` key.
 pub const DEFAULT_SYSCTLS: &[(&str, &str)] = &[
     ("net.ipv4.conf.all.rp_filter", "0"),
@@ -36,6 +39,8 @@ pub const DEFAULT_SYSCTLS: &[(&str, &str)] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GidCheck {
     Enforce,
+    /// The RoCE v2 GID of the address at any index (NCCL 2.21+ picks it).
+    Present,
     Warn,
     Off,
 }
@@ -111,15 +116,21 @@ pub struct NetConf {
     pub cni_version: String,
     pub name: String,
     pub sysctls: Vec<SysctlSetting>,
+    /// The class to write: a pod's `args.cni.trafficClass` when the network
+    /// allows it (`podTrafficClasses`), else the network's `trafficClass`.
     pub traffic_class: Option<u8>,
+    /// `rdmaCmTos`: the rdma_cm default ToS to write.
+    pub rdma_cm_tos: Option<u8>,
+    /// `runtimeConfig.CNIDeviceInfoFile`: where the runtime wants the device
+    /// info; honoured only inside the node's deviceInfoDir (`device_info`).
+    pub device_info_file: Option<String>,
     pub gid_index: u32,
     pub gid_check: GidCheck,
     pub gid_timeout_ms: u64,
-    pub rdma_port: u32,
+    /// A cross-check of the port RDMA netlink reports; the port to use when
+    /// RDMA netlink is unavailable (default 1).
+    pub rdma_port: Option<u32>,
     pub device_id: Option<PciAddr>,
-    pub state_dir: PathBuf,
-    pub sysfs_root: PathBuf,
-    pub log_file: Option<PathBuf>,
     pub log_level: LogLevel,
     /// Raw prevResult; parsed by the command that needs it (DEL may get a broken one).
     pub prev_result: Option<Value>,
@@ -179,14 +190,20 @@ impl NetConf {
                 ),
             ));
         }
-        if let Some(t) = opt_str(obj, "type")? {
-            if t != "roce-tune" {
+        // `type` is the executable's name: a binary installed under another
+        // name is still this plugin, so it is not checked.
+        for key in NODE_KEYS {
+            if obj.contains_key(*key) {
                 return Err(CniError::config(format!(
-                    "type is {t:?}: this config is for another plugin (expected \"roce-tune\")"
+                    "{key} is a node setting, and a network config may not name host paths (any namespace user may write one); set {key} in the node config, {} (or the file ROCE_TUNE_NODE_CONFIG names), and remove it here",
+                    crate::node::DEFAULT_PATH
                 )));
             }
         }
-        let name = opt_str(obj, "name")?.unwrap_or_default();
+        let name = opt_str(obj, "name")?.ok_or_else(|| {
+            CniError::config("name is missing: a network config needs its network's name")
+        })?;
+        validate_name(&name)?;
 
         let sysctls = match obj.get("sysctl") {
             None | Some(Value::Null) => DEFAULT_SYSCTLS
@@ -202,22 +219,32 @@ impl NetConf {
             }
         };
 
-        let traffic_class = opt_int(obj, "trafficClass", 0, 255)?.map(|n| n as u8);
+        let traffic_class =
+            pod_class(obj)?.or(opt_int(obj, "trafficClass", 0, 255)?.map(|n| n as u8));
+        let rdma_cm_tos = opt_int(obj, "rdmaCmTos", 0, 255)?.map(|n| n as u8);
+        // Tenant input like the rest (a network config can carry its own
+        // runtimeConfig): only read here, judged against the node's dir.
+        let device_info_file = obj
+            .get("runtimeConfig")
+            .and_then(|r| r.get("CNIDeviceInfoFile"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let gid_index = opt_int(obj, "gidIndex", 0, MAX_GID_INDEX as u64)?
             .unwrap_or(DEFAULT_GID_INDEX as u64) as u32;
         let gid_check = match opt_str(obj, "gidCheck")?.as_deref() {
             None | Some("enforce") => GidCheck::Enforce,
+            Some("present") => GidCheck::Present,
             Some("warn") => GidCheck::Warn,
             Some("off") => GidCheck::Off,
             Some(o) => {
                 return Err(CniError::config(format!(
-                    "gidCheck {o:?} is not one of \"enforce\", \"warn\", \"off\""
+                    "gidCheck {o:?} is not one of \"enforce\", \"present\", \"warn\", \"off\""
                 )))
             }
         };
         let gid_timeout_ms =
             opt_int(obj, "gidTimeoutMs", 0, MAX_GID_TIMEOUT_MS)?.unwrap_or(DEFAULT_GID_TIMEOUT_MS);
-        let rdma_port = opt_int(obj, "rdmaPort", 1, 255)?.unwrap_or(1) as u32;
+        let rdma_port = opt_int(obj, "rdmaPort", 1, 255)?.map(|p| p as u32);
 
         let device_id = opt_pci(obj, "deviceID")?;
         let pci_bus_id = opt_pci(obj, "pciBusID")?;
@@ -230,10 +257,6 @@ impl NetConf {
             (a, b) => a.or(b),
         };
 
-        let state_dir = opt_abs_path(obj, "stateDir")?.unwrap_or_else(|| DEFAULT_STATE_DIR.into());
-        let sysfs_root =
-            opt_abs_path(obj, "sysfsRoot")?.unwrap_or_else(|| DEFAULT_SYSFS_ROOT.into());
-        let log_file = opt_abs_path(obj, "logFile")?;
         let log_level = match opt_str(obj, "logLevel")? {
             None => LogLevel::Info,
             Some(l) => l.parse().map_err(|_| {
@@ -262,28 +285,121 @@ impl NetConf {
             name,
             sysctls,
             traffic_class,
+            rdma_cm_tos,
+            device_info_file,
             gid_index,
             gid_check,
             gid_timeout_ms,
             rdma_port,
             device_id,
-            state_dir,
-            sysfs_root,
-            log_file,
             log_level,
             prev_result,
             valid_attachments,
         })
     }
 
-    /// The RDMA device is needed only to write a class or to check a GID.
-    pub fn needs_rdma(&self) -> bool {
-        self.traffic_class.is_some() || self.gid_check != GidCheck::Off
+    /// What DEL runs with when the network config itself is refused: DEL
+    /// needs only the node's settings and the attachment.
+    pub fn for_del(cni_version: &str) -> NetConf {
+        NetConf {
+            cni_version: cni_version.to_owned(),
+            name: String::new(),
+            sysctls: Vec::new(),
+            traffic_class: None,
+            rdma_cm_tos: None,
+            device_info_file: None,
+            gid_index: DEFAULT_GID_INDEX,
+            gid_check: GidCheck::Off,
+            gid_timeout_ms: 0,
+            rdma_port: None,
+            device_id: None,
+            log_level: LogLevel::Info,
+            prev_result: None,
+            valid_attachments: None,
+        }
     }
 
-    /// A test tree stands for both the host and the pod view (DESIGN 2.3).
-    pub fn is_test_tree(&self) -> bool {
-        self.sysfs_root != std::path::Path::new(DEFAULT_SYSFS_ROOT)
+    /// The RDMA device is needed only to write to it or to check a GID.
+    pub fn needs_rdma(&self) -> bool {
+        self.traffic_class.is_some()
+            || self.rdma_cm_tos.is_some()
+            || self.gid_check != GidCheck::Off
+    }
+}
+
+/// A pod's class: `args.cni.trafficClass` (Multus fills `args.cni` from the
+/// pod's cni-args), allowed only when it is one of the network's
+/// `podTrafficClasses`: a tenant must not pick its own priority unless the
+/// network's owner allows it.
+fn pod_class(obj: &Map<String, Value>) -> CniResult<Option<u8>> {
+    let allowed: Option<Vec<u8>> = match obj.get("podTrafficClasses") {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(a)) if a.len() <= 256 => Some(
+            a.iter()
+                .map(|v| match v.as_u64() {
+                    Some(n) if n <= 255 => Ok(n as u8),
+                    _ => Err(wrong_type(
+                        "podTrafficClasses",
+                        "a list of whole numbers from 0 to 255",
+                        v,
+                    )),
+                })
+                .collect::<CniResult<_>>()?,
+        ),
+        Some(other) => {
+            return Err(wrong_type(
+                "podTrafficClasses",
+                "a list of whole numbers from 0 to 255",
+                other,
+            ))
+        }
+    };
+    let Some(asked) = obj
+        .get("args")
+        .and_then(|a| a.get("cni"))
+        .and_then(|c| c.get("trafficClass"))
+    else {
+        return Ok(None);
+    };
+    let asked = match asked.as_u64() {
+        Some(n) if n <= 255 => n as u8,
+        _ => {
+            return Err(wrong_type(
+                "args.cni.trafficClass",
+                "a whole number from 0 to 255",
+                asked,
+            ))
+        }
+    };
+    match allowed {
+        Some(list) if list.contains(&asked) => Ok(Some(asked)),
+        Some(list) => Err(CniError::config(format!(
+            "args.cni.trafficClass {asked} is not one of the network's podTrafficClasses {list:?}: the pod may pick only those; ask the network's owner"
+        ))),
+        None => Err(CniError::config(format!(
+            "args.cni.trafficClass {asked} is not allowed: the network lists no podTrafficClasses, so a pod may not pick its own class; remove it from the pod's cni-args, or ask the network's owner to list it"
+        ))),
+    }
+}
+
+/// Host paths are the node config's; a network config naming one is refused.
+pub const NODE_KEYS: &[&str] = &["stateDir", "sysfsRoot", "logFile"];
+
+/// The CNI spec's rule for a network name (SPEC.md, "Network configuration"):
+/// `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`. It also keeps the name, which reaches
+/// every log line and state entry, free of anything that could forge a line.
+pub fn validate_name(name: &str) -> CniResult<()> {
+    let mut chars = name.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        && name.len() <= 253;
+    if ok {
+        Ok(())
+    } else {
+        Err(CniError::config(format!(
+            "name {:?} is not a network name: it must start with a letter or digit and hold only letters, digits, '_', '.', '-' (at most 253)",
+            name.chars().take(64).collect::<String>()
+        )))
     }
 }
 
@@ -338,25 +454,6 @@ fn opt_pci(obj: &Map<String, Value>, key: &str) -> CniResult<Option<PciAddr>> {
                 s.chars().take(64).collect::<String>()
             ))
         }),
-    }
-}
-
-fn opt_abs_path(obj: &Map<String, Value>, key: &str) -> CniResult<Option<PathBuf>> {
-    match opt_str(obj, key)? {
-        None => Ok(None),
-        Some(s) => {
-            let p = PathBuf::from(&s);
-            let clean = p.is_absolute()
-                && !s.contains('\0')
-                && p.components()
-                    .all(|c| !matches!(c, std::path::Component::ParentDir));
-            if !clean {
-                return Err(CniError::config(format!(
-                    "{key} {s:?} must be an absolute path without '..'"
-                )));
-            }
-            Ok(Some(p))
-        }
     }
 }
 
@@ -487,12 +584,9 @@ mod tests {
         assert_eq!(c.gid_index, 3);
         assert_eq!(c.gid_check, GidCheck::Enforce);
         assert_eq!(c.gid_timeout_ms, 3000);
-        assert_eq!(c.rdma_port, 1);
-        assert_eq!(c.state_dir, PathBuf::from("/run/cni/roce-tune"));
-        assert_eq!(c.sysfs_root, PathBuf::from("/sys"));
+        assert_eq!(c.rdma_port, None);
         assert_eq!(c.log_level, LogLevel::Info);
         assert!(c.needs_rdma(), "gidCheck enforce needs the device");
-        assert!(!c.is_test_tree());
     }
 
     #[test]
@@ -544,14 +638,18 @@ mod tests {
             ("deviceID", json!("0c:00.2")),
             ("pciBusID", json!("0000:0c:00.9")),
             ("deviceID", json!(12)),
-            ("stateDir", json!("relative/dir")),
-            ("stateDir", json!("/run/../etc")),
-            ("sysfsRoot", json!(true)),
+            ("stateDir", json!("/run/cni/roce-tune")),
+            ("sysfsRoot", json!("/sys")),
+            ("logFile", json!("/var/log/x")),
+            ("stateDir", json!(null)),
+            ("name", json!("a\nb")),
+            ("name", json!("-x")),
+            ("name", json!("")),
+            ("name", json!(7)),
             ("logLevel", json!("loud")),
             ("sysctl", json!(["a"])),
             ("sysctl", json!({"net.ipv4.ip_forward": 1})),
             ("prevResult", json!("x")),
-            ("type", json!("tuning")),
         ];
         for (key, val) in cases {
             let e = parse(with(key, val.clone())).unwrap_err();
@@ -562,6 +660,21 @@ mod tests {
                 e.msg
             );
         }
+    }
+
+    #[test]
+    fn host_path_keys_say_where_they_go_and_type_is_not_checked() {
+        let e = parse(with("stateDir", json!("/run/x"))).unwrap_err();
+        assert!(
+            e.msg.contains("node setting") && e.msg.contains("/etc/cni/roce-tune/node.json"),
+            "{}",
+            e.msg
+        );
+        assert!(parse(with("type", json!("roce-tune-v2"))).is_ok());
+        let mut v = base();
+        v.as_object_mut().unwrap().remove("name");
+        assert_eq!(parse(v).unwrap_err().code, 7);
+        assert!(parse(with("name", json!("rail-1.a_b"))).is_ok());
     }
 
     #[test]

@@ -24,6 +24,11 @@ pub mod code {
     pub const TRAFFIC_CLASS: u32 = 102;
     /// CHECK: a sysctl in the pod differs from the config.
     pub const SYSCTL_DRIFT: u32 = 103;
+    /// The node config is refused: not a root-owned file closed to others,
+    /// not JSON, or a bad key. A node admin's problem, never the tenant's.
+    pub const NODE_CONFIG: u32 = 104;
+    /// The rdma_cm default ToS could not be written or did not read back.
+    pub const RDMA_CM_TOS: u32 = 105;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,8 @@
-//! ADD: validate everything, then in ONE trip into the pod netns: find the
-//! RDMA port (nothing is changed if it is missing), apply the sysctls, take
-//! the traffic class, prove the GID. Any failure undoes what this ADD did.
+//! ADD: validate everything; make ONE trip into the pod netns to find the RDMA
+//! port, set the sysctls and prove the GID (nothing on the device is changed
+//! if any of that fails); then take the device's files from this thread,
+//! through the view that shows the device. Any failure undoes what this ADD
+//! did.
 
 use super::locate_port;
 use crate::cni::config::{GidCheck, NetConf};
@@ -8,17 +10,19 @@ use crate::cni::env::CniEnv;
 use crate::cni::result::NetResult;
 use crate::cni::{code, CniError, CniResult};
 use crate::netns::NetNs;
-use crate::ownership::{self, Claim};
-use crate::rdma::gid::{self, Verdict};
-use crate::rdma::{needs_pod_sysfs, RdmaPort};
-use crate::state::StateDir;
+use crate::node::NodeConfig;
+use crate::ownership::{self, Claim, Knob, Views};
+use crate::rdma::gid::{self, Verdict, Want};
+use crate::rdma::{NetnsMode, RdmaPort};
+use crate::state::{ReadError, StateDir};
 use crate::sysctl;
+use crate::sysfs::View;
 use serde_json::Value;
 use std::net::{IpAddr, Ipv6Addr};
 use std::path::Path;
 use std::time::Duration;
 
-pub fn run(env: &CniEnv, conf: &NetConf) -> CniResult<Value> {
+pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> {
     let ifname = env.ifname();
     // The reference plugins (tuning, sbr) fail ADD without a prevResult: a
     // chained plugin has nothing to pass on otherwise.
@@ -29,55 +33,119 @@ pub fn run(env: &CniEnv, conf: &NetConf) -> CniResult<Value> {
     let output = result.to_value(&conf.cni_version)?;
     let expected = expected_gid(conf, &result, ifname)?;
     let sysctls = sysctl::resolve(&conf.sysctls, ifname);
+    sysctl::check_allowlist(&conf.sysctls, ifname, node)?;
     let netns = NetNs::open_required(Path::new(env.netns.as_deref().unwrap_or_default()))?;
-    // Opened once for both the class record and the orphan sweep; without a
-    // class to record, a missing or refused dir only means nothing to sweep.
-    let state = match conf.traffic_class {
-        Some(_) => StateDir::open(&conf.state_dir, true)?,
-        None => StateDir::open(&conf.state_dir, false).ok().flatten(),
+    let wants: Vec<(Knob, u8)> = [
+        conf.traffic_class.map(|tc| (Knob::TrafficClass, tc)),
+        conf.rdma_cm_tos.map(|tos| (Knob::RdmaCmTos, tos)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    // Opened once for both the record and the orphan sweep; without anything
+    // to record, a missing or refused dir only means nothing to sweep.
+    let state = if wants.is_empty() {
+        StateDir::existing(&node.state_dir).ok().flatten()
+    } else {
+        Some(StateDir::create(&node.state_dir)?)
     };
-    if let Some(state) = &state {
-        crate::orphans::sweep_bounded(state, env.container_id());
+    let host = if conf.needs_rdma() || state.is_some() {
+        Some(View::open(&node.sysfs_root).map_err(|e| {
+            CniError::new(
+                code::RDMA_DEVICE,
+                format!(
+                    "sysfs root {} cannot be opened: {e}",
+                    node.sysfs_root.display()
+                ),
+            )
+        })?)
+    } else {
+        None
+    };
+    if let (Some(state), Some(host)) = (&state, &host) {
+        crate::orphans::sweep_bounded(state, host, env.container_id());
     }
-    let exclusive = conf.needs_rdma() && needs_pod_sysfs(&conf.sysfs_root);
+    // Exclusive mode on the real sysfs: the device is reachable only through
+    // a sysfs made in the pod (a test tree stands for both views).
+    let exclusive_mode = conf.needs_rdma()
+        && host
+            .as_ref()
+            .is_some_and(|h| NetnsMode::read(h) == NetnsMode::Exclusive);
+    let exclusive = exclusive_mode && host.as_ref().is_some_and(View::is_real);
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-validation");
 
-    netns.enter_and_run(exclusive, || {
-        let port = if conf.needs_rdma() {
-            Some(locate_port(conf, ifname)?)
-        } else {
-            None
+    // The trip: everything that needs the pod's netns. Its thread dies with
+    // it; this thread never leaves the host's namespaces.
+    let pod = netns.run(|| {
+        let view = match (&host, exclusive) {
+            (Some(_), true) => Some(pod_sysfs(&netns)?),
+            (Some(h), false) => Some(h.try_clone().map_err(|e| CniError::io("sysfs", e))?),
+            (None, _) => None,
+        };
+        let port = match &view {
+            Some(v) if conf.needs_rdma() => Some(locate_port(conf, ifname, v, exclusive_mode)?),
+            _ => None,
         };
         let undo = sysctl::apply(&sysctls)?;
         crate::debug!("sysctls applied: {}", sysctls.len());
         #[cfg(feature = "fault-injection")]
         crate::fault::point("add-after-sysctls");
+        if let (Some((want, addr)), Some(port), Some(view)) = (&expected, &port, &view) {
+            if let Err(e) = check_gid(conf, view, port, want, addr) {
+                sysctl::revert(&undo);
+                return Err(e);
+            }
+        }
+        Ok((view, port, undo))
+    })?;
+    let (view, port, undo) = pod;
+
+    if let (Some(state), Some(view), Some(port), false) = (&state, &view, &port, wants.is_empty()) {
         let claim = Claim {
             network: &conf.name,
             container_id: env.container_id(),
             ifname,
-            netns: netns.path().to_str().unwrap_or_default(),
+            netns: &netns,
             exclusive,
         };
-        let rail = || -> CniResult<()> {
-            if let (Some(tc), Some(port), Some(state)) = (conf.traffic_class, &port, &state) {
-                release_previous_device(state, env, port);
-                ownership::take(state, port, &claim, tc)?;
-            }
-            if let (Some((want, addr)), Some(port)) = (&expected, &port) {
-                check_gid(conf, port, want, addr)?;
-            }
-            Ok(())
+        let previous = match &host {
+            Some(host) => release_previous_device(state, host, env, port),
+            None => Ok(()),
         };
-        rail().inspect_err(|_| {
-            if let (Some(state), Some(_)) = (&state, conf.traffic_class) {
-                roll_back_class(state, env);
+        let taken = previous.and_then(|()| {
+            let views = Views {
+                device: view,
+                host: host.as_ref().unwrap_or(view),
+            };
+            ownership::take(state, views, port, &claim, &wants).inspect_err(|_| {
+                roll_back(state, views, port, env);
+            })
+        });
+        if let Err(e) = taken {
+            if let Err(r) = netns.run(|| {
+                sysctl::revert(&undo);
+                Ok(())
+            }) {
+                crate::error!("ADD failed and its sysctls could not be put back: {r}");
             }
-            sysctl::revert(&undo);
-        })
-    })?;
+            return Err(e);
+        }
+    }
+    if let (Some(file), Some(port)) = (&conf.device_info_file, &port) {
+        crate::device_info::update(node, file, port);
+    }
     Ok(output)
+}
+
+/// The pod's own sysfs, made on the trip's thread (see `netns`).
+fn pod_sysfs(netns: &NetNs) -> CniResult<View> {
+    View::fresh_sysfs(&format!("<sysfs of netns {}>", netns.path().display())).map_err(|e| {
+        CniError::new(
+            code::RDMA_DEVICE,
+            format!("exclusive RDMA mode: the pod's sysfs could not be made ({e}); roce-tune needs CAP_SYS_ADMIN"),
+        )
+    })
 }
 
 /// The GID the pod's address must have, or `None` when the check is off (or
@@ -105,20 +173,34 @@ fn expected_gid(
     }
 }
 
-fn check_gid(conf: &NetConf, port: &RdmaPort, want: &Ipv6Addr, addr: &IpAddr) -> CniResult<()> {
+/// Which index the config asks about.
+pub fn wanted_index(conf: &NetConf) -> Want {
+    match conf.gid_check {
+        GidCheck::Present => Want::Any,
+        _ => Want::Index(conf.gid_index),
+    }
+}
+
+fn check_gid(
+    conf: &NetConf,
+    view: &View,
+    port: &RdmaPort,
+    want: &Ipv6Addr,
+    addr: &IpAddr,
+) -> CniResult<()> {
     let timeout = Duration::from_millis(conf.gid_timeout_ms);
-    match gid::wait_for(port, conf.gid_index, want, timeout) {
-        Verdict::Pass => {
+    let at = wanted_index(conf);
+    match gid::wait_for(view, port, at, want, timeout) {
+        Verdict::Pass(index) => {
             crate::info!(
-                "GID index {} of {} is the RoCE v2 GID {} of {addr}",
-                conf.gid_index,
+                "GID index {index} of {} is the RoCE v2 GID {} of {addr}",
                 port.device,
                 gid::format_gid(want)
             );
             Ok(())
         }
         Verdict::Mismatch { found, located } => {
-            let err = gid::mismatch_error(port, conf.gid_index, want, addr, &found, located);
+            let err = gid::mismatch_error(port, at, want, addr, found.as_ref(), located);
             if conf.gid_check == GidCheck::Warn {
                 crate::warn!("{} (gidCheck is warn: ADD goes on)", err.msg);
                 Ok(())
@@ -131,11 +213,23 @@ fn check_gid(conf: &NetConf, port: &RdmaPort, want: &Ipv6Addr, addr: &IpAddr) ->
 }
 
 /// A repeated ADD whose attachment now resolves to another device (the VF
-/// changed under the same ifname): give the first device back before the
-/// entry is overwritten, or its original would be lost.
-fn release_previous_device(state: &StateDir, env: &CniEnv, port: &RdmaPort) {
+/// changed under the same ifname): give the first device back, from this
+/// host-side thread, before the entry is overwritten, or its original would
+/// be lost. If it cannot be given back now, the ADD fails (11, try again):
+/// overwriting the entry would lose that original.
+fn release_previous_device(
+    state: &StateDir,
+    host: &View,
+    env: &CniEnv,
+    port: &RdmaPort,
+) -> CniResult<()> {
     if let Ok(old) = state.read(env.container_id(), env.ifname()) {
-        if old.device != port.device || old.port != port.port || old.sysfs_root != port.root {
+        let same = old.port == port.port
+            && match (&old.pci, &port.pci) {
+                (Some(a), Some(b)) => a == b,
+                _ => old.device == port.device,
+            };
+        if !same {
             crate::warn!(
                 "repeated ADD now on {} port {}: first giving back {} port {}",
                 port.device,
@@ -143,21 +237,31 @@ fn release_previous_device(state: &StateDir, env: &CniEnv, port: &RdmaPort) {
                 old.device,
                 old.port
             );
-            if let Err(e) = super::release_entry(state, &old) {
-                crate::error!("could not give back {}: {e}", old.device);
+            match super::release_entry(state, &old, host) {
+                super::Done::Kept(why) => {
+                    return Err(CniError::new(
+                        code::TRY_AGAIN_LATER,
+                        format!(
+                            "this attachment's previous device {} cannot be given back yet ({why}); its original is kept, retry the ADD",
+                            old.device
+                        ),
+                    ))
+                }
+                done => crate::info!("previous device {}: {done}", old.device),
             }
         }
     }
+    Ok(())
 }
 
 /// A failed ADD leaves the device as it found it and no state behind.
-fn roll_back_class(state: &StateDir, env: &CniEnv) {
+fn roll_back(state: &StateDir, view: Views, port: &RdmaPort, env: &CniEnv) {
     match state.read(env.container_id(), env.ifname()) {
-        Ok(entry) => match super::release_entry(state, &entry) {
-            Ok(r) => crate::info!("ADD failed: traffic class rolled back ({r:?})"),
-            Err(e) => crate::error!("ADD failed and the rollback of the traffic class failed too: {e}; the entry is kept for DEL"),
+        Ok(entry) => match ownership::release(state, &entry, view, port) {
+            Ok(r) => crate::info!("ADD failed: rolled back ({r:?})"),
+            Err(e) => crate::error!("ADD failed and its rollback failed too: {e}; the entry is kept for DEL and the orphan repair"),
         },
-        Err(crate::state::ReadError::Missing) => {}
+        Err(ReadError::Missing) => {}
         Err(e) => crate::error!("ADD failed and its state entry is unreadable: {e:?}"),
     }
 }

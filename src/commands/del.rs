@@ -1,21 +1,41 @@
-//! DEL: give the traffic class back and drop the state. Best effort by the
-//! spec: a missing state dir, entry, netns, interface or device is success,
-//! and so is a second DEL. Sysctls are not restored (like the reference tuning
-//! plugin): the netns dies with the pod, or the VF moves back to the host,
-//! which resets its per-device conf.
+//! DEL: give the device's files back and drop the state. DEL never leaves a
+//! pod stuck: it succeeds whenever the pod's part is done or can never be
+//! done by retrying. What cannot be restored now stays recorded, with a log
+//! line saying why, and the orphan repair (`roce-tune gc --orphans`, run in a
+//! loop by the DaemonSet) finishes it later. DEL fails only where a retry by
+//! the runtime can help: a passing OS error (out of memory or descriptors)
+//! before the entry could even be read, code 11.
+//!
+//! Sysctls are not restored (like the reference tuning plugin): the netns
+//! dies with the pod, or the VF moves back to the host, which resets its
+//! per-device conf.
 
-use crate::cni::config::NetConf;
 use crate::cni::env::CniEnv;
-use crate::cni::CniResult;
+use crate::cni::{code, CniError, CniResult};
+use crate::commands::{release_entry, Done};
+use crate::node::NodeConfig;
 use crate::state::{ReadError, StateDir};
+use crate::sysfs::View;
 
-pub fn run(env: &CniEnv, conf: &NetConf) -> CniResult<()> {
-    let Some(state) = StateDir::open(&conf.state_dir, false)? else {
-        crate::debug!(
-            "no state dir {}: nothing to restore",
-            conf.state_dir.display()
-        );
-        return Ok(());
+pub fn run(env: &CniEnv, node: &NodeConfig) -> CniResult<()> {
+    let state = match StateDir::existing(&node.state_dir) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            crate::debug!(
+                "no state dir {}: nothing to restore",
+                node.state_dir.display()
+            );
+            return Ok(());
+        }
+        Err(e) => {
+            // Retrying cannot fix a refused dir; the entries stay in it for
+            // the repair once the node admin has fixed it.
+            crate::error!(
+                "{}: nothing restored now; any entry stays for the orphan repair",
+                e.msg
+            );
+            return Ok(());
+        }
     };
     let entry = match state.read(env.container_id(), env.ifname()) {
         Ok(e) => e,
@@ -26,18 +46,51 @@ pub fn run(env: &CniEnv, conf: &NetConf) -> CniResult<()> {
         Err(ReadError::Corrupt(why)) => {
             // Never guess a value to write: a wrong guess changes the next
             // pod's traffic. Keep the file for the operator and succeed.
-            let moved = state.quarantine(env.container_id(), env.ifname())?;
+            match state.quarantine(env.container_id(), env.ifname()) {
+                Ok(moved) => crate::warn!(
+                    "state entry is corrupt ({why}): nothing restored; moved the entry to {} for inspection",
+                    moved.display()
+                ),
+                Err(e) => crate::warn!("state entry is corrupt ({why}) and could not be moved aside: {}", e.msg),
+            }
+            return Ok(());
+        }
+        Err(ReadError::Newer(v)) => {
             crate::warn!(
-                "state entry is corrupt ({why}): traffic class NOT restored; moved the entry to {} for inspection",
-                moved.display()
+                "state entry was written by a newer roce-tune (format {v}, this one writes {}): left alone, nothing restored; that version's orphan repair restores it",
+                crate::state::FORMAT
             );
             return Ok(());
         }
-        Err(ReadError::Io(e)) => return Err(crate::cni::CniError::io("read state entry", e)),
+        Err(ReadError::Io(e)) if is_passing(&e) => {
+            return Err(CniError::new(
+                code::TRY_AGAIN_LATER,
+                format!("read the state entry: {e}; retry the DEL"),
+            ))
+        }
+        Err(ReadError::Io(e)) => {
+            crate::error!("read the state entry: {e}: nothing restored now; the entry stays for the orphan repair");
+            return Ok(());
+        }
     };
     #[cfg(feature = "fault-injection")]
     crate::fault::point("del-after-read-state");
-    let r = super::release_entry(&state, &entry)?;
-    crate::debug!("DEL released {}: {r:?}", entry.device);
+    let done = match View::open(&node.sysfs_root) {
+        Ok(host) => release_entry(&state, &entry, &host),
+        Err(e) => Done::Kept(format!("sysfs root {}: {e}", node.sysfs_root.display())),
+    };
+    match &done {
+        Done::Kept(_) => crate::warn!("DEL on {}: {done}", entry.device),
+        Done::Released(_) => crate::info!("DEL on {}: {done}", entry.device),
+    }
     Ok(())
+}
+
+/// OS errors a retry can outlive.
+fn is_passing(e: &std::io::Error) -> bool {
+    use nix::libc::{EAGAIN, EINTR, EMFILE, ENFILE, ENOBUFS, ENOMEM};
+    matches!(
+        e.raw_os_error(),
+        Some(EAGAIN | EINTR | EMFILE | ENFILE | ENOBUFS | ENOMEM)
+    )
 }

@@ -4,18 +4,23 @@
 
 use crate::cni::config::NetConf;
 use crate::cni::{code, CniError, CniResult};
+use crate::commands::Done;
+use crate::node::NodeConfig;
 use crate::state::{ReadError, StateDir};
+use crate::sysfs::View;
 
-pub fn run(conf: &NetConf) -> CniResult<()> {
+pub fn run(conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
     let valid = conf.valid_attachments.as_ref().ok_or_else(|| {
         // Without the list every entry would look stale: refuse rather than wipe.
         CniError::config(
             "GC needs cni.dev/valid-attachments (or cni.dev/attachments) in its config",
         )
     })?;
-    let Some(state) = StateDir::open(&conf.state_dir, false)? else {
+    let Some(state) = StateDir::existing(&node.state_dir)? else {
         return Ok(());
     };
+    let host = View::open(&node.sysfs_root)
+        .map_err(|e| CniError::io(format!("sysfs root {}", node.sysfs_root.display()), e))?;
     let is_valid = |cid: &str, ifname: &str| {
         valid
             .iter()
@@ -42,17 +47,16 @@ pub fn run(conf: &NetConf) -> CniResult<()> {
         .iter()
         .filter(|e| e.network == conf.name && !is_valid(&e.container_id, &e.ifname))
     {
-        match super::release_entry(&state, entry) {
-            Ok(r) => crate::info!(
-                "GC: released {}/{} on {}: {r:?}",
+        match super::release_entry(&state, entry, &host) {
+            done @ Done::Released(_) => crate::info!(
+                "GC: released {}/{} on {}: {done}",
                 entry.container_id,
                 entry.ifname,
                 entry.device
             ),
-            Err(e) => failures.push(format!(
-                "{}/{}: {}",
-                entry.container_id, entry.ifname, e.msg
-            )),
+            Done::Kept(why) => {
+                failures.push(format!("{}/{}: {why}", entry.container_id, entry.ifname))
+            }
         }
     }
     if failures.is_empty() {

@@ -1,16 +1,19 @@
-//! The GID table (DESIGN 1.3). NCCL finds a rail's RoCE v2 GID by index
+//! The GID table (drivers/infiniband/core: sysfs.c, cache.c, roce_gid_mgmt.c;
+//! docs/design.md, "The GID table"). NCCL finds a rail's RoCE v2 GID by index
 //! (NCCL_IB_GID_INDEX, 3 by convention); roce-tune proves the index holds the
 //! RoCE v2 GID of the address the pod was given. GIDs are added from a kernel
 //! workqueue after the address, so the check polls with a bound, and it must
 //! run on a thread inside the pod netns (MLNX_OFED hides other netns' GIDs).
 
-use super::RdmaPort;
+use super::{is_safe_component, RdmaPort};
 use crate::cni::{code, CniError};
+use crate::sysfs::View;
 use ipnetwork::IpNetwork;
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 pub const ROCE_V2: &str = "RoCE v2";
+pub const ROCE_V1: &str = "IB/RoCE v1";
 
 /// The GID the kernel derives from `addrs` (what prevResult gives the
 /// interface): the v4-mapped form of the first IPv4 address, or the first
@@ -73,64 +76,79 @@ impl GidEntry {
     }
 }
 
-fn read_trimmed(p: &std::path::Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-}
-
-pub fn read_entry(port: &RdmaPort, index: u32) -> GidEntry {
+pub fn read_entry(view: &View, port: &RdmaPort, index: u32) -> GidEntry {
     GidEntry {
-        ndev: read_trimmed(&port.gid_ndev_path(index)),
-        ..read_gid_and_type(port, index)
+        ndev: view
+            .read_trimmed(&port.gid_ndev_path(index))
+            .filter(|n| is_safe_component(n)),
+        ..read_gid_and_type(view, port, index)
     }
 }
 
 /// What the check compares; the poll skips `ndevs/` (a third of its reads).
-fn read_gid_and_type(port: &RdmaPort, index: u32) -> GidEntry {
+/// Only what parses is kept: a GID, one of the two type names the kernel
+/// prints, so nothing else a file holds can reach a message.
+fn read_gid_and_type(view: &View, port: &RdmaPort, index: u32) -> GidEntry {
     GidEntry {
-        gid: read_trimmed(&port.gid_path(index)).and_then(|s| parse_gid(&s)),
-        gid_type: read_trimmed(&port.gid_type_path(index)),
+        gid: view
+            .read_trimmed(&port.gid_path(index))
+            .and_then(|s| parse_gid(&s)),
+        gid_type: view
+            .read_trimmed(&port.gid_type_path(index))
+            .map(|t| match t.as_str() {
+                ROCE_V2 | ROCE_V1 => t,
+                _ => "an unknown type".to_string(),
+            }),
         ndev: None,
     }
 }
 
 /// Every index in the port's table, in order (from the `gids/` directory).
-pub fn indexes(port: &RdmaPort) -> Vec<u32> {
-    let mut v: Vec<u32> = std::fs::read_dir(port.gids_dir())
-        .map(|rd| {
-            rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
+pub fn indexes(view: &View, port: &RdmaPort) -> Vec<u32> {
+    let mut v: Vec<u32> = view
+        .list(&port.gids_dir())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| n.parse().ok())
+        .collect();
     v.sort_unstable();
     v
 }
 
 /// The whole table, unused entries included.
-pub fn table(port: &RdmaPort) -> Vec<(u32, GidEntry)> {
-    indexes(port)
+pub fn table(view: &View, port: &RdmaPort) -> Vec<(u32, GidEntry)> {
+    indexes(view, port)
         .into_iter()
-        .map(|i| (i, read_entry(port, i)))
+        .map(|i| (i, read_entry(view, port, i)))
         .collect()
 }
 
 /// Where the RoCE v2 GID `want` sits, if anywhere.
-pub fn locate(port: &RdmaPort, want: &Ipv6Addr) -> Option<u32> {
-    indexes(port)
+pub fn locate(view: &View, port: &RdmaPort, want: &Ipv6Addr) -> Option<u32> {
+    indexes(view, port)
         .into_iter()
-        .find(|&i| read_gid_and_type(port, i).is_roce_v2_of(want))
+        .find(|&i| read_gid_and_type(view, port, i).is_roce_v2_of(want))
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
-    Pass,
-    /// What the index held at the end, and where the expected GID sits.
+    /// The GID is at this index.
+    Pass(u32),
+    /// What the index held at the end (when one was asked for), and where the
+    /// expected GID sits.
     Mismatch {
-        found: GidEntry,
+        found: Option<GidEntry>,
         located: Option<u32>,
     },
+}
+
+/// Which index must hold the GID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Want {
+    /// `gidCheck: enforce`/`warn`: exactly this index.
+    Index(u32),
+    /// `gidCheck: present`: any index (NCCL 2.21+ picks the index itself).
+    Any,
 }
 
 /// How often the index is re-read while waiting: one sysfs read costs a few
@@ -140,25 +158,47 @@ const POLL_INTERVAL: Duration = Duration::from_millis(1);
 /// elsewhere, the kernel will not move it, and waiting longer is useless.
 const SCAN_EVERY: u32 = 25;
 
-/// Poll `index` until it holds the RoCE v2 GID `want` or `timeout` passes.
-pub fn wait_for(port: &RdmaPort, index: u32, want: &Ipv6Addr, timeout: Duration) -> Verdict {
+/// Poll until the RoCE v2 GID `want` is where `at` says, or `timeout` passes.
+/// Must run on a thread inside the pod netns (MLNX_OFED checks the reader's).
+pub fn wait_for(
+    view: &View,
+    port: &RdmaPort,
+    at: Want,
+    want: &Ipv6Addr,
+    timeout: Duration,
+) -> Verdict {
     let deadline = Instant::now() + timeout;
     let mut round = 0u32;
     loop {
-        if read_gid_and_type(port, index).is_roce_v2_of(want) {
-            return Verdict::Pass;
-        }
-        round += 1;
         let give_up = Instant::now() >= deadline;
-        if give_up || round % SCAN_EVERY == 0 {
-            let located = locate(port, want);
-            // The kernel may have added it between the two reads.
-            if located == Some(index) {
-                return Verdict::Pass;
+        match at {
+            Want::Index(index) => {
+                if read_gid_and_type(view, port, index).is_roce_v2_of(want) {
+                    return Verdict::Pass(index);
+                }
+                round += 1;
+                if give_up || round % SCAN_EVERY == 0 {
+                    let located = locate(view, port, want);
+                    // The kernel may have added it between the two reads.
+                    if located == Some(index) {
+                        return Verdict::Pass(index);
+                    }
+                    if give_up || located.is_some() {
+                        let found = Some(read_entry(view, port, index));
+                        return Verdict::Mismatch { found, located };
+                    }
+                }
             }
-            if give_up || located.is_some() {
-                let found = read_entry(port, index);
-                return Verdict::Mismatch { found, located };
+            Want::Any => {
+                if let Some(i) = locate(view, port, want) {
+                    return Verdict::Pass(i);
+                }
+                if give_up {
+                    return Verdict::Mismatch {
+                        found: None,
+                        located: None,
+                    };
+                }
             }
         }
         #[cfg(feature = "fault-injection")]
@@ -167,26 +207,34 @@ pub fn wait_for(port: &RdmaPort, index: u32, want: &Ipv6Addr, timeout: Duration)
     }
 }
 
-/// Error 101 (DESIGN 2.2): device, index, expected GID, what was found, and
-/// where the expected GID is, with the fix an operator can apply.
+/// Error 101: device, index, expected GID, what was found, and where the
+/// expected GID is, with the fix an operator can apply.
 pub fn mismatch_error(
     port: &RdmaPort,
-    index: u32,
+    at: Want,
     want: &Ipv6Addr,
     addr: &IpAddr,
-    found: &GidEntry,
+    found: Option<&GidEntry>,
     located: Option<u32>,
 ) -> CniError {
-    let mut msg = format!(
-        "GID check failed on {} port {}: index {index} should hold the RoCE v2 GID {} of {addr}, found {}",
-        port.device,
-        port.port,
-        format_gid(want),
-        found.describe()
-    );
+    let mut msg = match (at, found) {
+        (Want::Index(index), Some(found)) => format!(
+            "GID check failed on {} port {}: index {index} should hold the RoCE v2 GID {} of {addr}, found {}",
+            port.device,
+            port.port,
+            format_gid(want),
+            found.describe()
+        ),
+        _ => format!(
+            "GID check failed on {} port {}: no index holds the RoCE v2 GID {} of {addr}",
+            port.device,
+            port.port,
+            format_gid(want)
+        ),
+    };
     match located {
         Some(i) => msg.push_str(&format!(
-            "; the expected RoCE v2 GID is at index {i}: set NCCL_IB_GID_INDEX={i} (and gidIndex: {i}) or give the pod's IPv4 address first"
+            "; the expected RoCE v2 GID is at index {i}: set NCCL_IB_GID_INDEX={i} (and gidIndex: {i}), use gidCheck \"present\", or give the pod's IPv4 address first"
         )),
         None => msg.push_str("; the expected RoCE v2 GID is at no index: is the address on the VF's netdev, and is the VF's RoCE enabled?"),
     }

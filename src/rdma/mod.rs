@@ -1,15 +1,21 @@
-//! The VF's RDMA device in sysfs: finding it, its traffic class file and its
-//! GID table. Every path is built from `root` (the `sysfsRoot` key), so a test
-//! tree (DESIGN 2.3) stands in for /sys.
+//! The VF's RDMA device in sysfs: finding it, its identity, its traffic class
+//! file and its GID table. Every path here is relative to a `sysfs::View`
+//! (the host's sysfs, a pod's, or a test tree standing for both).
 
 pub mod device;
 pub mod gid;
+pub mod lookup;
+pub mod nldev;
+pub mod rdma_cm;
 pub mod traffic_class;
 
-use std::path::{Path, PathBuf};
+use crate::cni::config::PciAddr;
+use crate::sysfs::View;
+use std::path::PathBuf;
 
-/// DESIGN 1.4: `Y` shared (devices stay in the host netns), `N` exclusive
-/// (the RDMA CNI moved the device into the pod).
+/// `/sys/module/ib_core/parameters/netns_mode` (drivers/infiniband/core/device.c):
+/// `Y` shared (devices stay in the host netns), `N` exclusive (the RDMA CNI
+/// moved the device into the pod).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NetnsMode {
     Shared,
@@ -18,9 +24,9 @@ pub enum NetnsMode {
 
 impl NetnsMode {
     /// Absent file (no ib_core, or a test tree without it): shared.
-    pub fn read(root: &Path) -> NetnsMode {
-        match std::fs::read_to_string(root.join("module/ib_core/parameters/netns_mode")) {
-            Ok(s) if matches!(s.trim(), "N" | "n" | "0") => NetnsMode::Exclusive,
+    pub fn read(view: &View) -> NetnsMode {
+        match view.read_trimmed(&PathBuf::from("module/ib_core/parameters/netns_mode")) {
+            Some(s) if matches!(s.as_str(), "N" | "n" | "0") => NetnsMode::Exclusive,
             _ => NetnsMode::Shared,
         }
     }
@@ -33,34 +39,43 @@ impl NetnsMode {
     }
 }
 
-/// Whether the pod's RDMA device is reachable only through a sysfs mounted in
-/// the pod netns: exclusive mode on the real /sys. A test tree is both views.
-pub fn needs_pod_sysfs(sysfs_root: &Path) -> bool {
-    sysfs_root == Path::new("/sys") && NetnsMode::read(sysfs_root) == NetnsMode::Exclusive
+/// Whether the pod's RDMA device is reachable only through a sysfs made in
+/// the pod netns: exclusive mode on the real sysfs. A test tree is both views.
+pub fn needs_pod_sysfs(host: &View) -> bool {
+    host.is_real() && NetnsMode::read(host) == NetnsMode::Exclusive
 }
 
-/// One port of one RDMA device, under one sysfs root.
+/// One port of one RDMA device, with what identifies the device beyond its
+/// name: names change (a rename, a re-created device), the PCI function and
+/// the node GUID do not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RdmaPort {
-    pub root: PathBuf,
     pub device: String,
     pub port: u32,
+    /// The PCI function the device sits on (`class/infiniband/<dev>/device`);
+    /// `None` for a device without one (soft-RoCE on a veth).
+    pub pci: Option<String>,
+    /// `class/infiniband/<dev>/node_guid`, as the kernel prints it.
+    pub guid: Option<String>,
 }
 
 impl RdmaPort {
-    pub fn new(root: &Path, device: &str, port: u32) -> RdmaPort {
+    /// A port of `device`, its identity read through `view`.
+    pub fn identify(view: &View, device: &str, port: u32) -> RdmaPort {
+        let (pci, guid) = identity(view, device);
         RdmaPort {
-            root: root.to_owned(),
             device: device.to_owned(),
             port,
+            pci,
+            guid,
         }
     }
 
     fn class_dir(&self) -> PathBuf {
-        self.root.join("class/infiniband").join(&self.device)
+        class_dir(&self.device)
     }
 
-    /// mlx5 (MLNX_OFED/DOCA) only: `tc/<port>/traffic_class` (DESIGN 1.2).
+    /// MLNX_OFED/DOCA-OFED only: `tc/<port>/traffic_class` (mlx5 main_ext.c).
     pub fn traffic_class_path(&self) -> PathBuf {
         self.class_dir()
             .join(format!("tc/{}/traffic_class", self.port))
@@ -83,6 +98,43 @@ impl RdmaPort {
         self.class_dir()
             .join(format!("ports/{}/gid_attrs/ndevs/{index}", self.port))
     }
+
+    /// What serialises every writer of this port's files: the PCI function
+    /// when there is one (it survives a rename), else the name.
+    pub fn lock_key(&self) -> String {
+        format!(
+            "{}.{}",
+            self.pci.as_deref().unwrap_or(&self.device),
+            self.port
+        )
+    }
+}
+
+pub fn class_dir(device: &str) -> PathBuf {
+    PathBuf::from("class/infiniband").join(device)
+}
+
+/// The PCI function and node GUID of `device` as `view` shows them, each
+/// only if it parses as what it should be.
+pub fn identity(view: &View, device: &str) -> (Option<String>, Option<String>) {
+    let dir = class_dir(device);
+    let pci = view
+        .link_name(&dir.join("device"))
+        .ok()
+        .and_then(|n| PciAddr::parse(&n))
+        .map(|p| p.as_str().to_owned());
+    let guid = view
+        .read_trimmed(&dir.join("node_guid"))
+        .filter(|g| is_guid(g));
+    (pci, guid)
+}
+
+/// The kernel's form of a GUID: four groups of four hex digits.
+pub fn is_guid(s: &str) -> bool {
+    s.len() == 19
+        && s.split(':').count() == 4
+        && s.split(':')
+            .all(|g| g.len() == 4 && g.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// A name read from sysfs or a state file, used as one path component:
@@ -102,38 +154,56 @@ mod tests {
 
     #[test]
     fn paths_follow_the_sysfs_layout() {
-        let p = RdmaPort::new(Path::new("/t"), "mlx5_2", 1);
+        let p = RdmaPort {
+            device: "mlx5_2".into(),
+            port: 1,
+            pci: None,
+            guid: None,
+        };
         assert_eq!(
             p.traffic_class_path(),
-            PathBuf::from("/t/class/infiniband/mlx5_2/tc/1/traffic_class")
+            PathBuf::from("class/infiniband/mlx5_2/tc/1/traffic_class")
         );
         assert_eq!(
             p.gid_path(3),
-            PathBuf::from("/t/class/infiniband/mlx5_2/ports/1/gids/3")
+            PathBuf::from("class/infiniband/mlx5_2/ports/1/gids/3")
         );
         assert_eq!(
             p.gid_type_path(3),
-            PathBuf::from("/t/class/infiniband/mlx5_2/ports/1/gid_attrs/types/3")
+            PathBuf::from("class/infiniband/mlx5_2/ports/1/gid_attrs/types/3")
         );
+        assert_eq!(p.lock_key(), "mlx5_2.1");
+        let p = RdmaPort {
+            pci: Some("0000:0c:00.2".into()),
+            ..p
+        };
+        assert_eq!(p.lock_key(), "0000:0c:00.2.1");
     }
 
     #[test]
-    fn safe_components() {
+    fn safe_components_and_guids() {
         assert!(is_safe_component("mlx5_2"));
         assert!(is_safe_component("0000:0c:00.2"));
         assert!(is_safe_component("mlx5_core.sf.2"));
         for bad in ["", ".", "..", "a/b", "a b", "x\n"] {
             assert!(!is_safe_component(bad), "{bad:?}");
         }
+        assert!(is_guid("506b:4b03:00f3:8a3e"));
+        assert!(!is_guid("506b:4b03:00f3:8a3"));
+        assert!(!is_guid("root:x:0:0:root:/root"));
     }
 
     #[test]
     fn netns_mode_absent_is_shared() {
         let d = std::env::temp_dir().join(format!("rt-nsmode-{}", std::process::id()));
-        assert_eq!(NetnsMode::read(&d), NetnsMode::Shared);
+        std::fs::create_dir_all(&d).unwrap();
+        assert_eq!(NetnsMode::read(&View::open(&d).unwrap()), NetnsMode::Shared);
         std::fs::create_dir_all(d.join("module/ib_core/parameters")).unwrap();
         std::fs::write(d.join("module/ib_core/parameters/netns_mode"), "N\n").unwrap();
-        assert_eq!(NetnsMode::read(&d), NetnsMode::Exclusive);
+        assert_eq!(
+            NetnsMode::read(&View::open(&d).unwrap()),
+            NetnsMode::Exclusive
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -1,17 +1,20 @@
-//! The mlx5 traffic class file (DESIGN 1.2). Reading: empty when unset, else a
+//! The mlx5 traffic class file (MLNX_OFED/DOCA-OFED's mlx5 main_ext.c; see
+//! docs/design.md, "The traffic class file"). Reading: empty when unset, else a
 //! `Global tclass=<N>` first line, possibly followed by per-flow rule lines
 //! that are never taken for the global value. Writing: `tclass=<N>` sets it,
 //! `tclass=-1` unsets it (writing 0 would FORCE class 0, the RDMA CNI's bug).
 
+use super::RdmaPort;
 use crate::cni::{code, CniError, CniResult};
-use std::path::Path;
+use crate::sysfs::{SysfsError, View};
 
 /// The global traffic class: `None` is unset.
 pub type TrafficClass = Option<u8>;
 
 /// Parse the file's content. Besides the driver's form, a plain file in a
 /// test tree holds what was last written: `tclass=N`, a bare `N`, `-1` or
-/// `tclass=-1` (DESIGN 2.2).
+/// `tclass=-1`. An error says what was expected and how much was found, never
+/// what: the file may be a planted link's target in a test tree.
 pub fn parse(content: &str) -> Result<TrafficClass, String> {
     let lines: Vec<&str> = content
         .lines()
@@ -42,14 +45,10 @@ fn global_value(value: &str, line: &str) -> Result<TrafficClass, String> {
     match value.parse::<u16>() {
         Ok(n) if n <= 255 => Ok(Some(n as u8)),
         _ => Err(format!(
-            "{:?} is not a global traffic class",
-            truncate(line.lines().next().unwrap_or(line))
+            "expected empty, \"Global tclass=N\" or \"tclass=N\" with N from 0 to 255, found a line of {} bytes that is not one",
+            line.lines().next().unwrap_or(line).len()
         )),
     }
-}
-
-fn truncate(s: &str) -> String {
-    s.chars().take(80).collect()
 }
 
 /// What to write to set `tc`, or to unset the class.
@@ -67,58 +66,64 @@ pub fn describe(tc: TrafficClass) -> String {
     }
 }
 
-pub fn read(path: &Path) -> CniResult<TrafficClass> {
-    let content = std::fs::read_to_string(path).map_err(|e| {
-        CniError::new(
-            code::TRAFFIC_CLASS,
-            format!("read traffic class {}: {e}", path.display()),
-        )
-    })?;
+/// The class file's state as a restore must know it: a file that is gone is
+/// not one that cannot be read.
+pub fn read(view: &View, port: &RdmaPort) -> CniResult<TrafficClass> {
+    let path = port.traffic_class_path();
+    let content = view.read(&path).map_err(|e| read_error(view, port, e))?;
     parse(&content).map_err(|why| {
         CniError::new(
             code::TRAFFIC_CLASS,
             format!(
                 "traffic class file {}: {why}; roce-tune will not change a file it cannot read",
-                path.display()
+                view.show(&path)
             ),
         )
     })
 }
 
-/// Write `tc` and read it back.
-pub fn write_verified(path: &Path, tc: TrafficClass) -> CniResult<()> {
-    write(path, tc)?;
-    verify(path, tc)
+fn read_error(view: &View, port: &RdmaPort, e: SysfsError) -> CniError {
+    let path = view.show(&port.traffic_class_path());
+    let msg = match e {
+        SysfsError::Missing => format!(
+            "{path} does not exist: {} has no traffic class file; the file exists only with MLNX_OFED/DOCA-OFED (mlx5), not with the inbox driver or soft-RoCE; remove trafficClass or use rdmaCmTos",
+            port.device
+        ),
+        other => format!("read traffic class {path}: {other}"),
+    };
+    CniError::new(code::TRAFFIC_CLASS, msg)
 }
 
-pub fn write(path: &Path, tc: TrafficClass) -> CniResult<()> {
-    // O_TRUNC as `echo >` does (a plain test-tree file must not keep a longer
-    // old content); no O_CREAT: a missing file means the device is not what we
-    // think it is, and it must stay missing.
+/// Write `tc` and read it back.
+pub fn write_verified(view: &View, port: &RdmaPort, tc: TrafficClass) -> CniResult<()> {
+    write(view, port, tc)?;
+    verify(view, port, tc)
+}
+
+/// Set or unset the class. No O_CREAT: a missing file means the device is not
+/// what we think it is, and it must stay missing.
+pub fn write(view: &View, port: &RdmaPort, tc: TrafficClass) -> CniResult<()> {
     let form = write_form(tc);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, form.as_bytes()))
-        .map_err(|e| {
-            CniError::new(
-                code::TRAFFIC_CLASS,
-                format!("write {form} to {}: {e}", path.display()),
-            )
-        })
+    let path = port.traffic_class_path();
+    view.write(&path, form.as_bytes()).map_err(|e| match e {
+        SysfsError::Missing => read_error(view, port, e),
+        other => CniError::new(
+            code::TRAFFIC_CLASS,
+            format!("write {form} to {}: {other}", view.show(&path)),
+        ),
+    })
 }
 
 /// Read back: the driver rejects some writes silently (a VF without QoS
 /// support keeps its old value).
-pub fn verify(path: &Path, tc: TrafficClass) -> CniResult<()> {
-    let back = read(path)?;
+pub fn verify(view: &View, port: &RdmaPort, tc: TrafficClass) -> CniResult<()> {
+    let back = read(view, port)?;
     if back != tc {
         return Err(CniError::new(
             code::TRAFFIC_CLASS,
             format!(
                 "traffic class {} reads {} after writing {}: the driver did not take it",
-                path.display(),
+                view.show(&port.traffic_class_path()),
                 describe(back),
                 describe(tc)
             ),
@@ -181,6 +186,8 @@ mod tests {
         assert!(parse("Global tclass=256").is_err());
         assert!(parse("tclass=abc").is_err());
         assert!(parse("Global tclass=-2").is_err());
+        let e = parse("root:$6$secret:19000:0:99999:7:::\n").unwrap_err();
+        assert!(!e.contains("root") && e.contains("33 bytes"), "{e}");
     }
 
     #[test]

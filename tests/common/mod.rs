@@ -148,6 +148,18 @@ impl Tree {
         std::fs::create_dir_all(d.join("ports/1/gid_attrs/types")).unwrap();
         std::fs::create_dir_all(d.join("ports/1/gid_attrs/ndevs")).unwrap();
         std::fs::write(d.join("tc/1/traffic_class"), tc).unwrap();
+        // Identity, as real sysfs has it: the link to the PCI function and
+        // the node GUID (derived from the PCI address, so each differs).
+        let _ = std::fs::remove_file(d.join("device"));
+        std::os::unix::fs::symlink(format!("../../../bus/pci/devices/{pci}"), d.join("device"))
+            .unwrap();
+        let digits: String = pci.chars().filter(char::is_ascii_hexdigit).collect();
+        let g = format!("{:0>16}", &digits[digits.len().saturating_sub(16)..]);
+        std::fs::write(
+            d.join("node_guid"),
+            format!("{}:{}:{}:{}\n", &g[0..4], &g[4..8], &g[8..12], &g[12..16]),
+        )
+        .unwrap();
         for i in 0..8 {
             self.set_gid(dev, i, ZERO_GID, "");
         }
@@ -201,21 +213,45 @@ impl Drop for Tree {
     }
 }
 
-/// A temp state dir path (not created: roce-tune creates it).
+/// Where tests keep state dirs and node configs: the plugin refuses a state
+/// dir with a parent that group or others can write (so not /tmp), and a
+/// node config not owned by root.
+pub const TEST_BASE: &str = "/run/roce-tune-tests";
+
+/// A private dir for one test under `TEST_BASE`, removed on drop.
+pub fn private_dir(tag: &str) -> PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let d = Path::new(TEST_BASE).join(unique(tag));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&d)
+        .unwrap();
+    d
+}
+
+/// A state dir path under a private test dir (the state dir itself is not
+/// created: roce-tune creates it), and the node config that names it.
 pub struct StateDirPath(pub PathBuf);
 
 impl StateDirPath {
     pub fn new() -> Self {
-        StateDirPath(std::env::temp_dir().join(unique("rt-state-")))
+        StateDirPath(private_dir("rt-state-").join("state"))
     }
-    /// Entry files (`*.json`) left in the state dir.
+
+    /// The private dir holding the state dir and the node config.
+    pub fn base(&self) -> &Path {
+        self.0.parent().unwrap()
+    }
+
+    /// Entry files (`*.state`, and version 1 `*.json`) left in the state dir.
     pub fn entries(&self) -> Vec<String> {
         let Ok(rd) = std::fs::read_dir(&self.0) else {
             return vec![];
         };
         let mut v: Vec<String> = rd
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| n.ends_with(".json"))
+            .filter(|n| n.ends_with(".state") || n.ends_with(".json"))
             .collect();
         v.sort();
         v
@@ -224,9 +260,33 @@ impl StateDirPath {
 
 impl Drop for StateDirPath {
     fn drop(&mut self) {
-        // Some tests put a plain file where the dir would be.
-        let _ = std::fs::remove_dir_all(&self.0).or_else(|_| std::fs::remove_file(&self.0));
+        let _ = std::fs::remove_dir_all(self.base());
     }
+}
+
+/// The node config file of a test: root-owned, 0644, naming the test tree and
+/// state dir (and whatever else a test adds). Passed to the plugin through
+/// ROCE_TUNE_NODE_CONFIG, as `make demo` does.
+pub fn write_node_config(state: &StateDirPath, tree: Option<&Tree>, extra: Value) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let mut node = json!({"stateDir": path_str(&state.0)});
+    if let Some(t) = tree {
+        node["sysfsRoot"] = json!(path_str(&t.root));
+    }
+    if let (Some(n), Some(e)) = (node.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            n.insert(k.clone(), v.clone());
+        }
+    }
+    let path = state.base().join("node.json");
+    std::fs::write(&path, node.to_string()).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    path
+}
+
+/// The node config path of a test's state dir (written by `write_node_config`).
+pub fn node_config(state: &StateDirPath) -> PathBuf {
+    state.base().join("node.json")
 }
 
 /// A prevResult in `version` as sriov-cni gives it: one interface, its
@@ -289,14 +349,16 @@ impl Run {
 }
 
 /// Run the plugin as a runtime would: CNI_* env (all six set, empty ones
-/// included, as libcni does), config on stdin.
+/// included, as libcni does), config on stdin, the node config of `state`.
 pub fn run_plugin(
+    state: &StateDirPath,
     command: &str,
     container_id: &str,
     netns: &str,
     ifname: &str,
     stdin: &[u8],
 ) -> Run {
+    let node = path_str(&node_config(state));
     run_plugin_env(
         &[
             ("CNI_COMMAND", command),
@@ -305,6 +367,7 @@ pub fn run_plugin(
             ("CNI_IFNAME", ifname),
             ("CNI_ARGS", ""),
             ("CNI_PATH", "/usr/lib/cni"),
+            ("ROCE_TUNE_NODE_CONFIG", &node),
         ],
         stdin,
     )
@@ -345,7 +408,8 @@ pub fn path_str(p: &Path) -> String {
 
 /// The config those tests start from: a rail on the VF `pci` of `tree`,
 /// trafficClass `tc`, the default GID check, and a prevResult giving `addrs`
-/// to `pod`'s net1. Tests change keys on the returned value.
+/// to `pod`'s net1. Tests change keys on the returned value. The node config
+/// naming `tree` and `state` is written too.
 pub fn rail_conf(
     tree: &Tree,
     state: &StateDirPath,
@@ -354,17 +418,25 @@ pub fn rail_conf(
     tc: u8,
     addrs: &[&str],
 ) -> Value {
+    write_node_config(state, Some(tree), json!({}));
     json!({
         "cniVersion": "1.1.0", "name": "rdma-vf", "type": "roce-tune",
         "trafficClass": tc, "deviceID": pci, "gidTimeoutMs": 800,
-        "sysfsRoot": path_str(&tree.root), "stateDir": path_str(&state.0),
         "prevResult": prev_result("1.1.0", &pod.ifname, &pod.path(), addrs),
     })
 }
 
-/// Run `command` for `pod`'s rail under `container_id` with config `conf`.
-pub fn run_conf(command: &str, container_id: &str, pod: &Pod, conf: &Value) -> Run {
+/// Run `command` for `pod`'s rail under `container_id` with config `conf`,
+/// on the node of `state`.
+pub fn run_conf(
+    state: &StateDirPath,
+    command: &str,
+    container_id: &str,
+    pod: &Pod,
+    conf: &Value,
+) -> Run {
     run_plugin(
+        state,
         command,
         container_id,
         &pod.path(),
@@ -376,13 +448,14 @@ pub fn run_conf(command: &str, container_id: &str, pod: &Pod, conf: &Value) -> R
 impl StateDirPath {
     /// An attachment's state entry as JSON, `None` when there is none.
     pub fn entry(&self, container_id: &str, ifname: &str) -> Option<Value> {
-        let p = self.0.join(format!("{container_id}:{ifname}.json"));
+        let p = self.0.join(format!("{container_id}:{ifname}.state"));
         let text = std::fs::read_to_string(p).ok()?;
         Some(serde_json::from_str(&text).expect("state entry is JSON"))
     }
 
     /// Write an entry by hand, the way an ADD that died after recording it
-    /// would have left it (dir 0700, file 0600).
+    /// would have left it (dir 0700, file 0600); a version 1 entry under its
+    /// 0.1.0 name.
     pub fn plant(&self, entry: &Value) {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         std::fs::DirBuilder::new()
@@ -391,9 +464,14 @@ impl StateDirPath {
             .create(self.0.join("locks"))
             .unwrap();
         let name = format!(
-            "{}:{}.json",
+            "{}:{}.{}",
             entry["containerId"].as_str().unwrap(),
-            entry["ifname"].as_str().unwrap()
+            entry["ifname"].as_str().unwrap(),
+            if entry["version"] == 1 {
+                "json"
+            } else {
+                "state"
+            }
         );
         let mut f = std::fs::OpenOptions::new()
             .write(true)

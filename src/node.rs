@@ -1,0 +1,358 @@
+//! The node config: every host path roce-tune uses, set by the node's admin,
+//! never by a network config. A NetworkAttachmentDefinition is namespaced and
+//! often writable by any namespace admin, while roce-tune runs as root on the
+//! node, so host paths (state dir, sysfs root, log file, device-info dir) and
+//! the sysctl allowlist come from this file alone (docs/design.md, "Trust
+//! boundary").
+//!
+//! The file is `/etc/cni/roce-tune/node.json`, or the path in
+//! `ROCE_TUNE_NODE_CONFIG` (tests and `make demo`; a runtime passes its own
+//! environment to plugins, and kubelet and Multus set no such variable). A
+//! missing file means the defaults. It must be a regular file owned by root
+//! and not writable by group or others.
+
+use crate::cni::{code, json, CniError, CniResult};
+use serde_json::{Map, Value};
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Component, Path, PathBuf};
+
+pub const DEFAULT_PATH: &str = "/etc/cni/roce-tune/node.json";
+pub const PATH_ENV: &str = "ROCE_TUNE_NODE_CONFIG";
+pub const DEFAULT_STATE_DIR: &str = "/run/cni/roce-tune";
+pub const DEFAULT_SYSFS_ROOT: &str = "/sys";
+/// Where Multus and the device-info spec keep device-info files.
+pub const DEFAULT_DEVICE_INFO_DIR: &str = "/var/run/k8s.cni.cncf.io/devinfo/cni";
+/// A node config is a few hundred bytes.
+const MAX_BYTES: u64 = 64 * 1024;
+const MAX_PATTERNS: usize = 256;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeConfig {
+    /// Where the config came from, or the default path when it is missing.
+    pub source: PathBuf,
+    pub state_dir: PathBuf,
+    pub sysfs_root: PathBuf,
+    pub log_file: Option<PathBuf>,
+    /// `None`: every key under `net.` is allowed.
+    pub sysctl_allowlist: Option<Vec<String>>,
+    pub device_info_dir: PathBuf,
+}
+
+impl NodeConfig {
+    pub fn defaults(source: PathBuf) -> NodeConfig {
+        NodeConfig {
+            source,
+            state_dir: DEFAULT_STATE_DIR.into(),
+            sysfs_root: DEFAULT_SYSFS_ROOT.into(),
+            log_file: None,
+            sysctl_allowlist: None,
+            device_info_dir: DEFAULT_DEVICE_INFO_DIR.into(),
+        }
+    }
+
+    /// The path this process reads: `ROCE_TUNE_NODE_CONFIG` or the default.
+    pub fn path_from_env() -> PathBuf {
+        std::env::var_os(PATH_ENV)
+            .filter(|v| !v.is_empty())
+            .map_or_else(|| DEFAULT_PATH.into(), PathBuf::from)
+    }
+
+    /// Load the node config this process should use.
+    pub fn load() -> CniResult<NodeConfig> {
+        Self::load_from(&Self::path_from_env())
+    }
+
+    pub fn load_from(path: &Path) -> CniResult<NodeConfig> {
+        let refused = |why: String| {
+            CniError::new(
+                code::NODE_CONFIG,
+                format!(
+                    "node config {} is refused: {why}; it holds the node's host paths, so only root may write it (chown root, chmod 644)",
+                    path.display()
+                ),
+            )
+        };
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+            .open(path);
+        let file = match file {
+            Ok(f) => f,
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
+                ) =>
+            {
+                return Ok(Self::defaults(path.to_owned()))
+            }
+            Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+                return Err(refused("it is a symbolic link".into()))
+            }
+            Err(e) => return Err(refused(format!("it cannot be opened ({e})"))),
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| refused(format!("it cannot be examined ({e})")))?;
+        if !meta.file_type().is_file() {
+            return Err(refused("it is not a regular file".into()));
+        }
+        if meta.uid() != 0 {
+            return Err(refused(format!(
+                "it is owned by uid {}, not root",
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(refused(format!(
+                "it is writable by group or others (mode {:o})",
+                meta.mode() & 0o777
+            )));
+        }
+        if meta.len() > MAX_BYTES {
+            return Err(refused(format!(
+                "it is {} bytes, more than {MAX_BYTES}",
+                meta.len()
+            )));
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_BYTES)
+            .read_to_end(&mut bytes)
+            .map_err(|e| refused(format!("it cannot be read ({e})")))?;
+        Self::parse(path, &bytes)
+    }
+
+    /// Decode and validate the file's content.
+    pub fn parse(source: &Path, bytes: &[u8]) -> CniResult<NodeConfig> {
+        let bad = |why: String| {
+            CniError::new(
+                code::NODE_CONFIG,
+                format!("node config {}: {why}", source.display()),
+            )
+        };
+        let v = json::from_slice(bytes).map_err(|e| {
+            bad(format!(
+                "not valid JSON (line {}, column {}): fix the file",
+                e.line(),
+                e.column()
+            ))
+        })?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| bad("must be a JSON object".into()))?;
+        const KEYS: &[&str] = &[
+            "stateDir",
+            "sysfsRoot",
+            "logFile",
+            "sysctlAllowlist",
+            "deviceInfoDir",
+        ];
+        if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
+            // A typo here would silently fall back to a default host path.
+            return Err(bad(format!(
+                "unknown key {:?}: the keys are {}",
+                k,
+                KEYS.join(", ")
+            )));
+        }
+        let mut node = Self::defaults(source.to_owned());
+        if let Some(p) = abs_path(obj, "stateDir").map_err(&bad)? {
+            node.state_dir = p;
+        }
+        if let Some(p) = abs_path(obj, "sysfsRoot").map_err(&bad)? {
+            node.sysfs_root = p;
+        }
+        node.log_file = abs_path(obj, "logFile").map_err(&bad)?;
+        if let Some(p) = abs_path(obj, "deviceInfoDir").map_err(&bad)? {
+            node.device_info_dir = p;
+        }
+        node.sysctl_allowlist = match obj.get("sysctlAllowlist") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(a)) if a.len() <= MAX_PATTERNS => Some(
+                a.iter()
+                    .map(|p| match p.as_str() {
+                        Some(s) => validate_pattern(s).map(|()| s.to_owned()).map_err(&bad),
+                        None => Err(bad("sysctlAllowlist holds a non-string".into())),
+                    })
+                    .collect::<CniResult<_>>()?,
+            ),
+            Some(_) => {
+                return Err(bad(format!(
+                    "sysctlAllowlist must be an array of at most {MAX_PATTERNS} patterns"
+                )))
+            }
+        };
+        Ok(node)
+    }
+
+    /// Whether the sysfs root is a test tree (anything but `/sys`).
+    pub fn is_test_tree(&self) -> bool {
+        self.sysfs_root != Path::new(DEFAULT_SYSFS_ROOT)
+    }
+}
+
+fn abs_path(obj: &Map<String, Value>, key: &str) -> Result<Option<PathBuf>, String> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => {
+            let p = PathBuf::from(s);
+            let clean = p.is_absolute()
+                && !s.contains('\0')
+                && p.components().all(|c| !matches!(c, Component::ParentDir));
+            if clean {
+                Ok(Some(p))
+            } else {
+                Err(format!(
+                    "{key} {:?} must be an absolute path without '..'",
+                    s
+                ))
+            }
+        }
+        Some(_) => Err(format!("{key} must be a string")),
+    }
+}
+
+/// A pattern is a dotted sysctl key whose components may hold `*` (any run of
+/// characters within that one component) or be `IFNAME` (the pod's interface).
+/// Globs rather than regular expressions: a key is a list of components, a
+/// component-wise match cannot spill across a dot the way an unescaped `.` in
+/// a regex does (`net.ipv4.conf..*` matches far more than it reads), and it
+/// costs no dependency.
+pub fn validate_pattern(p: &str) -> Result<(), String> {
+    let ok = !p.is_empty()
+        && p.len() <= 256
+        && p.split('.').all(|c| {
+            !c.is_empty()
+                && c.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'*'))
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "sysctlAllowlist pattern {:?} is not a dotted key of letters, digits, '_', '-' and '*' (e.g. net.ipv4.conf.*.arp_ignore)",
+            p
+        ))
+    }
+}
+
+/// Whether `key` (as configured, `IFNAME` placeholder included) is allowed by
+/// `pattern` for the interface `ifname`.
+pub fn pattern_matches(pattern: &str, key: &str, ifname: &str) -> bool {
+    let resolve = |c: &str| {
+        if c == "IFNAME" {
+            ifname.to_owned()
+        } else {
+            c.to_owned()
+        }
+    };
+    let key: Vec<String> = key.split('.').map(resolve).collect();
+    let pat: Vec<&str> = pattern.split('.').collect();
+    pat.len() == key.len()
+        && pat.iter().zip(&key).all(|(p, k)| {
+            if *p == "IFNAME" {
+                k == ifname
+            } else {
+                glob(p.as_bytes(), k.as_bytes())
+            }
+        })
+}
+
+/// `*` matches any run of bytes (iterative, linear backtracking on the last star).
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&b| b == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> CniResult<NodeConfig> {
+        NodeConfig::parse(Path::new("/etc/cni/roce-tune/node.json"), s.as_bytes())
+    }
+
+    #[test]
+    fn defaults_and_keys() {
+        let n = parse("{}").unwrap();
+        assert_eq!(n.state_dir, Path::new("/run/cni/roce-tune"));
+        assert_eq!(n.sysfs_root, Path::new("/sys"));
+        assert_eq!(n.log_file, None);
+        assert_eq!(n.sysctl_allowlist, None);
+        assert!(!n.is_test_tree());
+        let n = parse(
+            r#"{"stateDir":"/run/x","sysfsRoot":"/tmp/t","logFile":"/var/log/rt.log",
+                "sysctlAllowlist":["net.ipv4.conf.*.arp_*"],"deviceInfoDir":"/run/d"}"#,
+        )
+        .unwrap();
+        assert!(n.is_test_tree());
+        assert_eq!(n.log_file.as_deref(), Some(Path::new("/var/log/rt.log")));
+        assert_eq!(n.device_info_dir, Path::new("/run/d"));
+    }
+
+    #[test]
+    fn bad_node_configs_are_code_104_and_name_the_problem() {
+        for (text, needle) in [
+            (r#"{"stateDir":"relative"}"#, "stateDir"),
+            (r#"{"stateDir":"/run/../etc"}"#, "stateDir"),
+            (r#"{"statedir":"/run/x"}"#, "unknown key"),
+            (r#"{"sysctlAllowlist":"net.*"}"#, "array"),
+            (r#"{"sysctlAllowlist":["net..x"]}"#, "pattern"),
+            (r#"{"sysctlAllowlist":["net.a/b"]}"#, "pattern"),
+            ("[]", "object"),
+            ("{", "JSON"),
+            (r#"{"logFile":"/a","logFile":"/b"}"#, "JSON"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.code, code::NODE_CONFIG, "{text}");
+            assert!(e.msg.contains(needle), "{text}: {}", e.msg);
+        }
+    }
+
+    #[test]
+    fn globs_stay_within_a_component() {
+        let m = |p, k| pattern_matches(p, k, "net1");
+        assert!(m(
+            "net.ipv4.conf.*.arp_ignore",
+            "net.ipv4.conf.IFNAME.arp_ignore"
+        ));
+        assert!(m(
+            "net.ipv4.conf.IFNAME.*",
+            "net.ipv4.conf.IFNAME.rp_filter"
+        ));
+        assert!(m("net.ipv4.conf.IFNAME.*", "net.ipv4.conf.net1.rp_filter"));
+        assert!(!m("net.ipv4.conf.IFNAME.*", "net.ipv4.conf.all.rp_filter"));
+        assert!(m("net.ipv4.conf.*.arp_*", "net.ipv4.conf.all.arp_filter"));
+        assert!(
+            !m("net.ipv4.*", "net.ipv4.conf.all.rp_filter"),
+            "one component only"
+        );
+        assert!(!m("net.core.*", "net.ipv4.ip_forward"));
+        assert!(m("net.*.*.*.*", "net.ipv4.conf.all.rp_filter"));
+        assert!(pattern_matches(
+            "net.ipv4.conf.*.arp_ignore",
+            "net.ipv4.conf.IFNAME.arp_ignore",
+            "net1.100"
+        ));
+        assert!(glob(b"a*b*c", b"aXXbYYc"));
+        assert!(!glob(b"a*b*c", b"aXXbYY"));
+        assert!(glob(b"*", b""));
+    }
+}

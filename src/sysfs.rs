@@ -1,0 +1,414 @@
+//! Every file roce-tune reads or writes under the sysfs root goes through a
+//! `View`: a directory file descriptor, never a path string. Two reasons.
+//!
+//! - Safety. A file is opened with `openat2(RESOLVE_BENEATH |
+//!   RESOLVE_NO_MAGICLINKS)` relative to the view's root and `O_NOFOLLOW` on
+//!   its last component, so no path can leave the root and no symbolic link
+//!   can stand in for an attribute. On the real sysfs the opened file must
+//!   also be on sysfs (configfs under `kernel/config`), checked with `fstatfs`
+//!   on the descriptor that is then read or written. A test tree keeps the
+//!   same no-follow rules without the filesystem check (docs/design.md,
+//!   "Trust boundary").
+//! - Namespaces without thread tricks. A sysfs instance shows the network
+//!   namespace of whoever created it. The pod's view in exclusive RDMA mode is
+//!   a detached sysfs created on a thread inside the pod netns
+//!   (`fsopen`/`fsmount`, see `netns.rs`); its descriptor then works from any
+//!   thread, so no thread ever changes its `/sys`.
+
+use nix::errno::Errno;
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::Mode;
+use std::fmt;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+/// `include/uapi/linux/magic.h`.
+const SYSFS_MAGIC: i64 = 0x6265_6572;
+const CONFIGFS_MAGIC: i64 = 0x6265_6570;
+/// A sysfs attribute is at most one page; anything larger is not one.
+const MAX_ATTR_BYTES: u64 = 64 * 1024;
+
+/// Why a sysfs file could not be used. The cause is kept, not flattened into
+/// text, so callers branch on it (a missing file is not an unreadable one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SysfsError {
+    /// ENOENT (or ENOTDIR on the way).
+    Missing,
+    /// The last component is a symbolic link (`O_NOFOLLOW`).
+    Link,
+    /// Resolution would leave the view's root (`RESOLVE_BENEATH`: `..`, an
+    /// absolute link, a magic link).
+    Escapes,
+    /// On the real sysfs, the file lives on another filesystem.
+    WrongFilesystem { expected: &'static str },
+    /// Not a regular attribute (a directory, a FIFO) or larger than a page.
+    NotAnAttribute,
+    /// Any other OS error, with its errno.
+    Os(Errno),
+}
+
+impl SysfsError {
+    fn from_errno(e: Errno) -> SysfsError {
+        match e {
+            Errno::ENOENT | Errno::ENOTDIR => SysfsError::Missing,
+            Errno::ELOOP => SysfsError::Link,
+            Errno::EXDEV => SysfsError::Escapes,
+            other => SysfsError::Os(other),
+        }
+    }
+
+    fn from_io(e: std::io::Error) -> SysfsError {
+        match e.raw_os_error() {
+            Some(n) => SysfsError::from_errno(Errno::from_raw(n)),
+            None => SysfsError::Os(Errno::EIO),
+        }
+    }
+
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            SysfsError::Os(e) => Some(*e),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for SysfsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SysfsError::Missing => f.write_str("it does not exist"),
+            SysfsError::Link => f.write_str(
+                "it is a symbolic link, and roce-tune opens sysfs attributes only, never a link",
+            ),
+            SysfsError::Escapes => f.write_str("its path leaves the sysfs root"),
+            SysfsError::WrongFilesystem { expected } => {
+                write!(
+                    f,
+                    "it is not on {expected}, so it is not a kernel attribute"
+                )
+            }
+            SysfsError::NotAnAttribute => {
+                f.write_str("it is not a regular attribute file of at most one page")
+            }
+            SysfsError::Os(e) => write!(f, "{} ({})", e.desc(), e),
+        }
+    }
+}
+
+pub type SysfsResult<T> = Result<T, SysfsError>;
+
+/// One view of sysfs: the host's, a pod's, or a test tree standing for both.
+#[derive(Debug)]
+pub struct View {
+    dir: OwnedFd,
+    /// The kernel's sysfs (host `/sys`, or a pod's detached sysfs), checked
+    /// with `fstatfs`; false for a test tree.
+    real: bool,
+    /// How messages name this view's root: `/sys`, `<pod sysfs>`, or the tree.
+    label: String,
+}
+
+impl View {
+    /// The view at `root`: the real sysfs when `root` is `/sys`, else a test
+    /// tree (docs/design.md, "Test trees").
+    pub fn open(root: &Path) -> SysfsResult<View> {
+        let dir = nix::fcntl::open(
+            root,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(SysfsError::from_errno)?;
+        let real = root == Path::new("/sys");
+        let view = View {
+            dir,
+            real,
+            label: root.display().to_string(),
+        };
+        if real {
+            view.check_fs(&view.dir, Path::new(""))?;
+        }
+        Ok(view)
+    }
+
+    /// A fresh sysfs instance showing the CALLING thread's network namespace,
+    /// detached (mounted nowhere), so no mount namespace changes. Call it on a
+    /// thread inside the pod netns (`NetNs::run`); the view then works from
+    /// any thread. Needs CAP_SYS_ADMIN and Linux 5.2 (fsopen).
+    pub fn fresh_sysfs(label: &str) -> SysfsResult<View> {
+        use nix::libc::{c_char, syscall, SYS_fsconfig, SYS_fsmount, SYS_fsopen};
+        const FSCONFIG_CMD_CREATE: i32 = 6;
+        const FSOPEN_CLOEXEC: u32 = 1;
+        const FSMOUNT_CLOEXEC: u32 = 1;
+        #[cfg(feature = "fault-injection")]
+        if crate::fault::refused("pod-sysfs") {
+            return Err(SysfsError::Os(Errno::EPERM));
+        }
+        let name = c"sysfs";
+        // SAFETY: plain syscalls with valid pointers; each returned fd is
+        // owned exactly once below.
+        let fs = unsafe { syscall(SYS_fsopen, name.as_ptr() as *const c_char, FSOPEN_CLOEXEC) };
+        let fs = Errno::result(fs).map_err(SysfsError::Os)? as i32;
+        let fs = unsafe { OwnedFd::from_raw_fd(fs) };
+        let r = unsafe {
+            syscall(
+                SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_CMD_CREATE,
+                std::ptr::null::<c_char>(),
+                std::ptr::null::<c_char>(),
+                0,
+            )
+        };
+        Errno::result(r).map_err(SysfsError::Os)?;
+        let m = unsafe { syscall(SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0) };
+        let m = Errno::result(m).map_err(SysfsError::Os)? as i32;
+        Ok(View {
+            dir: unsafe { OwnedFd::from_raw_fd(m) },
+            real: true,
+            label: label.to_owned(),
+        })
+    }
+
+    pub fn try_clone(&self) -> SysfsResult<View> {
+        Ok(View {
+            dir: self.dir.try_clone().map_err(SysfsError::from_io)?,
+            real: self.real,
+            label: self.label.clone(),
+        })
+    }
+
+    pub fn is_real(&self) -> bool {
+        self.real
+    }
+
+    /// `rel` as messages show it: `/sys/class/infiniband/...`.
+    pub fn show(&self, rel: &Path) -> String {
+        format!("{}/{}", self.label.trim_end_matches('/'), rel.display())
+    }
+
+    /// Open `rel` beneath the root. A file's last component is never
+    /// followed; a directory's may be a link (sysfs's `class/infiniband/<dev>`
+    /// is one), as long as it resolves beneath the root.
+    fn open_at(&self, rel: &Path, flags: OFlag) -> SysfsResult<OwnedFd> {
+        let flags = if flags.contains(OFlag::O_DIRECTORY) {
+            flags | OFlag::O_CLOEXEC
+        } else {
+            flags | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC
+        };
+        let how = OpenHow::new()
+            .flags(flags)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        let fd = match openat2(&self.dir, rel, how) {
+            // Kernels before 5.6 have no openat2: O_NOFOLLOW still guards the
+            // last component, and the filesystem check below still applies.
+            Err(Errno::ENOSYS) => nix::fcntl::openat(&self.dir, rel, flags, Mode::empty()),
+            other => other,
+        }
+        .map_err(SysfsError::from_errno)?;
+        if self.real {
+            self.check_fs(&fd, rel)?;
+        }
+        Ok(fd)
+    }
+
+    fn check_fs(&self, fd: &impl AsFd, rel: &Path) -> SysfsResult<()> {
+        let (magic, expected) = if rel.starts_with("kernel/config") {
+            (CONFIGFS_MAGIC, "configfs")
+        } else {
+            (SYSFS_MAGIC, "sysfs")
+        };
+        let st = nix::sys::statfs::fstatfs(fd).map_err(SysfsError::Os)?;
+        if st.filesystem_type().0 as i64 != magic {
+            return Err(SysfsError::WrongFilesystem { expected });
+        }
+        Ok(())
+    }
+
+    fn open_attr(&self, rel: &Path, flags: OFlag) -> SysfsResult<File> {
+        // O_NONBLOCK: a FIFO planted in a test tree must not hang the pod.
+        let file = File::from(self.open_at(rel, flags | OFlag::O_NONBLOCK)?);
+        let meta = file.metadata().map_err(SysfsError::from_io)?;
+        if !meta.file_type().is_file() || meta.len() > MAX_ATTR_BYTES {
+            return Err(SysfsError::NotAnAttribute);
+        }
+        Ok(file)
+    }
+
+    /// The attribute's content (at most a page).
+    pub fn read(&self, rel: &Path) -> SysfsResult<String> {
+        let file = self.open_attr(rel, OFlag::O_RDONLY)?;
+        let mut buf = Vec::new();
+        file.take(MAX_ATTR_BYTES)
+            .read_to_end(&mut buf)
+            .map_err(SysfsError::from_io)?;
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+
+    /// The attribute's content trimmed, `None` when unreadable or empty.
+    pub fn read_trimmed(&self, rel: &Path) -> Option<String> {
+        self.read(rel)
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// Write `data` in one `write` (an attribute parses one write), truncating
+    /// as `echo >` does; never creates a file.
+    pub fn write(&self, rel: &Path, data: &[u8]) -> SysfsResult<()> {
+        let mut file = self.open_attr(rel, OFlag::O_WRONLY | OFlag::O_TRUNC)?;
+        file.write_all(data).map_err(SysfsError::from_io)
+    }
+
+    /// Whether `rel` exists (a link counts: it is not followed).
+    pub fn exists(&self, rel: &Path) -> bool {
+        !matches!(
+            self.open_at(rel, OFlag::O_PATH),
+            Err(SysfsError::Missing | SysfsError::Escapes)
+        )
+    }
+
+    /// The names in a directory, sorted.
+    pub fn list(&self, rel: &Path) -> SysfsResult<Vec<String>> {
+        let fd = self.open_at(rel, OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
+        let mut dir = nix::dir::Dir::from_fd(fd).map_err(SysfsError::Os)?;
+        let mut names: Vec<String> = dir
+            .iter()
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str().ok().map(str::to_owned))
+            .filter(|n| n != "." && n != "..")
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// The last component of a symbolic link's target: sysfs links a device
+    /// to its parent (`class/infiniband/<dev>/device` -> `.../0000:0c:00.2`).
+    /// Only the link itself is read; the path to it is resolved beneath the
+    /// root like every other.
+    pub fn link_name(&self, rel: &Path) -> SysfsResult<String> {
+        let (parent, name) = split(rel)?;
+        let dir = self.open_at(&parent, OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+        let target =
+            nix::fcntl::readlinkat(&dir, name.as_path()).map_err(SysfsError::from_errno)?;
+        Path::new(&target)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(str::to_owned)
+            .ok_or(SysfsError::NotAnAttribute)
+    }
+
+    /// `mkdir` of the last component under an existing directory (configfs
+    /// groups are made this way); `Ok(false)` when it already exists.
+    pub fn mkdir(&self, rel: &Path) -> SysfsResult<bool> {
+        let (parent, name) = split(rel)?;
+        let dir = self.open_at(&parent, OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+        match nix::sys::stat::mkdirat(&dir, name.as_path(), Mode::from_bits_truncate(0o755)) {
+            Ok(()) => Ok(true),
+            Err(Errno::EEXIST) => Ok(false),
+            Err(e) => Err(SysfsError::from_errno(e)),
+        }
+    }
+
+    /// `rmdir` of the last component (a configfs group roce-tune made).
+    pub fn rmdir(&self, rel: &Path) -> SysfsResult<()> {
+        let (parent, name) = split(rel)?;
+        let dir = self.open_at(&parent, OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+        nix::unistd::unlinkat(&dir, name.as_path(), nix::unistd::UnlinkatFlags::RemoveDir)
+            .map_err(SysfsError::from_errno)
+    }
+}
+
+fn split(rel: &Path) -> SysfsResult<(PathBuf, PathBuf)> {
+    match (rel.parent(), rel.file_name()) {
+        (Some(p), Some(n)) => Ok((p.to_owned(), PathBuf::from(n))),
+        _ => Err(SysfsError::Escapes),
+    }
+}
+
+/// A value read from a file, fit to quote in a message or a log line: short,
+/// printable ASCII. Anything else is described by its size only, so no error
+/// can disclose what a file holds (a planted link to a secret, say).
+pub fn quote(s: &str, max: usize) -> String {
+    let t = s.trim();
+    if !t.is_empty() && t.len() <= max && t.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        format!("{t:?}")
+    } else {
+        format!("{} bytes that are not a short printable value", s.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("rt-sysfs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("class/infiniband/mlx5_2/tc/1")).unwrap();
+        d
+    }
+
+    #[test]
+    fn links_and_escapes_are_refused_in_a_test_tree() {
+        let d = tree("links");
+        let outside = d.with_extension("outside");
+        std::fs::write(&outside, "secret\n").unwrap();
+        let tc = d.join("class/infiniband/mlx5_2/tc/1/traffic_class");
+        std::os::unix::fs::symlink(&outside, &tc).unwrap();
+        let v = View::open(&d).unwrap();
+        let rel = Path::new("class/infiniband/mlx5_2/tc/1/traffic_class");
+        assert_eq!(v.read(rel), Err(SysfsError::Link));
+        assert_eq!(v.write(rel, b"tclass=7"), Err(SysfsError::Link));
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "secret\n");
+        // An intermediate link that leaves the root is refused too.
+        std::os::unix::fs::symlink("/etc", d.join("class/infiniband/evil")).unwrap();
+        assert_eq!(
+            v.read(Path::new("class/infiniband/evil/hostname")),
+            Err(SysfsError::Escapes)
+        );
+        assert_eq!(v.read(Path::new("../x")), Err(SysfsError::Escapes));
+        std::fs::remove_dir_all(&d).unwrap();
+        std::fs::remove_file(&outside).unwrap();
+    }
+
+    #[test]
+    fn read_write_list_in_a_test_tree() {
+        let d = tree("rw");
+        let v = View::open(&d).unwrap();
+        let rel = Path::new("class/infiniband/mlx5_2/tc/1/traffic_class");
+        assert_eq!(v.write(rel, b"tclass=41"), Err(SysfsError::Missing));
+        std::fs::write(d.join(rel), "").unwrap();
+        v.write(rel, b"tclass=41").unwrap();
+        assert_eq!(v.read(rel).unwrap(), "tclass=41");
+        assert_eq!(
+            v.list(Path::new("class/infiniband")).unwrap(),
+            vec!["mlx5_2".to_string()]
+        );
+        assert!(v.exists(rel));
+        assert!(!v.exists(Path::new("class/infiniband/mlx5_9")));
+        assert_eq!(
+            v.read(Path::new("class/infiniband")),
+            Err(SysfsError::NotAnAttribute)
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn the_real_sysfs_is_checked_by_filesystem() {
+        let v = View::open(Path::new("/sys")).unwrap();
+        assert!(v.is_real());
+        assert!(v.read(Path::new("kernel/uevent_seqnum")).is_ok());
+        // /sys/kernel/config is configfs only when mounted; if it is not,
+        // the empty sysfs dir there must not pass for configfs.
+        let _ = v.list(Path::new("kernel/config"));
+    }
+
+    #[test]
+    fn quoting_never_discloses_content() {
+        assert_eq!(quote("41\n", 16), "\"41\"");
+        assert!(quote("root:$6$abc:19000:0:99999:7:::", 16).contains("bytes"));
+        assert!(quote("a\u{1b}[2J", 16).contains("bytes"));
+        assert!(quote("", 16).contains("0 bytes"));
+    }
+}
