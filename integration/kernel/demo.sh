@@ -42,7 +42,8 @@ NODE_NETD="$E2E_TMP/netd"
 mkdir -p "$E2E_TMP/bin" "$NODE_NETD" "$E2E_TMP/state"; chmod 0700 "$E2E_TMP/state"; : >"$NODE_LOG"
 cp "$E2E_BIN" "$here/rxe-link" "$E2E_TMP/bin/"
 E2E_CNI_PATH="$CNI_PLUGIN_DIR:$E2E_TMP/bin"
-export ROCE_TUNE_NODE_CONFIG="$E2E_TMP/node.json"
+NODE_CONF="$E2E_TMP/node.json"        # lib.sh's cnitool_run and plugin_exec pass it on
+export ROCE_TUNE_NODE_CONFIG="$NODE_CONF"
 jq -n --arg s "$E2E_TMP/state" --arg l "$E2E_TMP/roce-tune.log" \
     '{stateDir: $s, sysfsRoot: "/sys", logFile: $l}' >"$ROCE_TUNE_NODE_CONFIG"
 export POD_NS_PREFIX=""
@@ -66,11 +67,12 @@ demo_cleanup() {
 trap demo_cleanup EXIT
 
 # The shipped conflist, as soft-RoCE needs it (see the header): rxe-link after host-device;
-# roce-tune and sbr without the PCI keys and host paths; gidIndex 1; no trafficClass.
+# roce-tune and sbr without the PCI keys and host paths; gidIndex 1; no trafficClass; logLevel
+# debug, so that roce-tune's log says how it found the device.
 jq --arg rxe "$RXE" --argjson gidx "$GIDX" '
     .plugins |= (map(del(.pciBusID, .sysfsRoot, .stateDir, .logFile)
                      | if .type == "host-device" then del(.deviceID)
-                       elif .type == "roce-tune" then del(.deviceID, .trafficClass) | .gidIndex = $gidx
+                       elif .type == "roce-tune" then del(.deviceID, .trafficClass) | .gidIndex = $gidx | .logLevel = "debug"
                        elif .type == "sbr" then del(.deviceID) else . end)
                  | .[:1] + [{type: "rxe-link", rdmaDevice: $rxe}] + .[1:])' \
     "$TEMPLATE" >"$NODE_NETD/$NET.conflist"
@@ -119,9 +121,9 @@ vals=""
 for kv in $RAIL_SYSCTLS; do vals+="${kv%=*}=$(pod_sysctl "$POD" "net.ipv4.conf.$IFN.${kv%=*}") "; done
 vals+="all.rp_filter=$(pod_sysctl "$POD" net.ipv4.conf.all.rp_filter)"
 rule="$(ip -n "$NS" rule show | sed -n "s/^[0-9]*:[[:space:]]*\(from $IP lookup [0-9a-z]*\).*/\1/p" | head -n1)"
-found="$(grep -h "$RXE" "$E2E_TMP/roce-tune.log" "$NODE_LOG" 2>/dev/null | grep -i 'roce-tune' | grep -iE 'netlink|device' | head -n1 | cut -c1-160)"
+found="$(grep -F -- '-> RDMA device' "$E2E_TMP/roce-tune.log" 2>/dev/null | tail -n1 | sed 's/^.*: net1 ->/net1 ->/')"
 report=()
-report+=("   roce-tune    no deviceID given: the RDMA device of $IFN comes from RDMA netlink${found:+ (log: $found)}")
+report+=("   lookup       no deviceID given; roce-tune's log: \"${found:-nothing}\"   $(mark grep -qF "RDMA device $RXE port 1 (by RDMA netlink)" <<<"$found")")
 report+=("   GID check    index $GIDX holds $gid = RoCE v2 GID of $IP   $(mark test "$gid" = "$want_gid")")
 report+=("   sysctls      $vals   $(mark test -z "$bad")")
 report+=("   sbr          rule \"${rule:-none}\"   $(mark test -n "$rule")")
@@ -153,7 +155,7 @@ cnitool_run del "$NET" "$POD" "$IFN" || die "cnitool del: $(tail -n1 <<<"$CNI_ER
 rxe_gone=yes; rdma dev show "$RXE" >/dev/null 2>&1 && rxe_gone=no
 vf_home=no; ip link show "$VF" >/dev/null 2>&1 && vf_home=yes
 rule_del="$(sbr_rule_table "$POD" "$IP")"
-state_left="$(find "$E2E_TMP/state" -maxdepth 1 -name '*.json' | wc -l)"
+state_left="$(find "$E2E_TMP/state" -maxdepth 1 -name '*.state' | wc -l)"
 say "4. cnitool del"
 report+=("   DEL          $RXE removed by rxe-link: $rxe_gone; $VF back on the host: $vf_home; sbr rule: ${rule_del:-gone}; roce-tune state entries: $state_left   $(mark test "$rxe_gone$vf_home${rule_del}$state_left" = yesyes0)")
 say "${report[-1]}"

@@ -65,15 +65,12 @@ cp "$E2E_BIN" "$KL_TMP/bin/roce-tune"               # a rebuild on the host cann
 cp "$here/rxe-link" "$KL_TMP/bin/rxe-link"
 BIN="$KL_TMP/bin/roce-tune"
 E2E_CNI_PATH="$CNI_PLUGIN_DIR:$KL_TMP/bin"
-NODE_CONF="$KL_TMP/node.json"
+NODE_CONF="$KL_TMP/node.json"                       # lib.sh's cnitool_run and plugin_exec pass it on
 jq -n --arg s "$KL_TMP/state" --arg l "$KL_TMP/roce-tune.log" \
     '{stateDir: $s, sysfsRoot: "/sys", logFile: $l}' >"$NODE_CONF"
 chmod 0644 "$NODE_CONF"
 export ROCE_TUNE_NODE_CONFIG="$NODE_CONF"           # cnitool passes its environment to plugins
 export E2E_TMP E2E_RUN E2E_CNI_PATH
-# Where a binary without the node config keeps its state; removed at the end if the lane made it.
-LEGACY_STATE=/run/cni/roce-tune
-legacy_existed=0; [ -e "$LEGACY_STATE" ] && legacy_existed=1
 NODE=lane NODE_LOG="$LOG_DIR/lane.log"; : >"$NODE_LOG"
 CONFIGFS=/sys/kernel/config/rdma_cm
 MODE_FILE=/sys/module/ib_core/parameters/netns_mode
@@ -87,7 +84,6 @@ lane_cleanup() {
     for d in $(rdma -j dev show 2>/dev/null | jq -r '.[].ifname' | grep '^rxe_kl' || true); do rdma link delete "$d" 2>/dev/null; done
     for d in "$CONFIGFS"/rxe_kl*; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
     rm -f "$LIBCNI_CACHE"/kl[0-9]* 2>/dev/null
-    [ "$legacy_existed" = 1 ] || rm -rf "$LEGACY_STATE"
     if [ -n "${KERNEL_LOG_DIR:-}" ] && [ -s "$KL_TMP/roce-tune.log" ]; then
         cp "$KL_TMP/roce-tune.log" "$KERNEL_LOG_DIR/roce-tune.log"
     fi
@@ -193,10 +189,13 @@ link_json_host() { rdma -j link show 2>/dev/null | jq -c --arg d "$1" '[.[] | se
 pod_ifindex() { ip -n "$(pod_netns "$1")" -j link show "${2:-net1}" 2>/dev/null | jq -r '.[0].ifindex'; }
 pod_mac() { ip -n "$(pod_netns "$1")" -j link show "${2:-net1}" 2>/dev/null | jq -r '.[0].address'; }
 rdma_dev_exists() { rdma dev show "$1" >/dev/null 2>&1; }
+# lookup_line <containerID>: roce-tune's own account of the device it took for net1 (its debug
+# line "net1 -> RDMA device <dev> port <n> (by <how>)"; the configs that need it set logLevel
+# debug), from the node config's logFile.
+lookup_line() { grep -F " $1/net1: " "$KL_TMP/roce-tune.log" 2>/dev/null | grep -F -- '-> RDMA device' | tail -n1 | sed 's/^.*: net1 ->/net1 ->/'; }
 
-# state_records: roce-tune's state entries, in the node config's stateDir and, for a binary
-# that does not read the node config yet, in its default stateDir.
-state_records() { find "$KL_TMP/state" "$LEGACY_STATE" -maxdepth 1 -name '*.json' -printf '%f\n' 2>/dev/null | sort; }
+# state_records: roce-tune's state entries in the node config's stateDir.
+state_records() { find "$KL_TMP/state" -maxdepth 1 -name '*.state' -printf '%f\n' 2>/dev/null | sort; }
 expect_no_state() { expect_eq "$1: roce-tune state entries" "$(state_records | tr '\n' ' ')" ""; }
 
 # facts_link <pod> <dev>: record what RDMA netlink says, in the pod and on the host.
@@ -284,7 +283,7 @@ exclusive_restore() {
 s_lookup() {
     pod_create a || return 1; make_vf a || return 1
     local rxe net ip=192.168.10.2; rxe="$(rxe_of a)"
-    net="$(chain_conf lookup a "[{\"address\": \"$ip/24\", \"gateway\": \"192.168.10.1\"}]" '{"gidIndex": 1}' sbr)" || return 1
+    net="$(chain_conf lookup a "[{\"address\": \"$ip/24\", \"gateway\": \"192.168.10.1\"}]" '{"gidIndex": 1, "logLevel": "debug"}' sbr)" || return 1
     cnitool_run add "$net" a net1
     fact "cnitool add (no deviceID, gidIndex 1): $(cni_note)"
     facts_link a "$rxe"; facts_gids "$rxe"
@@ -299,6 +298,9 @@ s_lookup() {
     expect_eq "GID 2 of $rxe (unused)" "$(gid_at "$rxe" 2) $(gtype_at "$rxe" 2)" "$ZERO_GID EINVAL" || return 1
 
     expect_rc0 "cnitool add without deviceID (RDMA netlink lookup)" || return 1
+    local how; how="$(lookup_line "$(cnitool_cid a)")"
+    fact "roce-tune's log: $how"
+    expect_contains "roce-tune's account of the lookup" "$how" "RDMA device $rxe port 1 \(by RDMA netlink\)" || return 1
     expect_eq "result interfaces" "$(jq -r '[.interfaces[].name] | join(",")' <<<"$CNI_OUT")" net1 || return 1
     expect_eq "result addresses" "$(jq -r '[.ips[].address] | join(",")' <<<"$CNI_OUT")" "$ip/24" || return 1
     local bad; bad="$(sysctls_bad a net1)"
@@ -428,7 +430,7 @@ s_two_pods() {
     declare -A NET=() IP=([p]=10.30.0.1 [q]=10.30.0.2)
     for p in p q; do
         pod_create "$p" || return 1; make_vf "$p" || return 1
-        NET[$p]="$(chain_conf "pod-$p" "$p" "[{\"address\": \"${IP[$p]}/24\"}]" '{"gidIndex": 1}' sbr)" || return 1
+        NET[$p]="$(chain_conf "pod-$p" "$p" "[{\"address\": \"${IP[$p]}/24\"}]" '{"gidIndex": 1, "logLevel": "debug"}' sbr)" || return 1
     done
     for p in p q; do
         cnitool_run add "${NET[$p]}" "$p" net1
@@ -442,11 +444,11 @@ s_two_pods() {
         expect_eq "pod $p: netdev_index of $rxe" "$(link_json_pod "$p" "$rxe" | jq -r '.[0].netdev_index')" "$(pod_ifindex "$p")" || return 1
         expect_eq "pod $p: netdev of the other pod's $other" "$(link_json_pod "$p" "$other" | jq -r '.[0].netdev // "none"')" none || return 1
         expect_gid "pod $p" "$rxe" 1 "$(v4_gid "${IP[$p]}")" || return 1
-        # Which device roce-tune took: the GID check at 1 passes only on the device holding this
-        # pod's address; inspect names it.
-        out="$("$BIN" inspect --netns "$(pod_path "$p")" --ifname net1 --gid-index 1 2>&1)"
-        log "inspect pod $p:"$'\n'"$out"
-        expect_contains "pod $p: inspect's device for net1" "$(grep '^Interface net1:' <<<"$out")" "rdma_device=$rxe( |$)" || return 1
+        # Which device roce-tune took: the GID check at 1 passes only on the device that holds
+        # this pod's address, and roce-tune's log names it.
+        out="$(lookup_line "$(cnitool_cid "$p")")"
+        fact "pod $p: roce-tune's log: $out"
+        expect_contains "pod $p: the device roce-tune took for net1" "$out" "RDMA device $rxe port 1 \(by RDMA netlink\)" || return 1
     done
     for p in q p; do
         cnitool_run del "${NET[$p]}" "$p" net1; expect_rc0 "cnitool del pod $p" || return 1
@@ -607,7 +609,7 @@ scen_cleanup() {
     for d in $(rdma -j dev show 2>/dev/null | jq -r '.[].ifname' | grep "^rxe_kl$SIDX" || true); do rdma link delete "$d" 2>/dev/null; done
     for d in "$CONFIGFS"/rxe_kl"$SIDX"*; do [ -d "$d" ] && rmdir "$d" 2>/dev/null; done
     rm -f "$LIBCNI_CACHE/kl$SIDX-"* 2>/dev/null
-    find "$KL_TMP/state" "$LEGACY_STATE" -maxdepth 1 -name '*.json' -delete 2>/dev/null
+    find "$KL_TMP/state" -maxdepth 1 -name '*.state' -delete 2>/dev/null
     return 0
 }
 
