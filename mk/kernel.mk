@@ -1,10 +1,12 @@
 # mk/kernel.mk: the real-kernel lane (issue 12), included by the top Makefile (-include mk/*.mk).
 #
 #   make kernel-setup  integration/kernel/setup.sh: qemu, virtme-ng (a venv under
-#                      integration/.build) and Debian 12's kernel, unpacked, not installed
+#                      integration/.build) and Debian 12's kernel, unpacked, not installed.
+#                      `make setup` (the project's own setup, run by `make test`) runs it too,
+#                      so CI on a bare Debian 12 machine gets everything.
 #   make kernel-lane   setup, the release build, one boot of Debian 12's kernel under qemu
 #                      (TCG) with soft-RoCE, every scenario of integration/kernel/scenarios.sh
-#                      (about 4 minutes on 2 cores). KERNEL_SCENARIOS="lookup ipv6" runs only
+#                      (5 to 6 minutes on 2 busy cores). KERNEL_SCENARIOS="lookup ipv6" runs only
 #                      those; KERNEL_EXPECT_RDMA_CM_TOS=1 makes a binary without rdmaCmTos fail.
 #   make demo-kernel   the demo's chain on that real RDMA stack, explained step by step
 #   make kernel-clean  remove what the lane left on the host (KERNEL_CLEAN=--all: downloads too)
@@ -18,15 +20,17 @@ KERNEL_CLEAN ?=
 
 .PHONY: kernel-setup kernel-lane demo-kernel kernel-clean
 
-kernel-setup: setup
+kernel-setup:
 	integration/kernel/setup.sh
 
+setup: kernel-setup
+
 # run.sh exits 77 when the lane cannot boot and skipping is allowed: a skip, not a failure.
-kernel-lane: kernel-setup e2e-build
+kernel-lane: setup e2e-build
 	@rc=0; integration/kernel/run.sh --name kernel-lane integration/kernel/scenarios.sh || rc=$$?; \
 	if [ $$rc = 77 ]; then echo "kernel-lane: SKIPPED (see the banner above)"; exit 0; fi; exit $$rc
 
-demo-kernel: kernel-setup e2e-build
+demo-kernel: setup e2e-build
 	@rc=0; integration/kernel/run.sh --name demo-kernel integration/kernel/demo.sh || rc=$$?; \
 	if [ $$rc = 77 ]; then echo "demo-kernel: SKIPPED (see the banner above)"; exit 0; fi; exit $$rc
 
