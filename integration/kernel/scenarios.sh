@@ -18,16 +18,17 @@
 # roce-tune reads the node config the lane writes ($ROCE_TUNE_NODE_CONFIG: stateDir and
 # logFile in a tmpfs, sysfsRoot /sys); the network configs carry no host path.
 #
-# Scenarios (KERNEL_SCENARIOS="lookup ipv6" runs only those; exclusive always runs first,
-# before any netns exists, because the mode can only change then):
+# Scenarios (KERNEL_SCENARIOS="lookup ipv6" runs only those; exclusive, when it runs, runs
+# first, before any netns exists, because the mode can only change then):
 #   exclusive      netns mode exclusive, the rxe device left on the host: ADD fails with 100
 #                  naming exclusive mode and the rdma plugin; the mode is set back to shared
 #   lookup         ADD without deviceID finds rxe by RDMA netlink; GID index 1 (where the kernel
 #                  put it) passes; the default index 3 fails with 101 naming index 1
 #   gid-late       ADD starts before the address exists; the GID arrives while ADD waits;
 #                  with a short gidTimeoutMs the same fails with 101
-#   ipv6           IPv6 before IPv4, with the addresses added after the device (a VF's order)
-#                  and before it (what rxe after IPAM sees); IPv6 only
+#   ipv6           IPv6 before IPv4, with the addresses added after the device exists (a VF's
+#                  order: IPv6 at 1, IPv4 at 2) and before (rxe created after IPAM: the kernel
+#                  enumerates IPv4 first, so IPv4 at 1, IPv6 at 2); IPv6 only (at 1)
 #   two-pods       two pods, each with net1 on its own rxe device
 #   inspect        `roce-tune inspect`: node view and pod view (--netns) on the real kernel
 #   traffic-class  trafficClass on rxe (no tc/ directory): 102, the message names MLNX_OFED
