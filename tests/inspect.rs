@@ -593,8 +593,8 @@ fn help_and_bad_options() {
 /// netdev with a parent can be moved into a test pod, so this inspects this
 /// machine's eth0 in the test's own netns (`--pid`), with a tree whose
 /// parent device of eth0 holds mlx5_9. This machine has no RDMA netlink, so
-/// the parent device is what finds it (src/rdma/lookup.rs's unit tests cover
-/// an answer from RDMA netlink).
+/// the parent device is what finds it; the real-kernel lane's `inspect`
+/// scenario (integration/kernel/scenarios.sh) finds soft-RoCE by RDMA netlink.
 #[test]
 fn without_device_the_lookup_add_uses_finds_it_and_says_how() {
     if !have_root("without_device_the_lookup_add_uses_finds_it_and_says_how") {
