@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # bench/bench.sh: whole-process timings of roce-tune against Debian's `tuning` plugin
-# (issue 6). Run through `make bench` (which builds the static release binary first).
+# Run through `make bench` (which builds the static release binary first).
 # Not part of CI pass/fail: it measures and reports, it exits non-zero only when a
 # plugin run FAILS (a benchmark of a broken binary is worthless), not on a missed target.
 #
 # What it prepares once (and removes in a trap, even on failure or ^C):
 #   - one pod netns with 16 veth ends moved in and renamed net1..net16, up, each with
 #     10.10.<i>.2/24 (net1 is the rail of cases 1-4; all 16 are the 16-rail pod);
-#   - a work dir on tmpfs (/dev/shm) holding the RDMA sysfs test tree (DESIGN 2.3: 16
+#   - a work dir on tmpfs (/dev/shm) holding the RDMA sysfs test tree (docs/design.md, "Test trees": 16
 #     devices, GIDs at 2/3, tc/1/traffic_class), the state dir (on tmpfs like a node's
 #     /run) and the configs;
 #   - a second state dir on the root filesystem for the fsync-cost rows (3b/4b).

@@ -33,7 +33,7 @@ import time
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL(None, use_errno=True)
 
-RAIL_TARGET = [  # DESIGN 1.5, in the order of the issue's tuning config
+RAIL_TARGET = [  # docs/design.md, "The sysctls", in the order of the seed's tuning config
     ("net.ipv4.conf.all.rp_filter", "0"),
     ("net.ipv4.conf.{if}.arp_announce", "2"),
     ("net.ipv4.conf.{if}.arp_filter", "1"),
@@ -125,7 +125,7 @@ class Bench:
         self.make_crowd()
         self.empty = self.make_empty()
 
-    # -- the kernel's part: a sysfs test tree (DESIGN 2.3)
+    # -- the kernel's part: a sysfs test tree (docs/design.md, "Test trees")
     def pci(self, i):
         return "0000:3b:%02x.0" % i
 
@@ -717,7 +717,7 @@ def report(a, b, res):
            "full ADD is followed by its DEL in the same round, so every ADD is a first ADD "
            "(original unset, no state entry) and every DEL has a class to restore. One pod "
            "netns with net1..net16 (veths, 10.10.<i>.2/24) and one sysfs test tree "
-           "(DESIGN 2.3: 16 devices, deviceID, RoCE v2 GID at index 3, on tmpfs) are "
+           "(docs/design.md, Test trees: 16 devices, deviceID, RoCE v2 GID at index 3, on tmpfs) are "
            "prepared once. Peak RSS comes from GNU time (`-f %M`) in "
            f"{a.rss_rounds} separate interleaved rounds (not from the harness's wait4: a "
            "posix_spawn child inherits the Python parent's RSS high-water mark at exec).",
@@ -799,7 +799,7 @@ def report(a, b, res):
                        f"{statistics.median(d):+.3f} ({pct(d, 10):+.3f}–{pct(d, 90):+.3f}) | "
                        f"{med(k) / med('B:' + k):.2f}× |")
         out.append("")
-    out.append("Targets of issue 6:")
+    out.append("Targets (set when `make bench` was introduced):")
     out.append("")
     out.append("| target | measured | |")
     out.append("|---|---|---|")

@@ -3,7 +3,7 @@
 
 1. Every kustomization under conf/deploy/ is built with `kubectl kustomize` (the overlays, the
    base, the uninstall overlays; components only through them), and the output is checked:
-   * CRD kinds against <shared>/fixtures/crds (strict, see below); the built-in kinds
+   * CRD kinds against tests/data/crds (strict, see below); the built-in kinds
      against the Kubernetes schemas of K8S_SCHEMA_VERSION (kubernetes-validate, strict:
      an unknown or misspelt field is an error), and the kinds an overlay may hold
      (Namespace, ServiceAccount, ConfigMap, Role, RoleBinding, DaemonSet) by the rules
@@ -26,7 +26,7 @@
    Files a kustomization uses are checked through its output only; other files under
    conf/deploy (examples) are checked like the rest of conf/.
 2. Every other YAML document under conf/:
-   * a kind with a CRD in <shared>/fixtures/crds (SriovNetwork, SriovNetworkNodePolicy,
+   * a kind with a CRD in tests/data/crds (SriovNetwork, SriovNetworkNodePolicy,
      NetworkAttachmentDefinition): apiVersion must be <group>/<served version>, and the
      document must validate against that version's openAPIV3Schema, in STRICT mode: an
      object schema with "properties" and no "additionalProperties" rejects unknown fields

@@ -8,19 +8,14 @@
 # (>= v4: kubectl >= 1.21); setup.sh installs them.
 # Does not need root or the roce-tune binary.
 #
-# CRDs: $ROCE_TUNE_CRD_DIR, else $SHARED_DIR/fixtures/crds, else ../shared/fixtures/crds
-# relative to the repository (the checkout sees shared/ beside it, locally and in CI).
+# CRDs: $ROCE_TUNE_CRD_DIR, else tests/data/crds (the upstream schemas, kept in the
+# repository with their provenance in its README.md).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 
-crd_dir="${ROCE_TUNE_CRD_DIR:-}"
-if [ -z "$crd_dir" ]; then
-    for d in "${SHARED_DIR:+$SHARED_DIR/fixtures/crds}" "$repo/../shared/fixtures/crds" "$repo/shared/fixtures/crds"; do
-        [ -n "$d" ] && [ -d "$d" ] && { crd_dir="$d"; break; }
-    done
-fi
-[ -n "$crd_dir" ] || { echo "check-conf: no CRD directory (set ROCE_TUNE_CRD_DIR or SHARED_DIR)" >&2; exit 1; }
+crd_dir="${ROCE_TUNE_CRD_DIR:-$repo/tests/data/crds}"
+[ -d "$crd_dir" ] || { echo "check-conf: no CRD directory $crd_dir (set ROCE_TUNE_CRD_DIR)" >&2; exit 1; }
 
 # The venv integration/setup.sh makes (kubernetes-validate: the Kubernetes schemas, offline),
 # else any python3 that has all three modules.

@@ -1,4 +1,4 @@
-# mk/bench.mk: `make bench` (issue 6), included by the top Makefile (-include mk/*.mk).
+# mk/bench.mk: `make bench`, included by the top Makefile (-include mk/*.mk).
 #
 #   make bench    whole-process timings of roce-tune ADD/DEL against Debian's `tuning`
 #                 plugin, a 16-rail pod, peak RSS, binary sizes and the late-GID reaction

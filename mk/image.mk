@@ -1,4 +1,4 @@
-# mk/image.mk: the deployment image (issue 14), included by the top Makefile (-include mk/*.mk).
+# mk/image.mk: the deployment image, included by the top Makefile (-include mk/*.mk).
 #
 #   make image        build the OCI image OFFLINE with podman from conf/image/Containerfile
 #                     (FROM scratch): the static release binary, Debian's busybox-static

@@ -1,4 +1,4 @@
-# mk/kernel.mk: the real-kernel lane (issue 12), included by the top Makefile (-include mk/*.mk).
+# mk/kernel.mk: the real-kernel lane, included by the top Makefile (-include mk/*.mk).
 #
 #   make kernel-setup  integration/kernel/setup.sh: qemu, virtme-ng (a venv under
 #                      integration/.build) and Debian 12's kernel, unpacked, not installed.

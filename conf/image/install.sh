@@ -9,7 +9,7 @@
 #       checked, then renamed over the old file, so the runtime never executes, and roce-tune
 #       never reads, a half-written file. Binary mode 0755, node config 0644 (roce-tune
 #       refuses a node config that group or others can write). The state dir, when given, is
-#       made 0700 (DESIGN 2.1).
+#       made 0700 (docs/design.md, "Node config").
 #
 #   install.sh --uninstall [--bin-dir DIR] [--node-config-dir DIR] [--state-dir DIR] [--sleep]
 #       Run the orphan repair once (`roce-tune gc --orphans`), then refuse to go on while the

@@ -1,5 +1,5 @@
 //! The CNI_* environment. libcni always sets all six variables, empty ones
-//! included, so an empty value means "absent" (DESIGN 1.1).
+//! included, so an empty value means "absent" (docs/design.md, "The CNI protocol").
 
 use super::error::{CniError, CniResult};
 use std::ffi::OsString;

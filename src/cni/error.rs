@@ -101,8 +101,8 @@ mod tests {
         assert_eq!(v["code"], 7);
         assert_eq!(v["msg"], "sysctl key \"kernel.x\" is outside net.");
         assert!(v.get("details").is_none());
-        let v = e.with_details("see DESIGN 2.1").to_json("0.4.0");
-        assert_eq!(v["details"], "see DESIGN 2.1");
+        let v = e.with_details("see docs/design.md").to_json("0.4.0");
+        assert_eq!(v["details"], "see docs/design.md");
         assert_eq!(v["cniVersion"], "0.4.0");
     }
 

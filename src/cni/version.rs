@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-/// Every version whose result format roce-tune can read and write (DESIGN 2.2).
+/// Every version whose result format roce-tune can read and write (docs/design.md, "Behaviour").
 pub const SUPPORTED_VERSIONS: &[&str] = &["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
 
 pub fn is_supported(v: &str) -> bool {

@@ -1,6 +1,6 @@
 //! RDMA netlink (`NETLINK_RDMA`, the "nldev" client): the kernel's own answer
 //! to "which RDMA device and port sit on this netdev", for every RoCE driver
-//! (mlx5 VF or SF, a bond, rxe), in both RDMA netns modes (DESIGN 1.4).
+//! (mlx5 VF or SF, a bond, rxe), in both RDMA netns modes (docs/design.md, "RDMA netlink").
 //!
 //! Two layers:
 //! - the wire format, as pure functions ([`encode_request`], [`decode_replies`],

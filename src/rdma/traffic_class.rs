@@ -136,7 +136,7 @@ pub fn verify(view: &View, port: &RdmaPort, tc: TrafficClass) -> CniResult<()> {
 mod tests {
     use super::*;
 
-    /// The driver's forms, from ../shared/fixtures/traffic-class-file.txt.
+    /// The driver's forms, from tests/data/traffic-class-file.txt (the seed's samples).
     fn fixture_cases() -> Vec<(String, String)> {
         let text = include_str!("../../tests/data/traffic-class-file.txt");
         text.split("-----\n")
