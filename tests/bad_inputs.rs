@@ -388,7 +388,11 @@ fn bad_inputs_are_refused_without_touching_the_pod() {
                 c.to_string().into_bytes()
             }
         };
-        let r = run_plugin_env(&vars, &stdin);
+        let r = vars
+            .iter()
+            .fold(Exec::new(BIN), |e, (k, v)| e.env(k, v))
+            .stdin(stdin)
+            .run();
         check_refusal(&r, case.name, case.code, case.needle);
         if let Stdin::Conf(_) = case.stdin {
             // The config is readable, so the error speaks its version.

@@ -33,21 +33,6 @@ fn del_without_netns(state: &StateDirPath, cid: &str, c: &Value) -> Run {
     run_plugin(state, "DEL", cid, "", "net1", c.to_string().as_bytes())
 }
 
-/// `roce-tune gc --orphans` with the test's node config.
-fn gc_orphans(state: &StateDirPath) -> Run {
-    let out = Command::new(BIN)
-        .env_clear()
-        .args(["gc", "--orphans", "--node-config"])
-        .arg(node_config(state))
-        .output()
-        .unwrap();
-    Run {
-        status: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// The pod goes without a DEL reaching roce-tune (its Drop would delete the
 /// netns again).
 fn vanish(pod: Pod) {
@@ -283,35 +268,18 @@ fn any_executable_name_works() {
     let renamed = dir.join("roce-tune-v2");
     std::fs::copy(BIN, &renamed).unwrap();
     c["type"] = json!("roce-tune-v2");
-    let out = Command::new(&renamed)
-        .env_clear()
-        .envs([
-            ("CNI_COMMAND", "ADD"),
-            ("CNI_CONTAINERID", "c1"),
-            ("CNI_NETNS", &pod.path()),
-            ("CNI_IFNAME", "net1"),
-            ("CNI_ARGS", ""),
-            ("CNI_PATH", &path_str(&dir)),
-            ("ROCE_TUNE_NODE_CONFIG", &path_str(&node_config(&state))),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut ch| {
-            use std::io::Write;
-            ch.stdin
-                .take()
-                .unwrap()
-                .write_all(c.to_string().as_bytes())?;
-            ch.wait_with_output()
-        })
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    Exec::cni(
+        &renamed,
+        &node_config(&state),
+        "ADD",
+        "c1",
+        &pod.path(),
+        "net1",
+    )
+    .env("CNI_PATH", &dir)
+    .stdin(c.to_string())
+    .run()
+    .ok();
     assert_eq!(tree.tc(DEV), "tclass=41");
 }
 
