@@ -4,6 +4,8 @@
 //! (DESIGN 2.3) in which the test plays the kernel.
 #![allow(dead_code)]
 
+pub mod cases;
+
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
