@@ -217,7 +217,10 @@ s_rails() {
     local bad dump
     for p in 1 2; do
         dump="$(ip netns exec "$(pod_ns "pod$p")" sysctl net.ipv4.conf 2>/dev/null)"
-        grep -qx "net.ipv4.conf.all.rp_filter = 0" <<<"$dump" || { fail "pod$p: all.rp_filter not 0"; return 1; }
+        for kv in $RAIL_SYSCTLS_ALL; do
+            grep -qx "net.ipv4.conf.all.${kv%=*} = ${kv#*=}" <<<"$dump" \
+                || { fail "pod$p: all.${kv%=*} is not ${kv#*=}"; return 1; }
+        done
         for i in $(seq 1 16); do
             r="$p$(printf %02d "$i")"
             expect_eq "traffic_class of ${R_DEV[$r]} (pod$p net$i)" "$(tc_raw "$r")" "tclass=${R_TC[$r]}" || return 1
@@ -245,7 +248,7 @@ s_rails() {
     for p in 1 2; do
         for i in $(seq 1 16); do
             r="$p$(printf %02d "$i")"; n=$(( (p - 1) * 16 + i ))
-            expect_eq "${R_DEV[$r]} (pod$p net$i) after DEL" "$(tc_value "$r")" "$(tc_original_value "$(R16_ORIG $n)")" || return 1
+            expect_eq "${R_DEV[$r]} (pod$p net$i) after DEL" "$(tc_value "$r")" "$(tc_class "$(R16_ORIG $n)")" || return 1
             sbr_rule_present "pod$p" "${R_CIDR[$r]}" && { fail "pod$p net$i: sbr rule left"; return 1; }
         done
     done

@@ -470,10 +470,13 @@ plugin_supports() {
 tc_file() { echo "$NODE_SYS/class/infiniband/${R_DEV[$1]}/tc/1/traffic_class"; }
 # tc_raw <rail>: the file's content, trailing newlines stripped.
 tc_raw() { local v; v="$(cat "$(tc_file "$1")")"; printf '%s' "$v"; }
-# tc_value <rail>: "unset" or the global class N, read as DESIGN 2.2 says.
-tc_value() {
+# tc_class [content]: "unset" or the global class N of a traffic_class file's content (stdin,
+# or the argument with its \n escapes as rail_create takes an original), read as DESIGN 2.2
+# says. tc_value <rail>: the class the rail's file holds now.
+tc_class() {
     local first
-    first="$(head -n1 "$(tc_file "$1")" | tr -d '[:space:]')"
+    if [ "$#" -gt 0 ]; then first="$(printf '%b' "$1" | head -n1)"; else first="$(head -n1)"; fi
+    first="$(tr -d '[:space:]' <<<"$first")"
     case "$first" in
         ""|-1|tclass=-1) echo unset ;;
         Globaltclass=*) echo "${first#Globaltclass=}" ;;
@@ -481,17 +484,7 @@ tc_value() {
         *) echo "$first" ;;
     esac
 }
-# tc_original_value <content as given to rail_create>: "unset" or N, read the same way.
-tc_original_value() {
-    local first
-    first="$(printf '%b' "$1" | head -n1 | tr -d '[:space:]')"
-    case "$first" in
-        ""|-1|tclass=-1) echo unset ;;
-        Globaltclass=*) echo "${first#Globaltclass=}" ;;
-        tclass=*) echo "${first#tclass=}" ;;
-        *) echo "$first" ;;
-    esac
-}
+tc_value() { tc_class <"$(tc_file "$1")"; }
 
 # state_count: *.json records in the node's state dir.
 state_count() { find "$NODE_STATE" -maxdepth 1 -name '*.state' | wc -l; }
@@ -499,16 +492,25 @@ state_list() { find "$NODE_STATE" -maxdepth 1 -name '*.state' -printf '%f\n' | s
 
 pod_sysctl() { ip netns exec "$(pod_ns "$1")" sysctl -n "$2" 2>&1; }
 
-# sysctls_ok <pod> <ifname>: prints the mismatches ("key=got(want)"), empty when all match.
+# The six rail sysctls roce-tune sets by default and their values, stated once for the
+# scripts, independently of the plugin's own defaults (src/cni/config.rs), so that a wrong
+# default fails the e2e instead of agreeing with it (the Rust tests: tests/common's
+# rail_sysctls). RAIL_SYSCTLS_ALL are under net.ipv4.conf.all, RAIL_SYSCTLS under
+# net.ipv4.conf.<ifname> (the kernel uses the max of the two for rp_filter).
+RAIL_SYSCTLS_ALL="rp_filter=0"
 RAIL_SYSCTLS="arp_announce=2 arp_filter=1 arp_ignore=1 rp_filter=0 accept_local=1"
+
+# sysctls_bad <pod> <ifname>: prints the mismatches ("key=got(want)"), empty when all match.
 sysctls_bad() {
-    local pod="$1" ifname="$2" kv k want got bad=""
-    got="$(pod_sysctl "$pod" net.ipv4.conf.all.rp_filter)"
-    [ "$got" = 0 ] || bad+="all.rp_filter=$got(want 0) "
-    for kv in $RAIL_SYSCTLS; do
-        k="${kv%=*}"; want="${kv#*=}"
-        got="$(pod_sysctl "$pod" "net.ipv4.conf.$ifname.$k")"
-        [ "$got" = "$want" ] || bad+="$ifname.$k=$got(want $want) "
+    local pod="$1" ifname="$2" kv k want got bad="" scope
+    for scope in all "$ifname"; do
+        local list="$RAIL_SYSCTLS"
+        [ "$scope" = all ] && list="$RAIL_SYSCTLS_ALL"
+        for kv in $list; do
+            k="${kv%=*}"; want="${kv#*=}"
+            got="$(pod_sysctl "$pod" "net.ipv4.conf.$scope.$k")"
+            [ "$got" = "$want" ] || bad+="$scope.$k=$got(want $want) "
+        done
     done
     printf '%s' "$bad"
 }

@@ -7,8 +7,8 @@
 #                     log of a failed scenario
 #   make demo         one simulated rail through cnitool ADD/CHECK/DEL, explained (root)
 #
-# `build` (the static release binary, copied to target/release/roce-tune) is defined by the
-# top Makefile; without it, these targets fall back to `cargo build --release`.
+# `e2e-build` is `release` (top Makefile: the static binary, copied to target/release/roce-tune),
+# under the name mk/kernel.mk also depends on.
 
 E2E ?=
 
@@ -17,8 +17,7 @@ E2E ?=
 setup:
 	integration/setup.sh
 
-e2e-build:
-	@if $(MAKE) -n build >/dev/null 2>&1; then $(MAKE) build; else cargo build --release; fi
+e2e-build: release
 
 check-conf:
 	integration/check-conf.sh
