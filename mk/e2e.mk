@@ -23,6 +23,7 @@ check-conf:
 	integration/check-conf.sh
 
 e2e: setup e2e-build check-conf
+	python3 integration/test_cni_runtime.py
 	integration/e2e.sh $(E2E)
 
 demo:
