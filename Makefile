@@ -24,7 +24,7 @@ release build:
 # Every test: unit tests, the process-level integration tests against real
 # netns (root required; ROCE_TUNE_REQUIRE_ROOT=1 turns a skip into a failure),
 # then the end-to-end chain with real peers (mk/e2e.mk).
-test: setup fmt unit integration e2e
+test: setup fmt unit integration check-conf e2e image-test
 
 unit:
 	$(CARGO) test --locked --lib --bins

@@ -1,24 +1,56 @@
 #!/usr/bin/env python3
 """Validate the manifests and CNI configs in conf/ offline. Run through integration/check-conf.sh.
 
-For every YAML document under conf/:
-  * a kind with a CRD in <shared>/fixtures/crds/ (SriovNetwork, SriovNetworkNodePolicy,
-    NetworkAttachmentDefinition): apiVersion must be <group>/<served version>, and the document
-    must validate against that version's openAPIV3Schema, in STRICT mode: an object schema
-    with "properties" and no "additionalProperties" rejects unknown fields (what
-    `kubectl apply --validate=strict`, the default since 1.27, does; the API server would
-    otherwise silently prune them). metadata.name is required.
-  * DaemonSet (no schema offline): the fields the installer relies on (selector matches
-    the template labels, nodeSelector, a hostPath volume for the CNI bin dir, images, commands).
-  * anything else: an error (add a check when you add a manifest).
-For every CNI config (SriovNetwork metaPlugins and ipam, NAD spec.config, *.conflist):
-  * it parses as the operator/libcni would parse it;
-  * every plugin has a "type"; the chain order is [sriov] -> [rdma] -> roce-tune -> sbr;
-  * every roce-tune config has the DESIGN 2.1 key types and ranges (the Rust test feeds the
-    same configs, printed by integration/extract-configs.py, to the plugin's own validation).
-Other files: conf/Containerfile must COPY files that exist.
+1. Every kustomization under conf/deploy/ is built with `kubectl kustomize` (the overlays, the
+   base, the uninstall overlays; components only through them), and the output is checked:
+   * CRD kinds against <shared>/fixtures/crds (strict, see below); the built-in kinds
+     against the Kubernetes schemas of K8S_SCHEMA_VERSION (kubernetes-validate, strict:
+     an unknown or misspelt field is an error), and the kinds an overlay may hold
+     (Namespace, ServiceAccount, ConfigMap, Role, RoleBinding, DaemonSet) by the rules
+     below; any other kind is an error.
+   * The DaemonSet of an install overlay: privileged initContainer `install` running
+     /install.sh with paths that match its mounts; the CNI bin dir of that overlay
+     (OVERLAYS) as a hostPath of type Directory; tolerations `operator: Exists`; a
+     nodeSelector with the image's architecture; a ServiceAccount in the build; requests
+     and limits; a pinned image whose tag is <Cargo.toml version>-<12 hex revision>;
+     container `orphan-repair` running `roce-tune gc --orphans --every N`, privileged,
+     hostNetwork, hostPID, the state dir and node config dir of node.json mounted from the
+     host at the same paths (node config read-only), /run/netns and /var/run/netns with
+     HostToContainer propagation, the host's /sys/kernel/config (configfs) read-write.
+   * The node config in the ConfigMap (node.json): the keys and types of DESIGN 2.1.
+   * OpenShift: the required-scc annotation and a Role + RoleBinding granting `use` of the
+     privileged SCC to the ServiceAccount. NVIDIA: the operator's namespace, not created.
+   * An uninstall overlay: the same bin dir and image as its install overlay, no
+     initContainer, one `uninstall` container, and no volume that would re-create
+     roce-tune's directories.
+   Files a kustomization uses are checked through its output only; other files under
+   conf/deploy (examples) are checked like the rest of conf/.
+2. Every other YAML document under conf/:
+   * a kind with a CRD in <shared>/fixtures/crds (SriovNetwork, SriovNetworkNodePolicy,
+     NetworkAttachmentDefinition): apiVersion must be <group>/<served version>, and the
+     document must validate against that version's openAPIV3Schema, in STRICT mode: an
+     object schema with "properties" and no "additionalProperties" rejects unknown fields
+     (what `kubectl apply --validate=strict`, the default since 1.27, does; the API server
+     would otherwise silently prune them). metadata.name must be a DNS-1123 subdomain.
+   * a SriovNetwork is rendered the way the sriov-network-operator renders it
+     (integration/sriov_render.py: its template splices metaPlugins, ipam and capabilities
+     verbatim into one single-quoted YAML scalar), then the result is parsed as YAML and
+     its config as JSON. Errors: a `'` in any spliced field; a rendering that is not YAML,
+     not JSON, or whose plugins or ipam differ from what the manifest says (the operator
+     strips every whitespace character from ipam); the rendered NAD failing its CRD schema
+     or the chain rules below; a namespace whose operator (hence resource prefix) is not
+     known. A NetworkAttachmentDefinition in the same directory with the rendered name and
+     namespace must be identical to the rendering (resource annotation and config).
+3. Every CNI config (a rendered or shipped NAD's spec.config, *.conflist):
+   * every plugin has a "type"; the chain order is [sriov] -> [rdma] -> roce-tune -> sbr;
+   * every roce-tune config has the DESIGN 2.1 key types and ranges; in a SriovNetwork or a
+     NAD (tenant-written), the node settings stateDir, sysfsRoot and logFile are errors:
+     roce-tune refuses them there (code 7). The Rust test tests/conf_examples.rs feeds the
+     same configs, printed by integration/extract-configs.py, to the plugin's own validation.
+4. conf/image/Containerfile: FROM scratch only (built offline), the OCI labels.
 
-Usage: check-conf.py CONF_DIR CRD_DIR        (prints one line per file, exits 1 on any error)
+Usage: check-conf.py CONF_DIR CRD_DIR    (one line per file or build; exit 1 on any error)
+Environment: KUBECTL (default: kubectl on PATH), CARGO_TOML (default: CONF_DIR/../Cargo.toml).
 """
 import copy
 import glob
@@ -26,24 +58,57 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
 
 import jsonschema
+import kubernetes_validate
 import yaml
 
+# Imports of integration/*.py leave no __pycache__ in the checkout.
+sys.dont_write_bytecode = True
 here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+import sriov_render  # noqa: E402
+
 spec = importlib.util.spec_from_file_location("extract_configs", os.path.join(here, "extract-configs.py"))
 extract_configs = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(extract_configs)
 
 PCI_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-1][0-9a-fA-F]\.[0-7]$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Node settings: a network config that names one is refused (DESIGN 2.1, code 7).
+HOST_PATH_KEYS = ("stateDir", "sysfsRoot", "logFile")
 ROCE_KEYS = {
     # DESIGN 2.1; plus what libcni/Multus add.
-    "type", "sysctl", "trafficClass", "gidIndex", "gidCheck", "gidTimeoutMs", "rdmaPort",
-    "deviceID", "pciBusID", "stateDir", "sysfsRoot", "logFile", "logLevel",
+    "type", "sysctl", "trafficClass", "podTrafficClasses", "rdmaCmTos", "gidIndex", "gidCheck",
+    "gidTimeoutMs", "rdmaPort", "deviceID", "pciBusID", "logLevel",
     "name", "cniVersion", "prevResult", "runtimeConfig", "args", "capabilities",
-}
+} | set(HOST_PATH_KEYS)
+NODE_CONFIG_KEYS = {"stateDir", "sysfsRoot", "logFile", "sysctlAllowlist", "deviceInfoDir"}
+NODE_CONFIG_DEFAULTS = {"stateDir": "/run/cni/roce-tune", "sysfsRoot": "/sys"}
+NODE_CONFIG_HOST_DIR = "/etc/cni/roce-tune"
+NODE_PATTERN_COMPONENT = re.compile(r"^[A-Za-z0-9_*-]+$")
 
+# What each shipped install overlay deploys to (conf/deploy/<name>). Its uninstall overlay is
+# conf/deploy/uninstall/<name>.
+OVERLAYS = {
+    "kubernetes": {"bin_dir": "/opt/cni/bin", "namespace": "roce-tune", "own_namespace": True,
+                   "openshift": False},
+    "openshift": {"bin_dir": "/var/lib/cni/bin", "namespace": "roce-tune", "own_namespace": True,
+                  "openshift": True},
+    "nvidia-network-operator": {"bin_dir": "/opt/cni/bin", "namespace": "nvidia-network-operator",
+                                "own_namespace": False, "openshift": False},
+}
+# The architecture of the image `make image` builds (the binary's target triple).
+IMAGE_ARCH = "amd64"
+# The Kubernetes release whose schemas (kubernetes-validate) the built-in kinds must pass,
+# strict: unknown fields are errors. kubectl here is 1.32.
+K8S_SCHEMA_VERSION = "1.32.0"
+OVERLAY_KINDS = {"Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "Role", "RoleBinding"}
+
+
+# ------------------------------------------------------------------ CRD schemas
 
 def load_crds(crd_dir):
     """{(group, kind): {version: schema}} of the served versions of every CRD."""
@@ -60,6 +125,11 @@ def load_crds(crd_dir):
                         versions[v["name"]] = v["schema"]["openAPIV3Schema"]
                 crds[(s["group"], s["names"]["kind"])] = versions
     return crds
+
+
+def crd_schema(crds, group, kind):
+    versions = crds.get((group, kind)) or {}
+    return next(iter(versions.values()), None)
 
 
 def strict(schema):
@@ -86,6 +156,15 @@ def strict(schema):
     return schema
 
 
+def check_metadata(doc):
+    name = (doc.get("metadata") or {}).get("name")
+    if not name:
+        return ["metadata.name: required"]
+    if not isinstance(name, str) or len(name) > 253 or not DNS1123_SUBDOMAIN.match(name):
+        return ["metadata.name %r: not a DNS-1123 subdomain (the API server refuses it)" % (name,)]
+    return []
+
+
 def check_crd_doc(doc, crds):
     errs = []
     api = doc.get("apiVersion", "")
@@ -99,66 +178,51 @@ def check_crd_doc(doc, crds):
     for e in sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path)):
         where = ".".join(str(p) for p in e.absolute_path) or "(root)"
         errs.append("%s: %s" % (where, e.message))
-    if not (doc.get("metadata") or {}).get("name"):
-        errs.append("metadata.name: required")
-    return errs
+    return errs + check_metadata(doc)
 
 
-def check_daemonset(doc):
-    errs = []
-    if doc.get("apiVersion") != "apps/v1":
-        errs.append("apiVersion must be apps/v1")
-    spec = doc.get("spec") or {}
-    sel = ((spec.get("selector") or {}).get("matchLabels")) or {}
-    tmpl = spec.get("template") or {}
-    labels = ((tmpl.get("metadata") or {}).get("labels")) or {}
-    if not sel or any(labels.get(k) != v for k, v in sel.items()):
-        errs.append("spec.selector.matchLabels must be non-empty and match spec.template.metadata.labels")
-    pod = tmpl.get("spec") or {}
-    if not pod.get("nodeSelector"):
-        errs.append("spec.template.spec.nodeSelector: missing (install only on SR-IOV/RDMA GPU nodes)")
-    vols = {v.get("name"): v for v in pod.get("volumes") or []}
-    host_paths = {n for n, v in vols.items() if (v.get("hostPath") or {}).get("path") in ("/opt/cni/bin", "/var/lib/cni/bin")}
-    if not host_paths:
-        errs.append("no hostPath volume for /opt/cni/bin")
-    containers = (pod.get("initContainers") or []) + (pod.get("containers") or [])
-    if not pod.get("containers"):
-        errs.append("spec.template.spec.containers: missing")
-    for c in containers:
-        n = c.get("name") or "?"
-        if not c.get("image"):
-            errs.append("container %s: image missing" % n)
-        for m in c.get("volumeMounts") or []:
-            if m.get("name") not in vols:
-                errs.append("container %s: volumeMount %s has no volume" % (n, m.get("name")))
-    if not any(m.get("name") in host_paths for c in containers for m in c.get("volumeMounts") or []):
-        errs.append("no container mounts the CNI bin hostPath")
-    return errs
+# ------------------------------------------------------------------ CNI configs
+
+def is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
-def check_roce_tune(p):
+def check_roce_tune(p, tenant):
+    """tenant: the config comes from a SriovNetwork or NAD (network config, DESIGN 1.6)."""
     errs = []
     for k in p:
         if k not in ROCE_KEYS:
             errs.append("unknown key %r (not in DESIGN 2.1)" % k)
+    if tenant:
+        for k in HOST_PATH_KEYS:
+            if k in p:
+                errs.append("%s is a node setting: roce-tune refuses a network config that names "
+                            "stateDir, sysfsRoot or logFile (code 7); set it in the node config "
+                            "(conf/deploy/base/node.json)" % k)
 
-    def is_int(v):
-        return isinstance(v, int) and not isinstance(v, bool)
+    def byte(key):
+        v = p[key]
+        return is_int(v) and 0 <= v <= 255
 
-    if "trafficClass" in p and not (is_int(p["trafficClass"]) and 0 <= p["trafficClass"] <= 255):
-        errs.append("trafficClass must be an integer 0..255")
+    for key in ("trafficClass", "rdmaCmTos"):
+        if key in p and not byte(key):
+            errs.append("%s must be an integer 0..255" % key)
+    if "podTrafficClasses" in p:
+        v = p["podTrafficClasses"]
+        if not (isinstance(v, list) and all(is_int(x) and 0 <= x <= 255 for x in v)):
+            errs.append("podTrafficClasses must be a list of integers 0..255")
     if "gidIndex" in p and not (is_int(p["gidIndex"]) and p["gidIndex"] >= 0):
         errs.append("gidIndex must be an integer >= 0")
     if "gidTimeoutMs" in p and not (is_int(p["gidTimeoutMs"]) and p["gidTimeoutMs"] >= 0):
         errs.append("gidTimeoutMs must be an integer >= 0")
     if "rdmaPort" in p and not (is_int(p["rdmaPort"]) and p["rdmaPort"] >= 1):
         errs.append("rdmaPort must be an integer >= 1")
-    if "gidCheck" in p and p["gidCheck"] not in ("enforce", "warn", "off"):
-        errs.append("gidCheck must be enforce, warn or off")
+    if "gidCheck" in p and p["gidCheck"] not in ("enforce", "present", "warn", "off"):
+        errs.append("gidCheck must be enforce, present, warn or off")
     for k in ("deviceID", "pciBusID"):
         if k in p and not (isinstance(p[k], str) and PCI_RE.match(p[k])):
             errs.append("%s must be a PCI address DDDD:BB:DD.F" % k)
-    for k in ("stateDir", "sysfsRoot", "logFile"):
+    for k in HOST_PATH_KEYS:
         if k in p and not (isinstance(p[k], str) and p[k].startswith("/")):
             errs.append("%s must be an absolute path" % k)
     if "sysctl" in p:
@@ -178,10 +242,12 @@ def check_roce_tune(p):
 ORDER = {"sriov": 0, "host-device": 0, "rdma": 1, "roce-tune": 2, "sbr": 3}
 
 
-def check_chain(plugins, interface_first):
+def check_chain(plugins, interface_first, tenant):
     """plugins: the full list as the runtime sees it."""
     errs = []
-    types = [p.get("type") if isinstance(p, dict) else None for p in plugins]
+    if any(not isinstance(p, dict) for p in plugins):
+        return ["every plugin must be a JSON object (got %s)" % [type(p).__name__ for p in plugins]]
+    types = [p.get("type") for p in plugins]
     if any(not isinstance(t, str) or not t for t in types):
         errs.append("every plugin needs a string \"type\" (got %s)" % types)
         return errs
@@ -196,61 +262,557 @@ def check_chain(plugins, interface_first):
         errs.append("tuning and roce-tune in one chain: roce-tune replaces tuning's sysctls")
     for p in plugins:
         if p.get("type") == "roce-tune":
-            errs += ["roce-tune: " + e for e in check_roce_tune(p)]
+            errs += ["roce-tune: " + e for e in check_roce_tune(p, tenant)]
     return errs
 
 
-def check_netconf_text(text, what, sriov_prefix=False):
-    """Parse a CNI config as runtime would; sriov_prefix: metaPlugins to append after sriov."""
+def check_netconf_text(text, what, tenant):
+    """A NAD's spec.config or a conflist file, parsed as libcni would."""
     try:
-        if sriov_prefix:
-            plugins = [{"type": "sriov"}] + extract_configs.meta_plugins(text)
-        else:
-            _, ver, plugins = extract_configs.plugins_of_netconf(json.loads(text))
-            if ver is None:
-                return ["%s: no cniVersion" % what]
+        _, ver, plugins = extract_configs.plugins_of_netconf(json.loads(text))
+        if ver is None:
+            return ["%s: no cniVersion" % what]
     except ValueError as e:
         return ["%s: does not parse: %s" % (what, e)]
-    return ["%s: %s" % (what, e) for e in check_chain(plugins, True)]
+    return ["%s: %s" % (what, e) for e in check_chain(plugins, True, tenant)]
+
+
+def quote_lines(text):
+    return ", ".join(str(n) for n, line in enumerate(text.splitlines(), 1) if "'" in line)
+
+
+def render_sriov_network(doc, crds):
+    """Render as the operator does. ([errors], rendered NAD or None)."""
+    errs = []
+    meta = doc.get("metadata") or {}
+    spec = doc.get("spec") or {}
+    namespace = meta.get("namespace")
+    prefix = sriov_render.OPERATOR_NAMESPACES.get(namespace)
+    if prefix is None:
+        errs.append("metadata.namespace %r: not an operator namespace this project knows (%s), so "
+                    "the resource prefix of the rendered NAD is unknown"
+                    % (namespace, ", ".join(sorted(sriov_render.OPERATOR_NAMESPACES))))
+        prefix = "unknown.example"
+    for field in ("metaPlugins", "ipam", "capabilities"):
+        value = spec.get(field)
+        if isinstance(value, str) and "'" in value:
+            errs.append("spec.%s contains a single quote (') on line %s of the field: the operator "
+                        "pastes %s verbatim into a single-quoted YAML scalar (config: '...'), where "
+                        "' ends the scalar and '' turns into ': the NetworkAttachmentDefinition "
+                        "breaks or changes; write it as \\u0027 inside JSON strings"
+                        % (field, quote_lines(value), field))
+    if errs:
+        return errs, None
+    schema = crd_schema(crds, "sriovnetwork.openshift.io", "SriovNetwork")
+    try:
+        text = sriov_render.render_text(doc, prefix, schema)
+        nad, conf = sriov_render.parse_rendered(text)
+    except sriov_render.RenderError as e:
+        return ["rendered as the operator does: %s" % e], None
+    what = "rendered NAD %s/%s" % ((nad.get("metadata") or {}).get("namespace"), (nad.get("metadata") or {}).get("name"))
+    nad_errs = check_crd_doc(nad, crds)
+    errs += ["%s: %s" % (what, e) for e in (nad_errs or [])]
+    plugins = conf.get("plugins") if isinstance(conf, dict) else None
+    if isinstance(spec.get("metaPlugins"), str) and spec["metaPlugins"].strip():
+        if not isinstance(plugins, list):
+            errs.append("%s: config has no plugins list" % what)
+            return errs, nad
+        try:
+            meant = extract_configs.meta_plugins(spec["metaPlugins"])
+        except ValueError as e:
+            meant = None
+            errs.append("spec.metaPlugins: not JSON objects separated by commas (%s)" % e)
+        if meant is not None and plugins[1:] != meant:
+            errs.append("%s: the plugins after sriov differ from spec.metaPlugins (a multi-line JSON "
+                        "string is folded by the YAML scalar): rendered %s" % (what, json.dumps(plugins[1:])))
+    else:
+        plugins = [conf] if isinstance(conf, dict) else conf
+    if isinstance(spec.get("ipam"), str) and spec["ipam"].strip():
+        try:
+            meant = json.loads(spec["ipam"])
+            if not isinstance(meant, dict):
+                errs.append("spec.ipam: not a JSON object")
+            first = plugins[0] if plugins and isinstance(plugins[0], dict) else {}
+            if isinstance(meant, dict) and first.get("ipam") != meant:
+                errs.append("spec.ipam: the operator removes every whitespace character from ipam "
+                            "(strings.Fields), also inside JSON strings: it renders as %s, not %s"
+                            % (json.dumps(first.get("ipam")), json.dumps(meant)))
+        except ValueError as e:
+            errs.append("spec.ipam: does not parse: %s" % e)
+    errs += ["%s: %s" % (what, e) for e in check_chain(plugins, True, tenant=True)]
+    if spec.get("networkNamespace") and namespace not in sriov_render.OPERATOR_NAMESPACES:
+        errs.append("spec.networkNamespace: the operator refuses it outside its own namespace "
+                    "(controllers/generic_network_controller.go)")
+    return errs, nad
 
 
 def check_yaml_doc(doc, crds):
     if not isinstance(doc, dict):
-        return ["not a mapping"]
+        return ["not a mapping"], None
     kind = doc.get("kind")
     errs = check_crd_doc(doc, crds)
     if errs is None:
-        if kind == "DaemonSet":
-            errs = check_daemonset(doc)
-        else:
-            return ["kind %r: no schema and no check for it (add one to integration/check-conf.py)" % kind]
+        return ["kind %r: no schema and no check for it here (kustomize manifests belong under "
+                "conf/deploy/ in a kustomization; add a check to integration/check-conf.py)" % kind], None
     spec = doc.get("spec") or {}
+    rendered = None
     if kind == "SriovNetwork":
-        if isinstance(spec.get("metaPlugins"), str):
-            errs += check_netconf_text(spec["metaPlugins"], "spec.metaPlugins", sriov_prefix=True)
-        if isinstance(spec.get("ipam"), str):
-            try:
-                if not isinstance(json.loads(spec["ipam"]), dict):
-                    errs.append("spec.ipam: not a JSON object")
-            except ValueError as e:
-                errs.append("spec.ipam: does not parse: %s" % e)
+        render_errs, rendered = render_sriov_network(doc, crds)
+        errs += render_errs
     if kind == "NetworkAttachmentDefinition" and isinstance(spec.get("config"), str):
-        errs += check_netconf_text(spec["config"], "spec.config")
+        errs += check_netconf_text(spec["config"], "spec.config", tenant=True)
+    return errs, rendered
+
+
+def compare_nad(shipped, rendered):
+    """A shipped NAD that claims to be the operator's rendering of a shipped SriovNetwork."""
+    errs = []
+    key = "k8s.v1.cni.cncf.io/resourceName"
+    a = ((shipped.get("metadata") or {}).get("annotations") or {}).get(key)
+    b = ((rendered.get("metadata") or {}).get("annotations") or {}).get(key)
+    if a != b:
+        errs.append("annotation %s is %r, the operator renders %r" % (key, a, b))
+    try:
+        sc = json.loads(shipped["spec"]["config"])
+        rc = json.loads(rendered["spec"]["config"])
+        if sc != rc:
+            errs.append("spec.config differs from the operator's rendering: %s" % json.dumps(rc, sort_keys=True))
+    except (KeyError, TypeError, ValueError):
+        pass  # reported by its own checks
     return errs
 
 
-def check_containerfile(path, repo):
+# ------------------------------------------------------------------ kustomize
+
+def kustomization_file(d):
+    for n in ("kustomization.yaml", "kustomization.yml", "Kustomization"):
+        if os.path.isfile(os.path.join(d, n)):
+            return os.path.join(d, n)
+    return None
+
+
+def referenced_files(kdir, seen=None):
+    """Every file a kustomization (and what it includes) reads."""
+    seen = set() if seen is None else seen
+    kfile = kustomization_file(kdir)
+    if kfile is None or kfile in seen:
+        return seen
+    seen.add(kfile)
+    with open(kfile) as f:
+        k = yaml.safe_load(f) or {}
+
+    def add(rel):
+        p = os.path.normpath(os.path.join(kdir, rel))
+        if os.path.isdir(p):
+            referenced_files(p, seen)
+        else:
+            seen.add(p)
+
+    for rel in (k.get("resources") or []) + (k.get("components") or []) + (k.get("patchesStrategicMerge") or []):
+        add(rel)
+    for p in (k.get("patches") or []) + (k.get("patchesJson6902") or []):
+        if isinstance(p, dict) and p.get("path"):
+            add(p["path"])
+    for g in (k.get("configMapGenerator") or []) + (k.get("secretGenerator") or []):
+        for f in g.get("files") or []:
+            add(f.split("=", 1)[-1])
+    return seen
+
+
+def kubectl_cmd():
+    return os.environ.get("KUBECTL") or "kubectl"
+
+
+def kustomize_version():
+    """(version string, None) or (None, error)."""
+    try:
+        out = subprocess.run([kubectl_cmd(), "version", "--client", "-o", "json"],
+                             capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        return None, "cannot run %s: %s" % (kubectl_cmd(), e)
+    try:
+        v = json.loads(out.stdout).get("kustomizeVersion")
+    except ValueError:
+        v = None
+    if not v:
+        return None, "%s reports no kustomize version (%s)" % (kubectl_cmd(), (out.stderr or out.stdout).strip()[:200])
+    m = re.match(r"v?(\d+)\.(\d+)", v)
+    # Components (conf/deploy/components) came in kustomize v3.7; kubectl 1.14-1.20 embed
+    # v2.0.3 (Debian 12's kubernetes-client is 1.20).
+    if not m or (int(m.group(1)), int(m.group(2))) < (4, 0):
+        return None, ("%s embeds kustomize %s, which cannot build conf/deploy (components need "
+                      "kustomize >= v3.7; kubectl >= 1.21 embeds v4+)" % (kubectl_cmd(), v))
+    return v, None
+
+
+def kustomize_build(kdir):
+    out = subprocess.run([kubectl_cmd(), "kustomize", kdir], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise ValueError("kubectl kustomize failed: %s" % out.stderr.strip().replace("\n", " | "))
+    return [d for d in yaml.safe_load_all(out.stdout) if d is not None]
+
+
+def check_k8s_schema(doc):
+    """A built-in kind against the Kubernetes schema of K8S_SCHEMA_VERSION, strict."""
+    try:
+        kubernetes_validate.validate(doc, K8S_SCHEMA_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        where = ".".join(str(p) for p in getattr(e, "absolute_path", []) or []) or "(root)"
+        return ["Kubernetes %s schema (strict): %s: %s" % (K8S_SCHEMA_VERSION, where, str(e).splitlines()[0])]
+    except (kubernetes_validate.SchemaNotFoundError, kubernetes_validate.InvalidSchemaError) as e:
+        return ["no Kubernetes %s schema for it: %s" % (K8S_SCHEMA_VERSION, str(e).splitlines()[0])]
+    return []
+
+
+def cargo_version(cargo_toml):
+    with open(cargo_toml) as f:
+        m = re.search(r'^version\s*=\s*"([^"]+)"', f.read(), re.M)
+    return m.group(1) if m else None
+
+
+def check_image(c, version):
+    image = c.get("image") or ""
+    name, sep, tag = image.rpartition(":")
+    if not sep or "/" in tag or "@" in image:
+        return ["container %s: image %r has no tag (pin <version>-<revision>)" % (c.get("name"), image)]
+    m = re.match(r"^(\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?)-([0-9a-f]{12})$", tag)
+    if not m:
+        return ["container %s: image tag %r is not <Cargo.toml version>-<12 hex revision> "
+                "(`make image-tag`; no floating or -dirty tags)" % (c.get("name"), tag)]
+    if version and m.group(1) != version:
+        return ["container %s: image tag %r is for version %s but Cargo.toml says %s (run "
+                "`make image image-pin` after the release build)" % (c.get("name"), tag, m.group(1), version)]
+    return []
+
+
+def check_resources(c):
+    r = c.get("resources") or {}
+    req, lim = r.get("requests") or {}, r.get("limits") or {}
+    missing = [k for k in ("cpu", "memory") if k not in req] + ["limit " + k for k in ("cpu", "memory") if k not in lim]
+    return ["container %s: resources without %s" % (c.get("name"), ", ".join(missing))] if missing else []
+
+
+def check_node_config(text):
+    try:
+        conf = json.loads(text)
+    except ValueError as e:
+        return ["node.json does not parse: %s" % e], {}
+    if not isinstance(conf, dict):
+        return ["node.json is not a JSON object"], {}
+    errs = []
+    for k, v in conf.items():
+        if k not in NODE_CONFIG_KEYS:
+            errs.append("node.json: unknown key %r (DESIGN 2.1: %s)" % (k, ", ".join(sorted(NODE_CONFIG_KEYS))))
+        elif k == "sysctlAllowlist":
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                errs.append("node.json: sysctlAllowlist must be a list of strings")
+                continue
+            if len(v) > 256:
+                errs.append("node.json: sysctlAllowlist holds more than 256 patterns (src/node.rs refuses it)")
+            for pat in v:
+                # src/node.rs validate_pattern: components of letters, digits, _ - and *;
+                # and a pattern outside net. can never match (network sysctls stay under net.).
+                if (len(pat) > 256 or pat.split(".")[0] != "net"
+                        or not all(NODE_PATTERN_COMPONENT.match(c) for c in pat.split("."))):
+                    errs.append("node.json: sysctlAllowlist pattern %r must be a dotted key under net. of "
+                                "letters, digits, '_', '-' and '*' (* matches within one component)" % pat)
+        elif not (isinstance(v, str) and v.startswith("/") and ".." not in v.split("/")):
+            errs.append("node.json: %s must be an absolute path without .." % k)
+    return errs, conf
+
+
+def pod_parts(ds):
+    tmpl = (ds.get("spec") or {}).get("template") or {}
+    return tmpl.get("metadata") or {}, tmpl.get("spec") or {}
+
+
+def host_path_mounts(pod, container):
+    """{mountPath: (hostPath path, volume type, mount)} of a container's hostPath mounts."""
+    vols = {v.get("name"): v for v in pod.get("volumes") or []}
+    out = {}
+    for m in container.get("volumeMounts") or []:
+        hp = (vols.get(m.get("name")) or {}).get("hostPath")
+        if hp:
+            out[m.get("mountPath")] = (hp.get("path"), hp.get("type"), m)
+    return out
+
+
+def check_common_pod(ds, docs, expect, version):
+    errs = []
+    if ds.get("apiVersion") != "apps/v1":
+        errs.append("apiVersion must be apps/v1")
+    sel = ((ds.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+    meta, pod = pod_parts(ds)
+    labels = meta.get("labels") or {}
+    if not sel or any(labels.get(k) != v for k, v in sel.items()):
+        errs.append("spec.selector.matchLabels must be non-empty and match the pod template's labels")
+    ns = pod.get("nodeSelector") or {}
+    if not ns:
+        errs.append("nodeSelector: missing (each overlay sets it)")
+    if ns.get("kubernetes.io/arch") != IMAGE_ARCH:
+        errs.append("nodeSelector: kubernetes.io/arch must be %s, the image's only architecture" % IMAGE_ARCH)
+    tol = pod.get("tolerations") or []
+    if not any(t.get("operator") == "Exists" and not t.get("key") and not t.get("effect") for t in tol):
+        errs.append("tolerations: need {operator: Exists} with no key and no effect (a skipped node "
+                    "cannot run the pods that need roce-tune)")
+    sa = pod.get("serviceAccountName")
+    if not sa or not any(d.get("kind") == "ServiceAccount" and d["metadata"]["name"] == sa for d in docs):
+        errs.append("serviceAccountName %r: no such ServiceAccount in the build" % sa)
+    if not pod.get("hostNetwork"):
+        errs.append("hostNetwork must be true (the class file is in the host netns's sysfs)")
+    if not pod.get("hostPID"):
+        errs.append("hostPID must be true (recorded /proc/<pid>/ns/net paths)")
+    vols = {v.get("name"): v for v in pod.get("volumes") or []}
+    cni_bin = (vols.get("cni-bin") or {}).get("hostPath") or {}
+    if cni_bin.get("path") != expect["bin_dir"] or cni_bin.get("type") != "Directory":
+        errs.append("volume cni-bin must be hostPath %s of type Directory (got %s, type %s): a "
+                    "DirectoryOrCreate or wrong path gives the node a new, unused bin dir"
+                    % (expect["bin_dir"], cni_bin.get("path"), cni_bin.get("type")))
+    containers = (pod.get("initContainers") or []) + (pod.get("containers") or [])
+    used = set()
+    for c in containers:
+        n = c.get("name")
+        errs += check_image(c, version) + check_resources(c)
+        if c.get("imagePullPolicy") != "IfNotPresent":
+            errs.append("container %s: imagePullPolicy must be IfNotPresent (pinned tags)" % n)
+        if not (c.get("securityContext") or {}).get("privileged"):
+            errs.append("container %s: must be privileged (host files under SELinux, /sys read-write)" % n)
+        for m in c.get("volumeMounts") or []:
+            used.add(m.get("name"))
+            if m.get("name") not in vols:
+                errs.append("container %s: volumeMount %s has no volume" % (n, m.get("name")))
+    for name, v in vols.items():
+        if name not in used:
+            errs.append("volume %s is mounted by no container" % name)
+    if expect["openshift"]:
+        if (meta.get("annotations") or {}).get("openshift.io/required-scc") != "privileged":
+            errs.append("pod template annotation openshift.io/required-scc: privileged is missing")
+    return errs
+
+
+def args_value(args, flag):
+    return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
+
+
+def check_install_ds(ds, docs, expect, version):
+    errs = check_common_pod(ds, docs, expect, version)
+    _, pod = pod_parts(ds)
+    vols = {v.get("name"): v for v in pod.get("volumes") or []}
+    inits = {c.get("name"): c for c in pod.get("initContainers") or []}
+    conts = {c.get("name"): c for c in pod.get("containers") or []}
+    install = inits.get("install")
+    node_conf = {}
+    if install is None:
+        errs.append("initContainer install: missing")
+    else:
+        if install.get("command") != ["/bin/busybox", "sh", "/install.sh"]:
+            errs.append("initContainer install: command must be [/bin/busybox, sh, /install.sh]")
+        args = install.get("args") or []
+        mounts = host_path_mounts(pod, install)
+        bin_mount = args_value(args, "--bin-dir")
+        if (mounts.get(bin_mount) or (None,))[0] != expect["bin_dir"]:
+            errs.append("initContainer install: --bin-dir %s is not where the %s hostPath is mounted" % (bin_mount, expect["bin_dir"]))
+        # The node config: a file of the ConfigMap volume, copied to the host's config dir.
+        src = args_value(args, "--node-config") or ""
+        cm_mount = next((m for m in install.get("volumeMounts") or []
+                         if src.startswith(m.get("mountPath", "") + "/") and "configMap" in (vols.get(m.get("name")) or {})), None)
+        if cm_mount is None:
+            errs.append("initContainer install: --node-config %r is not in a mounted ConfigMap" % src)
+        else:
+            cm_name = vols[cm_mount["name"]]["configMap"].get("name")
+            key = src[len(cm_mount["mountPath"]) + 1:]
+            cm = next((d for d in docs if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == cm_name), None)
+            if cm is None or key not in (cm.get("data") or {}):
+                errs.append("ConfigMap %s with key %s: not in the build" % (cm_name, key))
+            else:
+                node_errs, node_conf = check_node_config(cm["data"][key])
+                errs += node_errs
+        conf_dir = args_value(args, "--node-config-dir")
+        if (mounts.get(conf_dir) or (None,))[0] != NODE_CONFIG_HOST_DIR:
+            errs.append("initContainer install: --node-config-dir %s is not the hostPath %s" % (conf_dir, NODE_CONFIG_HOST_DIR))
+        state_dir = node_conf.get("stateDir", NODE_CONFIG_DEFAULTS["stateDir"]) if isinstance(node_conf, dict) else None
+        st = args_value(args, "--state-dir")
+        if st is not None and (mounts.get(st) or (None,))[0] != state_dir:
+            errs.append("initContainer install: --state-dir %s is not the hostPath of node.json's stateDir %s" % (st, state_dir))
+    repair = conts.get("orphan-repair")
+    if repair is None:
+        errs.append("container orphan-repair: missing")
+        return errs
+    cmd = repair.get("command") or []
+    if (cmd[:3] != ["/roce-tune", "gc", "--orphans"] or args_value(cmd, "--every") is None
+            or not re.match(r"^[1-9][0-9]*$", args_value(cmd, "--every"))):
+        errs.append("container orphan-repair: command must be [/roce-tune, gc, --orphans, --every, N] (got %s)" % cmd)
+    mounts = host_path_mounts(pod, repair)
+    state_dir = node_conf.get("stateDir", NODE_CONFIG_DEFAULTS["stateDir"])
+    m = mounts.get(state_dir)
+    if not m or m[0] != state_dir or m[2].get("readOnly"):
+        errs.append("container orphan-repair: node.json's stateDir %s must be mounted read-write from the "
+                    "same host path" % state_dir)
+    m = mounts.get(NODE_CONFIG_HOST_DIR)
+    if not m or m[0] != NODE_CONFIG_HOST_DIR or not m[2].get("readOnly"):
+        errs.append("container orphan-repair: %s must be mounted read-only from the host (the node "
+                    "config the plugin reads)" % NODE_CONFIG_HOST_DIR)
+    for d in ("/run/netns", "/var/run/netns"):
+        m = mounts.get(d)
+        if not m or m[0] != d or m[2].get("mountPropagation") != "HostToContainer":
+            errs.append("container orphan-repair: %s must be mounted from the host with "
+                        "mountPropagation HostToContainer (recorded netns paths)" % d)
+    sysfs = node_conf.get("sysfsRoot", NODE_CONFIG_DEFAULTS["sysfsRoot"])
+    if sysfs != "/sys" and (mounts.get(sysfs) or (None,))[0] != sysfs:
+        errs.append("container orphan-repair: node.json's sysfsRoot %s is not mounted from the host" % sysfs)
+    errs += ["container orphan-repair: " + e for e in check_configfs(mounts, sysfs)]
+    log = node_conf.get("logFile")
+    if log and (mounts.get(os.path.dirname(log)) or (None,))[0] != os.path.dirname(log):
+        errs.append("container orphan-repair: the directory of node.json's logFile %s is not mounted "
+                    "from the host (the loop's log would stay in the container)" % log)
+    return errs
+
+
+def check_configfs(mounts, sysfs_root):
+    """rdmaCmTos is restored in <sysfsRoot>/kernel/config (configfs); a container's own
+    sysfs mount does not carry the host's configfs mount."""
+    target = sysfs_root.rstrip("/") + "/kernel/config"
+    for inside, host in ((target, "/sys/kernel/config"), (os.path.dirname(target), "/sys/kernel")):
+        m = mounts.get(inside)
+        if m and m[0] == host and not m[2].get("readOnly"):
+            return []
+    return ["%s must come from the host's /sys/kernel/config (or /sys/kernel), read-write "
+            "(rdmaCmTos entries are restored in configfs, which the container's /sys lacks)" % target]
+
+
+def check_uninstall_ds(ds, docs, expect, version, install_image):
+    errs = check_common_pod(ds, docs, expect, version)
+    _, pod = pod_parts(ds)
+    if pod.get("initContainers"):
+        errs.append("uninstall: no initContainer may run (it would reinstall)")
+    conts = pod.get("containers") or []
+    if [c.get("name") for c in conts] != ["uninstall"]:
+        errs.append("uninstall: the one container must be `uninstall` (got %s)" % [c.get("name") for c in conts])
+        return errs
+    c = conts[0]
+    if (c.get("command") or [])[:4] != ["/bin/busybox", "sh", "/install.sh", "--uninstall"]:
+        errs.append("uninstall: command must start [/bin/busybox, sh, /install.sh, --uninstall]")
+    if c.get("image") != install_image:
+        errs.append("uninstall: image %s differs from the install overlay's %s" % (c.get("image"), install_image))
+    for v in pod.get("volumes") or []:
+        path = (v.get("hostPath") or {}).get("path")
+        if path in (NODE_CONFIG_HOST_DIR, NODE_CONFIG_DEFAULTS["stateDir"]):
+            errs.append("uninstall: volume %s (%s) would make the kubelet re-create what uninstall removes" % (v.get("name"), path))
+    mounts = host_path_mounts(pod, c)
+    errs += ["uninstall: " + e for e in check_configfs(mounts, NODE_CONFIG_DEFAULTS["sysfsRoot"])]
+    for d in ("/etc/cni", "/run/cni"):
+        if (mounts.get(d) or (None,))[0] != d:
+            errs.append("uninstall: %s must be mounted from the host at the same path" % d)
+    args = c.get("args") or []
+    if (mounts.get(args_value(args, "--bin-dir")) or (None,))[0] != expect["bin_dir"]:
+        errs.append("uninstall: --bin-dir is not where the %s hostPath is mounted" % expect["bin_dir"])
+    return errs
+
+
+def check_overlay_docs(docs, expect):
+    errs = []
+    ns_docs = [d for d in docs if d.get("kind") == "Namespace"]
+    for d in docs:
+        kind = d.get("kind")
+        if kind not in OVERLAY_KINDS:
+            errs.append("%s: kind not expected in an overlay (%s)" % (kind, ", ".join(sorted(OVERLAY_KINDS))))
+            continue
+        errs += ["%s %s: %s" % (kind, (d.get("metadata") or {}).get("name"), e) for e in check_metadata(d)]
+        if kind != "Namespace" and (d.get("metadata") or {}).get("namespace") != expect["namespace"]:
+            errs.append("%s %s: namespace %r, expected %s" % (kind, d["metadata"].get("name"),
+                                                              d["metadata"].get("namespace"), expect["namespace"]))
+    if expect["own_namespace"]:
+        if [d["metadata"]["name"] for d in ns_docs] != [expect["namespace"]]:
+            errs.append("Namespace %s: the overlay must create exactly its own namespace" % expect["namespace"])
+        elif (ns_docs[0]["metadata"].get("labels") or {}).get("pod-security.kubernetes.io/enforce") != "privileged":
+            errs.append("Namespace %s: label pod-security.kubernetes.io/enforce: privileged is missing "
+                        "(Pod Security Admission refuses the privileged DaemonSet)" % expect["namespace"])
+    elif ns_docs:
+        errs.append("Namespace: the overlay must not create %s: it belongs to the operator, and "
+                    "`kubectl delete -k` would delete it" % ", ".join(d["metadata"]["name"] for d in ns_docs))
+    if expect["openshift"]:
+        sa = next((d["metadata"]["name"] for d in docs if d.get("kind") == "ServiceAccount"), None)
+        roles = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "Role"}
+        granted = False
+        for rb in (d for d in docs if d.get("kind") == "RoleBinding"):
+            role = roles.get((rb.get("roleRef") or {}).get("name"))
+            subj = any(s.get("kind") == "ServiceAccount" and s.get("name") == sa
+                       and s.get("namespace") == expect["namespace"] for s in rb.get("subjects") or [])
+            rule = role and any("security.openshift.io" in (r.get("apiGroups") or [])
+                                and "securitycontextconstraints" in (r.get("resources") or [])
+                                and "privileged" in (r.get("resourceNames") or [])
+                                and "use" in (r.get("verbs") or []) for r in role.get("rules") or [])
+            granted = granted or bool(subj and rule)
+        if not granted:
+            errs.append("no Role + RoleBinding grants `use` of the privileged SCC to ServiceAccount %s" % sa)
+    return errs
+
+
+def check_deploy(deploy_dir, repo, crds, version):
+    """[(label, errors)] for every kustomization under deploy_dir."""
+    results = []
+    kdirs = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(deploy_dir, "**", "kustomization.y*ml"), recursive=True))
+    images = {}
+    expected = set(OVERLAYS) | {os.path.join("uninstall", o) for o in OVERLAYS} | {"base"}
+    found = set()
+    for kdir in kdirs:
+        rel = os.path.relpath(kdir, deploy_dir)
+        label = os.path.relpath(kdir, repo)
+        with open(kustomization_file(kdir)) as f:
+            k = yaml.safe_load(f) or {}
+        if k.get("kind") == "Component":
+            continue  # built through the overlays that use it
+        found.add(rel)
+        try:
+            docs = kustomize_build(kdir)
+        except ValueError as e:
+            results.append((label + " (kubectl kustomize)", [str(e)]))
+            continue
+        errs = []
+        for d in docs:
+            what = "%s %s" % (d.get("kind"), (d.get("metadata") or {}).get("name"))
+            crd_errs = check_crd_doc(d, crds)
+            if crd_errs is None:
+                errs += ["%s: %s" % (what, e) for e in check_k8s_schema(d)]
+            else:
+                errs += ["%s: %s" % (what, e) for e in crd_errs]
+        name = rel.split(os.sep)[-1]
+        uninstall = rel.startswith("uninstall" + os.sep)
+        ds = [d for d in docs if d.get("kind") == "DaemonSet"]
+        if rel == "base":
+            pass  # no namespace, bin dir or selector of its own: the overlays are checked
+        elif name not in OVERLAYS:
+            errs.append("unknown overlay %s: add what it deploys to OVERLAYS in integration/check-conf.py" % rel)
+        elif len(ds) != 1:
+            errs.append("expected one DaemonSet, got %d" % len(ds))
+        else:
+            expect = OVERLAYS[name]
+            errs += check_overlay_docs(docs, expect)
+            if uninstall:
+                errs += ["DaemonSet: " + e for e in check_uninstall_ds(ds[0], docs, expect, version, images.get(name))]
+            else:
+                errs += ["DaemonSet: " + e for e in check_install_ds(ds[0], docs, expect, version)]
+                _, pod = pod_parts(ds[0])
+                images[name] = next((c.get("image") for c in pod.get("containers") or []), None)
+        results.append(("%s (kubectl kustomize: %s)" % (label, ", ".join(d.get("kind", "?") for d in docs)), errs))
+    for missing in sorted(expected - found):
+        results.append((os.path.join(os.path.relpath(deploy_dir, repo), missing), ["kustomization missing"]))
+    return results
+
+
+# ------------------------------------------------------------------ files
+
+def check_containerfile(path):
     errs = []
     with open(path) as f:
-        for n, line in enumerate(f, 1):
-            m = re.match(r"^\s*COPY\s+(?!--from)(.+)$", line)
-            if m:
-                srcs = m.group(1).split()[:-1]
-                for s in srcs:
-                    if s != "." and not os.path.exists(os.path.join(repo, s)):
-                        errs.append("line %d: COPY source %s does not exist" % (n, s))
-    if "crt-static" not in open(path).read():
-        errs.append("the build stage must set RUSTFLAGS=-C target-feature=+crt-static")
+        text = f.read()
+    for n, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"^\s*FROM\s+(\S+)", line, re.I)
+        if m and m.group(1) != "scratch":
+            errs.append("line %d: FROM %s: the image is built offline FROM scratch (no registry)" % (n, m.group(1)))
+    for label in ("version", "revision", "source", "licenses", "title"):
+        if "org.opencontainers.image.%s=" % label not in text:
+            errs.append("OCI label org.opencontainers.image.%s is missing" % label)
     return errs
 
 
@@ -264,12 +826,44 @@ def main(argv):
     if not crds:
         print("FAIL no CRD found in %s" % crd_dir)
         return 1
+    version = cargo_version(os.environ.get("CARGO_TOML") or os.path.join(repo, "Cargo.toml"))
     failed = checked = 0
+
+    def report(label, errs):
+        nonlocal failed, checked
+        checked += 1
+        if errs:
+            failed += 1
+            print("FAIL %s" % label)
+            for e in errs:
+                print("     %s" % e)
+        else:
+            print("ok   %s" % label)
+
+    deploy_dir = os.path.join(conf_dir, "deploy")
+    kustomized = set()
+    if os.path.isdir(deploy_dir):
+        kv, err = kustomize_version()
+        if err:
+            report("conf/deploy (kubectl kustomize)", [err])
+        else:
+            print("check-conf: %s, kustomize %s" % (kubectl_cmd(), kv))
+            for label, errs in check_deploy(deploy_dir, repo, crds, version):
+                report(label, errs)
+        for kfile in glob.glob(os.path.join(deploy_dir, "**", "kustomization.y*ml"), recursive=True):
+            kustomized |= referenced_files(os.path.dirname(kfile))
+    else:
+        report("conf/deploy", ["missing: the kustomize layout (base and overlays)"])
+
+    rendered_by_dir = {}
+    nads_by_dir = {}
     for root, dirs, files in os.walk(conf_dir):
         dirs.sort()
         for fn in sorted(files):
-            path = os.path.join(root, fn)
+            path = os.path.normpath(os.path.join(root, fn))
             rel = os.path.relpath(path, repo)
+            if path in kustomized:
+                continue
             errs = []
             if fn.endswith((".yaml", ".yml")):
                 try:
@@ -280,31 +874,41 @@ def main(argv):
                 kinds = []
                 for i, doc in enumerate(docs):
                     kinds.append(str(doc.get("kind") if isinstance(doc, dict) else "?"))
-                    errs += ["document %d (%s): %s" % (i, kinds[-1], e) for e in check_yaml_doc(doc, crds)]
+                    doc_errs, rendered = check_yaml_doc(doc, crds)
+                    errs += ["document %d (%s): %s" % (i, kinds[-1], e) for e in doc_errs]
+                    if rendered is not None:
+                        rendered_by_dir.setdefault(root, []).append((rel, i, rendered))
+                    if kinds[-1] == "NetworkAttachmentDefinition":
+                        nads_by_dir.setdefault(root, []).append((rel, i, doc))
                 what = ", ".join(kinds)
             elif fn.endswith((".conflist", ".conf", ".json")):
                 with open(path) as f:
-                    errs = check_netconf_text(f.read(), "config")
+                    errs = check_netconf_text(f.read(), "config", tenant=False)
                 what = "CNI config"
             elif fn == "Containerfile" or fn.endswith(".Containerfile"):
-                errs = check_containerfile(path, repo)
+                errs = check_containerfile(path)
                 what = "Containerfile"
             else:
                 continue
-            checked += 1
-            if errs:
-                failed += 1
-                print("FAIL %s (%s)" % (rel, what))
-                for e in errs:
-                    print("     %s" % e)
-            else:
-                print("ok   %s (%s)" % (rel, what))
+            report("%s (%s)" % (rel, what), errs)
+    # A shipped NAD beside a SriovNetwork that renders to the same namespace/name claims to be
+    # that rendering: it must be.
+    pairs = 0
+    for root, rendered in rendered_by_dir.items():
+        for srel, si, r in rendered:
+            rmeta = r.get("metadata") or {}
+            for nrel, ni, nad in nads_by_dir.get(root, []):
+                nmeta = nad.get("metadata") or {}
+                if (nmeta.get("namespace"), nmeta.get("name")) == (rmeta.get("namespace"), rmeta.get("name")):
+                    pairs += 1
+                    report("%s#%d is what the operator renders from %s#%d" % (nrel, ni, srel, si), compare_nad(nad, r))
     configs, errors = extract_configs.extract(conf_dir)
     for e in errors:
         failed += 1
         print("FAIL extract-configs: %s" % e)
-    print("%d files checked, %d failed; %d roce-tune configs embedded; CRDs: %s" % (
-        checked, failed, len(configs), ", ".join("%s/%s" % k for k in sorted(crds))))
+    print("%d checks, %d failed; %d SriovNetwork renderings compared with a shipped NAD; %d roce-tune "
+          "configs embedded; CRDs: %s" % (checked, failed, pairs, len(configs),
+                                          ", ".join("%s/%s" % k for k in sorted(crds))))
     return 1 if failed or not checked else 0
 
 

@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# integration/check-conf.sh: validate conf/ offline against the upstream CRD schemas.
-# Needs python3 with yaml and jsonschema (Debian: python3-yaml python3-jsonschema; setup.sh
-# installs them). Does not need root or the roce-tune binary.
+# integration/check-conf.sh: validate conf/ offline: the kustomize overlays (built with
+# `kubectl kustomize`), the manifests against the upstream CRD schemas, every SriovNetwork
+# rendered the way the sriov-network-operator renders it; then the negative cases
+# (integration/check-conf-negative.py), each of which must make check-conf fail.
+# Needs python3 with yaml, jsonschema and kubernetes_validate (setup.sh makes a venv from
+# integration/requirements-check-conf.txt) and a kubectl whose kustomize builds components
+# (>= v4: kubectl >= 1.21); setup.sh installs them.
+# Does not need root or the roce-tune binary.
 #
 # CRDs: $ROCE_TUNE_CRD_DIR, else $SHARED_DIR/fixtures/crds, else ../shared/fixtures/crds
 # relative to the repository (the checkout sees shared/ beside it, locally and in CI).
@@ -17,14 +22,21 @@ if [ -z "$crd_dir" ]; then
 fi
 [ -n "$crd_dir" ] || { echo "check-conf: no CRD directory (set ROCE_TUNE_CRD_DIR or SHARED_DIR)" >&2; exit 1; }
 
-# Debian's interpreter first (where apt puts python3-yaml/python3-jsonschema), then PATH's.
+# The venv integration/setup.sh makes (kubernetes-validate: the Kubernetes schemas, offline),
+# else any python3 that has all three modules.
+venv_py="${ROCE_TUNE_BUILD_DIR:-$here/.build}/venv/bin/python"
 py=""
-for cand in /usr/bin/python3 python3; do
-    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import yaml, jsonschema' 2>/dev/null; then
+for cand in "$venv_py" /usr/bin/python3 python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import yaml, jsonschema, kubernetes_validate' 2>/dev/null; then
         py="$cand"; break
     fi
 done
-[ -n "$py" ] || { echo "check-conf: need python3 with yaml and jsonschema (apt-get install python3-yaml python3-jsonschema, or run integration/setup.sh)" >&2; exit 1; }
+[ -n "$py" ] || { echo "check-conf: need python3 with yaml, jsonschema and kubernetes_validate: run integration/setup.sh (it makes $venv_py from integration/requirements-check-conf.txt)" >&2; exit 1; }
+
+export KUBECTL="${KUBECTL:-kubectl}"
+command -v "$KUBECTL" >/dev/null 2>&1 || { echo "check-conf: no $KUBECTL (run integration/setup.sh)" >&2; exit 1; }
 
 echo "check-conf: CRDs from $(cd "$crd_dir" && pwd)"
-exec "$py" "$here/check-conf.py" "$repo/conf" "$crd_dir"
+"$py" "$here/check-conf.py" "$repo/conf" "$crd_dir"
+echo "check-conf: negative cases (each breaks one thing in a copy of conf/ and must fail)"
+"$py" "$here/check-conf-negative.py" "$crd_dir"

@@ -6,7 +6,8 @@ Sources:
     which the operator pastes into the rendered "plugins" list);
   * NetworkAttachmentDefinition manifests: spec.config (a conflist's "plugins", or a single
     plugin config);
-  * *.conflist / *.conf / *.json files: a conflist or a single plugin config.
+  * *.conflist / *.conf / *.json files: a conflist or a single plugin config (not node.json,
+    roce-tune's node config).
 
 Usage:
   integration/extract-configs.py [--libcni] [--with-source] [CONF_DIR]
@@ -86,6 +87,8 @@ def extract(conf_dir):
                     for d, doc in enumerate(docs):
                         for i, name, ver, p in configs_in_yaml_doc(doc):
                             found.append(("%s#%d:%d" % (rel, d, i), name, ver, p))
+                elif fn == "node.json":
+                    continue  # a node config (conf/deploy/base), not a network config
                 elif fn.endswith((".conflist", ".conf", ".json")):
                     with open(path) as f:
                         name, ver, plugins = plugins_of_netconf(json.load(f))

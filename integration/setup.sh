@@ -6,7 +6,13 @@
 #      containernetworking-plugins (host-device, static, sbr, tuning in /usr/lib/cni),
 #      iproute2, procps (sysctl), golang-go + golang-github-appc-cni-dev (to build cnitool
 #      offline), dpkg-dev + xz-utils (apt-get source), jq, python3-yaml + python3-jsonschema
-#      (integration/check-conf.sh), hyperfine (benchmarks), make, file (the top Makefile);
+#      (integration/check-conf.sh), hyperfine (benchmarks), make, file (the top Makefile),
+#      podman + busybox-static (`make image`: an offline image FROM scratch that carries
+#      Debian's static busybox), and kubernetes-client only when no kubectl is installed
+#      (the machine image's kubectl 1.32 conflicts with it; Debian's 1.20 embeds kustomize
+#      v2.0.3, too old for conf/deploy's components: check-conf then says so),
+#      python3-venv (1b: check-conf's pinned PyPI packages, integration/requirements-check-conf.txt,
+#      in integration/.build/venv);
 #   2. builds cnitool into integration/.build/bin/cnitool (skipped when it is there).
 #      cnitool is NOT in golang-github-appc-cni-dev (that package ships libcni/ and pkg/ only,
 #      checked on 1.1.2-1); it is in the SOURCE package golang-github-appc-cni, directory
@@ -31,7 +37,8 @@ export DEBIAN_FRONTEND=noninteractive
 # ---------------------------------------------------------------- 1. packages
 pkgs=(containernetworking-plugins iproute2 procps golang-go golang-github-appc-cni-dev
       dpkg-dev xz-utils jq python3 python3-yaml python3-jsonschema hyperfine make file
-      ca-certificates)
+      ca-certificates podman busybox-static python3-venv)
+command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
 missing=()
 for p in "${pkgs[@]}"; do
     st="$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)"
@@ -47,6 +54,22 @@ fi
 for f in /usr/lib/cni/host-device /usr/lib/cni/static /usr/lib/cni/sbr /usr/lib/cni/tuning; do
     [ -x "$f" ] || die "$f missing after installing containernetworking-plugins"
 done
+
+# ---------------------------------------------------------------- 1b. check-conf's Python packages
+# kubernetes-validate (the Kubernetes schemas, offline) from PyPI, pinned, in a venv: Debian's
+# python3 is externally managed (PEP 668).
+venv="$build/venv"
+req="$here/requirements-check-conf.txt"
+if [ -x "$venv/bin/python" ] && [ -f "$venv/requirements.txt" ] && cmp -s "$req" "$venv/requirements.txt"; then
+    say "venv: $venv already has $(basename "$req"), skipping"
+else
+    say "venv: installing $(basename "$req") into $venv"
+    rm -rf "$venv"
+    /usr/bin/python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+    cp "$req" "$venv/requirements.txt"
+fi
+"$venv/bin/python" -c 'import kubernetes_validate, yaml, jsonschema' || die "venv $venv: kubernetes_validate does not import"
 
 # ---------------------------------------------------------------- 2. cnitool
 cnitool="$build/bin/cnitool"

@@ -1,7 +1,8 @@
 # mk/e2e.mk: end-to-end targets, included by the top Makefile (-include mk/*.mk).
 #
 #   make setup        integration/setup.sh: Debian packages + cnitool (root, idempotent)
-#   make check-conf   validate conf/ against the CRD schemas in ../shared/fixtures/crds
+#   make check-conf   validate conf/: kustomize overlays, CRD schemas (../shared/fixtures/crds),
+#                     SriovNetworks rendered as the operator does, then the negative cases
 #   make e2e          setup, build, check-conf, then integration/e2e.sh (root)
 #                     E2E="add del" runs only those scenarios; E2E_VERBOSE=1 prints the
 #                     log of a failed scenario

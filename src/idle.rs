@@ -100,12 +100,7 @@ fn entries(state: Option<&StateDir>) -> Vec<Entry> {
 /// The state entries of the node, for callers without a state dir of their
 /// own (`inspect`): none when the node has no state dir yet.
 pub fn node_entries(node: &NodeConfig) -> Vec<Entry> {
-    entries(
-        StateDir::open(&node.state_dir, false)
-            .ok()
-            .flatten()
-            .as_ref(),
-    )
+    entries(StateDir::existing(&node.state_dir).ok().flatten().as_ref())
 }
 
 /// `roce-tune reset-idle [--dry-run]`: every idle VF holding a class back to
@@ -119,9 +114,8 @@ pub fn reset(node: &NodeConfig, dry_run: bool) -> i32 {
             return 1;
         }
     };
-    let state = match StateDir::open(&node.state_dir, true) {
-        Ok(Some(s)) => s,
-        Ok(None) => unreachable!("created when missing"),
+    let state = match StateDir::create(&node.state_dir) {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("roce-tune: {}", e.msg);
             return 1;

@@ -11,6 +11,7 @@ use netlink_packet_route::address::{AddressAttribute, AddressMessage};
 use netlink_packet_route::link::{LinkAttribute, LinkMessage};
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
+use nix::errno::Errno;
 use std::net::IpAddr;
 
 /// What roce-tune needs to know of a netdev.
@@ -45,7 +46,7 @@ impl Netlink {
         &mut self,
         msg: RouteNetlinkMessage,
         flags: u16,
-    ) -> CniResult<Vec<RouteNetlinkMessage>> {
+    ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
         self.seq += 1;
         let mut header = NetlinkHeader::default();
         header.flags = flags | NLM_F_REQUEST;
@@ -56,7 +57,7 @@ impl Netlink {
         req.serialize(&mut buf);
         self.sock
             .send(&buf, 0)
-            .map_err(|e| CniError::io("send a netlink request", e))?;
+            .map_err(|e| NlError::io("send a netlink request", e))?;
 
         let mut out = Vec::new();
         let mut rx = Vec::with_capacity(32 * 1024);
@@ -64,14 +65,15 @@ impl Netlink {
             rx.clear();
             self.sock
                 .recv(&mut rx, 0)
-                .map_err(|e| CniError::io("read a netlink reply", e))?;
+                .map_err(|e| NlError::io("read a netlink reply", e))?;
             let mut off = 0;
             while off < rx.len() {
                 let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&rx[off..])
-                    .map_err(|e| CniError::io("decode a netlink reply", e))?;
-                let len = msg.header.length as usize;
+                    .map_err(|e| NlError::Decode(e.to_string()))?;
+                // Messages sit at 4-byte boundaries (NLMSG_ALIGN).
+                let len = (msg.header.length as usize + 3) & !3;
                 if msg.header.sequence_number != self.seq {
-                    off += len.max(1);
+                    off += len.max(4);
                     continue;
                 }
                 match msg.payload {
@@ -79,9 +81,7 @@ impl Netlink {
                     NetlinkPayload::Done(_) => return Ok(out),
                     NetlinkPayload::Error(e) => match e.code {
                         None => return Ok(out),
-                        Some(code) => {
-                            return Err(NetlinkError(-code.get()).into_cni("netlink request"));
-                        }
+                        Some(code) => return Err(NlError::Kernel(Errno::from_raw(-code.get()))),
                     },
                     _ => {}
                 }
@@ -105,9 +105,8 @@ impl Netlink {
                 RouteNetlinkMessage::NewLink(l) => Some(link_of(l)),
                 _ => None,
             })),
-            // ENODEV: no such link.
-            Err(e) if e.msg.contains("errno 19") => Ok(None),
-            Err(e) => Err(e),
+            Err(NlError::Kernel(Errno::ENODEV)) => Ok(None),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -176,11 +175,32 @@ fn link_of(l: LinkMessage) -> Link {
     link
 }
 
-struct NetlinkError(i32);
+/// Why a request failed, with its cause kept for callers to branch on (no
+/// such link is ENODEV, not an error).
+#[derive(Debug)]
+enum NlError {
+    /// A socket call failed.
+    Io(&'static str, std::io::Error),
+    /// The kernel answered with an errno.
+    Kernel(Errno),
+    /// The answer did not decode.
+    Decode(String),
+}
 
-impl NetlinkError {
-    fn into_cni(self, what: &str) -> CniError {
-        let os = std::io::Error::from_raw_os_error(self.0);
-        CniError::io(what, format!("{os} (errno {})", self.0))
+impl NlError {
+    fn io(what: &'static str, e: std::io::Error) -> NlError {
+        NlError::Io(what, e)
+    }
+}
+
+impl From<NlError> for CniError {
+    fn from(e: NlError) -> CniError {
+        match e {
+            NlError::Io(what, e) => CniError::io(what, e),
+            NlError::Kernel(errno) => {
+                CniError::io("netlink request", format!("{} ({errno})", errno.desc()))
+            }
+            NlError::Decode(why) => CniError::io("decode a netlink reply", why),
+        }
     }
 }

@@ -94,7 +94,7 @@ pub fn sweep_all(node: &NodeConfig) -> Report {
         failed: vec![why],
         ..Report::default()
     };
-    let state = match StateDir::open(&node.state_dir, false) {
+    let state = match StateDir::existing(&node.state_dir) {
         Ok(Some(state)) => state,
         Ok(None) => return Report::default(),
         Err(e) => return failed(format!("state dir: {}", e.msg)),

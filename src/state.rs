@@ -248,9 +248,18 @@ pub fn decode(bytes: &[u8]) -> Result<Entry, ReadError> {
 }
 
 impl StateDir {
-    /// Open the state dir, creating it (0700) when `create`. `Ok(None)` when
-    /// it does not exist and `create` is false (DEL without state: nothing to do).
-    pub fn open(dir: &Path, create: bool) -> CniResult<Option<StateDir>> {
+    /// The state dir, made (0700) when missing: ADD, STATUS.
+    pub fn create(dir: &Path) -> CniResult<StateDir> {
+        Self::open(dir, true)?.ok_or_else(|| refused(dir, "it vanished as it was made".into()))
+    }
+
+    /// The state dir if it exists: `Ok(None)` when it does not (DEL without
+    /// state: nothing to do).
+    pub fn existing(dir: &Path) -> CniResult<Option<StateDir>> {
+        Self::open(dir, false)
+    }
+
+    fn open(dir: &Path, create: bool) -> CniResult<Option<StateDir>> {
         if !dir.is_absolute() || dir.components().any(|c| matches!(c, Component::ParentDir)) {
             return Err(refused(dir, "it is not a clean absolute path".into()));
         }

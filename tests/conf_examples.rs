@@ -1,5 +1,6 @@
 //! Shipped examples cannot rot: every roce-tune config embedded in conf/
-//! (SriovNetwork metaPlugins strings, the NAD's config, the cnitool conflist)
+//! (SriovNetwork metaPlugins strings, the NADs' configs, the cnitool conflist,
+//! the NVIDIA network operator examples under conf/deploy/)
 //! goes through the plugin's own config validation, with the `name` and
 //! `cniVersion` libcni adds (integration/extract-configs.py --libcni).
 
@@ -37,6 +38,7 @@ fn every_shipped_config_passes_validation() {
         );
         checked += 1;
     }
-    // Shared, exclusive, per-rail (2), NAD and the cnitool conflist at least.
-    assert!(checked >= 6, "only {checked} configs found in conf/");
+    // Shared, exclusive, per-rail (2), NAD, the cnitool conflist and the NVIDIA
+    // network operator's SriovNetwork and NAD at least.
+    assert!(checked >= 8, "only {checked} configs found in conf/");
 }

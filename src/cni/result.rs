@@ -81,15 +81,6 @@ pub struct Dns {
     pub options: Vec<String>,
 }
 
-impl Dns {
-    pub fn is_empty(&self) -> bool {
-        self.nameservers.is_empty()
-            && self.domain.as_deref().unwrap_or("").is_empty()
-            && self.search.is_empty()
-            && self.options.is_empty()
-    }
-}
-
 /// A CNI result, normalized across versions.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NetResult {

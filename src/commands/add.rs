@@ -45,9 +45,9 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     // Opened once for both the record and the orphan sweep; without anything
     // to record, a missing or refused dir only means nothing to sweep.
     let state = if wants.is_empty() {
-        StateDir::open(&node.state_dir, false).ok().flatten()
+        StateDir::existing(&node.state_dir).ok().flatten()
     } else {
-        StateDir::open(&node.state_dir, true)?
+        Some(StateDir::create(&node.state_dir)?)
     };
     let host = if conf.needs_rdma() || state.is_some() {
         Some(View::open(&node.sysfs_root).map_err(|e| {

@@ -18,7 +18,7 @@ use crate::state::{ReadError, StateDir};
 use crate::sysfs::View;
 
 pub fn run(env: &CniEnv, node: &NodeConfig) -> CniResult<()> {
-    let state = match StateDir::open(&node.state_dir, false) {
+    let state = match StateDir::existing(&node.state_dir) {
         Ok(Some(s)) => s,
         Ok(None) => {
             crate::debug!(

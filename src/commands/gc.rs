@@ -16,7 +16,7 @@ pub fn run(conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
             "GC needs cni.dev/valid-attachments (or cni.dev/attachments) in its config",
         )
     })?;
-    let Some(state) = StateDir::open(&node.state_dir, false)? else {
+    let Some(state) = StateDir::existing(&node.state_dir)? else {
         return Ok(());
     };
     let host = View::open(&node.sysfs_root)

@@ -17,9 +17,6 @@ pub fn run(node: &NodeConfig) -> CniResult<()> {
             ),
         )
     };
-    // With create, `open` returns a dir or an error, never None.
-    let state = StateDir::open(&node.state_dir, true)
-        .and_then(|s| s.ok_or_else(|| CniError::new(code::NOT_READY, "it could not be created")))
-        .map_err(not_ready)?;
+    let state = StateDir::create(&node.state_dir).map_err(not_ready)?;
     state.probe_writable().map_err(not_ready)
 }

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Negative tests of check-conf: each case breaks one thing in a copy of conf/ and requires
+check-conf to FAIL with a message that names the problem and the file or overlay. Also pins
+integration/sriov_render.py on a known SriovNetwork.
+
+Usage: check-conf-negative.py CRD_DIR [CASE...]     (run by integration/check-conf.sh)
+Every case must fail check-conf as expected; any case that passes, or fails for another
+reason, fails this script (exit 1). A mutation that does not apply (the text it edits moved)
+is a failure too: fix the case, never skip it.
+"""
+import concurrent.futures
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+# Imports of integration/*.py leave no __pycache__ in the checkout.
+sys.dont_write_bytecode = True
+here = os.path.dirname(os.path.abspath(__file__))
+repo = os.path.dirname(here)
+sys.path.insert(0, here)
+import sriov_render  # noqa: E402
+
+
+def edit(rel, old, new, count=1):
+    def apply(root):
+        path = os.path.join(root, rel)
+        with open(path) as f:
+            text = f.read()
+        if text.count(old) < count:
+            raise AssertionError("mutation does not apply: %r not in %s" % (old, rel))
+        with open(path, "w") as f:
+            f.write(text.replace(old, new, count))
+    return apply
+
+
+def write(rel, text):
+    def apply(root):
+        with open(os.path.join(root, rel), "w") as f:
+            f.write(text)
+    return apply
+
+
+def both(*mutations):
+    def apply(root):
+        for m in mutations:
+            m(root)
+    return apply
+
+
+SHARED = "conf/sriovnetwork-shared.yaml"
+NAD = "conf/network-attachment-definition.yaml"
+BASE_DS = "conf/deploy/base/daemonset.yaml"
+
+# (name, mutation, label the FAIL line must contain, messages the output must contain)
+CASES = [
+    ("quote-in-metaPlugins",
+     edit(SHARED, '"type": "sbr"', '"type": "sbr",\n      "note": "don\'t"'),
+     SHARED, ["spec.metaPlugins contains a single quote (') on line 10"]),
+    ("doubled-quote-in-metaPlugins",
+     edit(SHARED, '"type": "sbr"', '"type": "sbr",\n      "note": "a\'\'b"'),
+     SHARED, ["spec.metaPlugins contains a single quote"]),
+    ("quote-in-ipam",
+     edit(SHARED, '"poolName": "sriov-pool"', '"poolName": "sriov\'pool"'),
+     SHARED, ["spec.ipam contains a single quote"]),
+    ("host-path-key-in-metaPlugins",
+     edit(SHARED, '"trafficClass": 41,', '"trafficClass": 41,\n      "stateDir": "/var/tmp/x",'),
+     SHARED, ["stateDir is a node setting: roce-tune refuses a network config that names stateDir, sysfsRoot or logFile"]),
+    ("host-path-key-in-NAD",
+     edit(NAD, '"trafficClass": 41,', '"trafficClass": 41,\n          "sysfsRoot": "/tmp/sys",'),
+     NAD, ["sysfsRoot is a node setting"]),
+    ("logFile-in-SriovNetwork-of-nvidia-example",
+     edit("conf/deploy/nvidia-network-operator/examples/sriovnetwork.yaml", '"gidIndex": 3,',
+          '"gidIndex": 3,\n      "logFile": "/var/log/roce-tune.log",'),
+     "examples/sriovnetwork.yaml", ["logFile is a node setting"]),
+    ("whitespace-in-ipam-string",
+     edit(SHARED, '"poolName": "sriov-pool"', '"poolName": "sriov pool"'),
+     SHARED, ["the operator removes every whitespace character from ipam"]),
+    ("metaPlugins-as-array",
+     edit("conf/sriovnetwork-exclusive.yaml", '{\n      "type": "rdma"\n    },', '[{"type": "rdma"}],'),
+     "conf/sriovnetwork-exclusive.yaml", ["every plugin must be a JSON object"]),
+    ("metaPlugins-trailing-comma",
+     edit("conf/sriovnetwork-exclusive.yaml", '"type": "sbr"\n    }', '"type": "sbr"\n    },'),
+     "conf/sriovnetwork-exclusive.yaml", ["spec.config of the rendered NAD is not JSON"]),
+    ("SriovNetwork-in-unknown-namespace",
+     edit("conf/sriovnetwork-exclusive.yaml", "namespace: sriov-network-operator", "namespace: team-a"),
+     "conf/sriovnetwork-exclusive.yaml", ["not an operator namespace this project knows"]),
+    ("shipped-NAD-differs-from-rendering",
+     edit(NAD, '"trafficClass": 41,', '"trafficClass": 42,'),
+     NAD, ["spec.config differs from the operator's rendering"]),
+    ("bin-dir-DirectoryOrCreate",
+     edit("conf/deploy/kubernetes/cni-bin-dir.yaml", "type: Directory", "type: DirectoryOrCreate"),
+     "conf/deploy/kubernetes ", ["volume cni-bin must be hostPath /opt/cni/bin of type Directory"]),
+    ("openshift-wrong-bin-dir",
+     edit("conf/deploy/openshift/openshift.yaml", "path: /var/lib/cni/bin", "path: /opt/cni/bin"),
+     "conf/deploy/openshift ", ["volume cni-bin must be hostPath /var/lib/cni/bin of type Directory"]),
+    ("openshift-without-scc-rbac",
+     edit("conf/deploy/openshift/kustomization.yaml", "  - scc-rbac.yaml\n", ""),
+     "conf/deploy/openshift ", ["no Role + RoleBinding grants `use` of the privileged SCC"]),
+    ("openshift-without-scc-annotation",
+     edit("conf/deploy/openshift/openshift.yaml", "openshift.io/required-scc: privileged", "example.com/x: y"),
+     "conf/deploy/openshift ", ["openshift.io/required-scc: privileged is missing"]),
+    ("overlay-references-missing-file",
+     edit("conf/deploy/kubernetes/kustomization.yaml", "path: cni-bin-dir.yaml", "path: cni-bin-dir-gone.yaml"),
+     "conf/deploy/kubernetes (kubectl kustomize)", ["kubectl kustomize failed"]),
+    ("tolerations-only-gpu",
+     edit(BASE_DS, "        - operator: Exists\n", "        - key: nvidia.com/gpu\n          operator: Exists\n"),
+     "conf/deploy/kubernetes ", ["tolerations: need {operator: Exists}"]),
+    ("floating-image-tag",
+     edit("conf/deploy/base/kustomization.yaml", 'newTag: "0.', 'newTag: "latest" #'),
+     "conf/deploy/nvidia-network-operator ", ["is not <Cargo.toml version>-<12 hex revision>"]),
+    ("netns-without-propagation",
+     edit(BASE_DS, "              mountPath: /var/run/netns\n              mountPropagation: HostToContainer\n",
+          "              mountPath: /var/run/netns\n"),
+     "conf/deploy/kubernetes ", ["/var/run/netns must be mounted from the host with mountPropagation HostToContainer"]),
+    ("misspelt-field-in-DaemonSet",
+     edit(BASE_DS, "              mountPath: /run/netns\n              mountPropagation: HostToContainer\n",
+          "              mountPath: /run/netns\n              mountPropogation: HostToContainer\n"),
+     "conf/deploy/kubernetes ", ["Additional properties are not allowed ('mountPropogation' was unexpected)"]),
+    ("repair-without-configfs",
+     edit(BASE_DS, "            - name: sys-kernel\n              mountPath: /sys/kernel\n              mountPropagation: HostToContainer\n", ""),
+     "conf/deploy/kubernetes ", ["/sys/kernel/config must come from the host's /sys/kernel/config (or /sys/kernel), read-write"]),
+    ("repair-without-hostPID",
+     edit(BASE_DS, "      hostPID: true\n", ""),
+     "conf/deploy/openshift ", ["hostPID must be true"]),
+    ("node-config-unknown-key",
+     edit("conf/deploy/base/node.json", '"sysfsRoot": "/sys",', '"sysfsRoot": "/sys",\n  "statedir": "/x",'),
+     "conf/deploy/kubernetes ", ["node.json: unknown key 'statedir'"]),
+    ("node-config-bad-allowlist-pattern",
+     edit("conf/deploy/base/node.json", '"net.ipv4.conf.*.arp_filter",', '"net.ipv4.conf.[a-z]*.arp_filter",'),
+     "conf/deploy/openshift ", ["sysctlAllowlist pattern 'net.ipv4.conf.[a-z]*.arp_filter' must be a dotted key"]),
+    ("node-config-logFile-not-mounted",
+     edit("conf/deploy/base/node.json", '"sysfsRoot": "/sys",', '"sysfsRoot": "/sys",\n  "logFile": "/var/log/roce-tune/roce-tune.log",'),
+     "conf/deploy/openshift ", ["the directory of node.json's logFile /var/log/roce-tune/roce-tune.log is not mounted"]),
+    ("nvidia-overlay-creates-namespace",
+     both(write("conf/deploy/nvidia-network-operator/namespace.yaml",
+                "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: nvidia-network-operator\n"),
+          edit("conf/deploy/nvidia-network-operator/kustomization.yaml", "  - ../base\n",
+               "  - ../base\n  - namespace.yaml\n")),
+     "conf/deploy/nvidia-network-operator ", ["the overlay must not create"]),
+    ("uninstall-keeps-init-container",
+     edit("conf/deploy/components/uninstall/uninstall-container.yaml",
+          "- op: remove\n  path: /spec/template/spec/initContainers\n", ""),
+     "conf/deploy/uninstall/kubernetes ", ["uninstall: no initContainer may run"]),
+    ("containerfile-pulls",
+     edit("conf/image/Containerfile", "FROM scratch", "FROM docker.io/library/busybox:latest"),
+     "conf/image/Containerfile", ["FROM docker.io/library/busybox:latest: the image is built offline FROM scratch"]),
+]
+
+# integration/sriov_render.py on conf/sriovnetwork-shared.yaml with the openshift.io prefix:
+# the text the operator's template (sriov-network-operator 249e2001) produced for it when
+# rendered with Go's text/template (checked once when this was written; see the module).
+PINNED_RENDER = (
+    'apiVersion: "k8s.cni.cncf.io/v1"\n'
+    "kind: NetworkAttachmentDefinition\n"
+    "metadata:\n"
+    "  name: rdma-vf\n"
+    "  namespace: default\n"
+    "  annotations:\n"
+    "    k8s.v1.cni.cncf.io/resourceName: openshift.io/rdma_vf\n"
+    "    sriovnetwork.openshift.io/owner-ref: SriovNetwork.sriovnetwork.openshift.io/sriov-network-operator/rdma-vf\n"
+    "spec:\n"
+    "  config: '{\n"
+    '  "cniVersion":"1.0.0",\n'
+    '  "name":"rdma-vf","plugins": [\n'
+    '    {"type":"sriov","vlan":0,"vlanQoS":0,"logLevel":"info","ipam":{"type":"nv-ipam","poolName":"sriov-pool"}\n'
+    "},\n"
+    "  {\n"
+    '  "type": "roce-tune",\n'
+    '  "trafficClass": 41,\n'
+    '  "gidIndex": 3,\n'
+    '  "gidCheck": "enforce",\n'
+    '  "gidTimeoutMs": 3000\n'
+    "},\n"
+    "{\n"
+    '  "type": "sbr"\n'
+    "}\n"
+    "\n"
+    "  ]\n"
+    "}'\n"
+)
+
+
+def check_pinned_render(crd_dir):
+    import yaml
+    with open(os.path.join(repo, SHARED)) as f:
+        doc = next(d for d in yaml.safe_load_all(f) if d)
+    with open(os.path.join(crd_dir, "sriovnetwork.openshift.io_sriovnetworks.yaml")) as f:
+        crd = next(d for d in yaml.safe_load_all(f) if d)
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    text = sriov_render.render_text(doc, "openshift.io", schema)
+    if text != PINNED_RENDER:
+        return ["sriov_render.render_text(%s) changed:\n%s" % (SHARED, text)]
+    nad, conf = sriov_render.parse_rendered(text)
+    if [p["type"] for p in conf["plugins"]] != ["sriov", "roce-tune", "sbr"]:
+        return ["the pinned rendering does not parse to sriov, roce-tune, sbr: %s" % conf]
+    return []
+
+
+def run_case(crd_dir, name, mutate, label, messages):
+    tmp = tempfile.mkdtemp(prefix="check-conf-neg-")
+    try:
+        shutil.copytree(os.path.join(repo, "conf"), os.path.join(tmp, "conf"), symlinks=True)
+        shutil.copy(os.path.join(repo, "Cargo.toml"), os.path.join(tmp, "Cargo.toml"))
+        try:
+            mutate(tmp)
+        except AssertionError as e:
+            return ["case is broken: %s" % e]
+        out = subprocess.run([sys.executable, os.path.join(here, "check-conf.py"),
+                              os.path.join(tmp, "conf"), crd_dir],
+                             capture_output=True, text=True, timeout=300)
+        text = out.stdout + out.stderr
+        errs = []
+        if out.returncode != 1:
+            errs.append("check-conf exited %d, expected 1" % out.returncode)
+        fail_blocks = []
+        block = None
+        for line in text.splitlines():
+            if line.startswith("FAIL "):
+                block = [line]
+                fail_blocks.append(block)
+            elif line.startswith("     ") and block is not None:
+                block.append(line)
+            else:
+                block = None
+        named = [b for b in fail_blocks if label in b[0]]
+        if not named:
+            errs.append("no FAIL line names %r" % label)
+        for m in messages:
+            if not any(m in line for b in named for line in b):
+                errs.append("no message %r under the FAIL line of %r" % (m, label))
+        if errs:
+            errs.append("check-conf output:\n" + text)
+        return errs
+    finally:
+        shutil.rmtree(tmp)
+
+
+def main(argv):
+    if not argv:
+        sys.stderr.write(__doc__)
+        return 2
+    crd_dir, only = argv[0], set(argv[1:])
+    unknown = only - {c[0] for c in CASES} - {"pinned-render"}
+    if unknown:
+        sys.stderr.write("unknown case(s): %s\n" % ", ".join(sorted(unknown)))
+        return 2
+    failed = 0
+    if not only or "pinned-render" in only:
+        errs = check_pinned_render(crd_dir)
+        print("%s pinned-render" % ("FAIL" if errs else "ok  "))
+        for e in errs:
+            print("     " + e)
+        failed += bool(errs)
+    cases = [c for c in CASES if not only or c[0] in only]
+    # Two at a time: each case is a check-conf run, mostly waiting on kubectl kustomize.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=int(os.environ.get("CHECK_CONF_JOBS", "2"))) as pool:
+        results = list(pool.map(lambda c: run_case(crd_dir, *c), cases))
+    for (name, _, _, _), errs in zip(cases, results):
+        print("%s %s" % ("FAIL" if errs else "ok  ", name))
+        for e in errs:
+            print("     " + e.replace("\n", "\n     "))
+        failed += bool(errs)
+    total = (len(only) if only else len(CASES) + 1)
+    print("check-conf negative cases: %d, failed %d" % (total, failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
