@@ -283,10 +283,10 @@ s_gid_timeout() {
     expect_eq "state records after DEL" "$(state_count)" 0 || return 1
     vf_in_host 1 || { fail "VF not back in the host after DEL"; return 1; }
 
-    # The code: the same chain driven by hand, so roce-tune's own stdout is seen
+    # The code: the same chain driven by the test runtime, so roce-tune's own stdout is seen
     # (libcni keeps only msg/details for cnitool's output).
     cni_runtime ADD "$NODE_NETD/$net.conflist" "$(pod_path pod)" net1 e2e-gid-timeout
-    expect_eq "hand-driven ADD failed at" "$RT_FAILED" roce-tune || return 1
+    expect_eq "runtime ADD failed at" "$RT_FAILED" roce-tune || return 1
     expect_eq "roce-tune error code" "$(jq -r .code <<<"$PL_OUT" 2>/dev/null)" 101 || return 1
     local msg; msg="$(jq -r '.msg + " " + (.details // "")' <<<"$PL_OUT")"
     expect_contains "101 message names the device" "$msg" "mlx5_2" || return 1
@@ -294,7 +294,7 @@ s_gid_timeout() {
     expect_eq "traffic class after failed ADD (direct)" "$(tc_value 1)" 106 || return 1
     expect_eq "state records after failed ADD (direct)" "$(state_count)" 0 || return 1
     cni_runtime DEL "$NODE_NETD/$net.conflist" "$(pod_path pod)" net1 e2e-gid-timeout
-    expect_eq "hand-driven DEL exit code (failed: ${RT_FAILED:-none})" "$PL_RC" 0 || return 1
+    expect_eq "runtime DEL exit code (failed: ${RT_FAILED:-none})" "$PL_RC" 0 || return 1
     expect_eq "traffic class at the end" "$(tc_value 1)" 106 || return 1
 
     # gidCheck warn: the same missing GID only logs; gidCheck off: no wait at all.
