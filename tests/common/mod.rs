@@ -444,15 +444,26 @@ impl Exec {
 
     pub fn run(self) -> Run {
         let start = Instant::now();
-        let mut child = Command::new(&self.bin)
-            .args(&self.args)
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(&self.args)
             .env_clear()
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", self.bin.display()));
+            .stderr(Stdio::piped());
+        // A binary a test has just copied (a renamed plugin) is briefly "busy":
+        // a child another test thread forked meanwhile holds the copy's write
+        // fd until it execs. That passes in microseconds; retry, do not fail.
+        let mut busy = 0;
+        let mut child = loop {
+            match cmd.spawn() {
+                Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && busy < 100 => {
+                    busy += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                r => break r.unwrap_or_else(|e| panic!("spawn {}: {e}", self.bin.display())),
+            }
+        };
         // A plugin stops reading stdin past its size limit (or never reads
         // it): the rest meets a closed pipe, which is expected.
         let mut input = child.stdin.take().unwrap();
