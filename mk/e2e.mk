@@ -3,7 +3,8 @@
 #   make setup        integration/setup.sh: Debian packages + cnitool (root, idempotent)
 #   make check-conf   validate conf/: kustomize overlays, CRD schemas (../shared/fixtures/crds),
 #                     SriovNetworks rendered as the operator does, then the negative cases
-#   make e2e          setup, build, check-conf, then integration/e2e.sh (root)
+#   make e2e          setup, build, check-conf, the test runtime's own tests
+#                     (integration/test_cni_runtime.py), then integration/e2e.sh (root)
 #                     E2E="add del" runs only those scenarios; E2E_VERBOSE=1 prints the
 #                     log of a failed scenario
 #   make demo         one simulated rail through cnitool ADD/CHECK/DEL, explained (root)
