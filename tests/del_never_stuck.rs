@@ -378,14 +378,26 @@ fn the_repair_loop_restores_every_original_and_stops_on_sigterm() {
         run_conf(&state, "ADD", &format!("c{i}"), &pod, &c).ok();
         pods.push(pod);
     }
-    let mut child = Command::new(BIN)
-        .env_clear()
-        .args(["gc", "--orphans", "--every", "1", "--node-config"])
-        .arg(node_config(&state))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // The one process a test talks to while it runs, so spawned by hand (not
+    // Exec), and killed if the test fails before it stops it.
+    struct Repair(std::process::Child);
+    impl Drop for Repair {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut repair = Repair(
+        Command::new(BIN)
+            .env_clear()
+            .args(["gc", "--orphans", "--every", "1", "--node-config"])
+            .arg(node_config(&state))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut repair.0;
     // Three pods go without DEL while the loop runs; the fourth stays.
     let live = pods.pop().unwrap();
     let gone = Instant::now();

@@ -9,7 +9,8 @@ pub mod cases;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
-use std::io::{Read, Write};
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -464,63 +465,77 @@ impl Exec {
                 r => break r.unwrap_or_else(|e| panic!("spawn {}: {e}", self.bin.display())),
             }
         };
+        let pidfd = pidfd_open(&child);
         // A plugin stops reading stdin past its size limit (or never reads
-        // it): the rest meets a closed pipe, which is expected.
+        // it): the rest meets a closed pipe, which is expected. Up to
+        // PIPE_BUF bytes fit in the pipe at once, so the usual config is
+        // written here; a larger stdin gets a thread, as a write can block.
         let mut input = child.stdin.take().unwrap();
         let stdin = self.stdin;
-        let writer = std::thread::spawn(move || {
+        let writer = if stdin.len() <= nix::libc::PIPE_BUF {
             let _ = input.write_all(&stdin);
-        });
-        let stdout = drain(child.stdout.take().unwrap());
-        let stderr = drain(child.stderr.take().unwrap());
-        let hung = !exits_within(&child, self.hang);
+            drop(input); // EOF
+            None
+        } else {
+            Some(std::thread::spawn(move || {
+                let _ = input.write_all(&stdin);
+            }))
+        };
+        // wait_with_output reads both pipes together (so a child filling one
+        // never blocks on the other) and reaps the child.
+        let waiter = std::thread::spawn(move || child.wait_with_output());
+        let hung = !exits_within(&pidfd, self.hang);
         if hung {
-            // Not reaped yet, so the pid is still this child's.
-            let _ = child.kill();
+            // SAFETY: a signal to the process the pidfd holds; once it is
+            // reaped the call fails (ESRCH) instead of reaching a reused pid.
+            unsafe {
+                nix::libc::syscall(
+                    nix::libc::SYS_pidfd_send_signal,
+                    pidfd.as_raw_fd(),
+                    nix::libc::SIGKILL,
+                    std::ptr::null::<nix::libc::siginfo_t>(),
+                    0,
+                );
+            }
         }
-        let status = child.wait().expect("wait for the child");
+        let out = waiter.join().unwrap().expect("wait for the child");
         let elapsed = start.elapsed();
-        let _ = writer.join();
-        let mut stderr = String::from_utf8_lossy(&stderr.join().unwrap()).into_owned();
+        if let Some(w) = writer {
+            let _ = w.join();
+        }
+        let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         if hung {
             stderr.push_str(&format!("\nHUNG: killed after {:?}", self.hang));
         }
         Run {
-            status: status.code().unwrap_or(-1),
-            signal: status.signal(),
+            status: out.status.code().unwrap_or(-1),
+            signal: out.status.signal(),
             hung,
             elapsed,
-            stdout: String::from_utf8_lossy(&stdout.join().unwrap()).into_owned(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr,
         }
     }
 }
 
-/// Read a pipe to its end on a thread of its own, so that a child filling
-/// one pipe never blocks on the other.
-fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = pipe.read_to_end(&mut buf);
-        buf
-    })
-}
-
-/// Whether `child` exits within `limit`. A pidfd turns readable the moment
-/// the process exits, so the wait costs no polling delay.
-fn exits_within(child: &std::process::Child, limit: Duration) -> bool {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-    use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+/// A pidfd of `child`: it turns readable the moment the process exits, and
+/// it names that process alone, never one that reuses its pid.
+fn pidfd_open(child: &std::process::Child) -> OwnedFd {
     // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
     let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, child.id(), 0) };
     assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
     // SAFETY: fd was just returned to us and is owned by nothing else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    unsafe { OwnedFd::from_raw_fd(fd as i32) }
+}
+
+/// Whether the process of `pidfd` exits within `limit` (no polling delay).
+fn exits_within(pidfd: &OwnedFd, limit: Duration) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     let deadline = Instant::now() + limit;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
-        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, timeout) {
             Ok(0) => return false,
             Ok(_) => return true,
