@@ -23,8 +23,11 @@ release build:
 
 # Every test: unit tests, the process-level integration tests against real
 # netns (root required; ROCE_TUNE_REQUIRE_ROOT=1 turns a skip into a failure),
-# then the end-to-end chain with real peers (mk/e2e.mk).
-test: setup fmt unit integration check-conf e2e image-test
+# the manifests (mk/e2e.mk check-conf), the end-to-end chain with real peers
+# (mk/e2e.mk), the deployment image (mk/image.mk) and the real-kernel lane
+# (mk/kernel.mk; ROCE_TUNE_REQUIRE_KERNEL=1 turns a lane that cannot boot into
+# a failure, as CI sets it).
+test: setup fmt unit integration check-conf e2e image-test kernel-lane
 
 unit:
 	$(CARGO) test --locked --lib --bins

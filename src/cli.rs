@@ -1,6 +1,14 @@
-//! The binary without CNI_COMMAND: an operator's command line.
+//! The binary without CNI_COMMAND: an operator's command line. Errors here
+//! are `anyhow` chains printed for a person ("roce-tune: what: why"); the CNI
+//! edge (`plugin`) keeps the numeric codes a runtime reads.
 
-use std::path::PathBuf;
+use crate::cni::CniError;
+use crate::idle;
+use crate::node::NodeConfig;
+use crate::state::StateDir;
+use crate::sysfs::View;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub const USAGE: &str = "\
@@ -59,10 +67,37 @@ pub fn run(args: &[String]) -> i32 {
     }
 }
 
+/// A library error as a person reads it: its text. The CNI and sysfs errors
+/// keep their causes for the code that branches on them; here only the
+/// message is shown, under the context of what stopped.
+pub(crate) fn cause(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::msg(e.to_string())
+}
+
+/// A CniError as a person reads it: its message, without the code only a
+/// runtime reads.
+pub(crate) fn message(e: CniError) -> anyhow::Error {
+    anyhow::Error::msg(e.msg)
+}
+
+/// The exit code of a command that may stop: 1 when it stopped, with the
+/// whole chain ("roce-tune: what: why").
+fn exit_code(outcome: Result<i32>) -> i32 {
+    outcome.unwrap_or_else(|e| {
+        eprintln!("roce-tune: {e:#}");
+        1
+    })
+}
+
+fn usage_error(msg: &str) -> i32 {
+    eprintln!("roce-tune: {msg}\n\n{USAGE}");
+    2
+}
+
 fn gc(args: &[String]) -> i32 {
     let mut orphans = false;
     let mut every = None;
-    let mut node_path = crate::node::NodeConfig::path_from_env();
+    let mut node_path = NodeConfig::path_from_env();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -85,21 +120,21 @@ fn gc(args: &[String]) -> i32 {
     if !orphans {
         return usage_error("gc needs --orphans (the only kind of GC that runs outside a runtime)");
     }
-    let node = match crate::node::NodeConfig::load_from(&node_path) {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!("roce-tune: {}", e.msg);
-            return 1;
-        }
-    };
+    exit_code(gc_orphans(&node_path, every))
+}
+
+fn gc_orphans(node_path: &Path, every: Option<Duration>) -> Result<i32> {
+    let node = NodeConfig::load_from(node_path).map_err(message)?;
     crate::log::init(
         crate::cni::config::LogLevel::Info,
         "GC --orphans".into(),
         node.log_file.as_deref(),
     );
     if let Some(every) = every {
-        return crate::orphans::repair_loop(&node, every);
+        return Ok(crate::orphans::repair_loop(&node, every));
     }
+    // A state dir or sysfs root that cannot be used is one of the report's
+    // failures, not a stop: the sweep says what it could not do.
     let r = crate::orphans::sweep_all(&node);
     println!(
         "examined {} entries, released {} orphans, {} failed",
@@ -110,12 +145,12 @@ fn gc(args: &[String]) -> i32 {
     for f in &r.failed {
         println!("  failed: {}", crate::log::escape(f));
     }
-    i32::from(!r.failed.is_empty())
+    Ok(i32::from(!r.failed.is_empty()))
 }
 
 fn reset_idle(args: &[String]) -> i32 {
     let mut dry_run = false;
-    let mut node_path = crate::node::NodeConfig::path_from_env();
+    let mut node_path = NodeConfig::path_from_env();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -127,22 +162,39 @@ fn reset_idle(args: &[String]) -> i32 {
             other => return usage_error(&format!("unknown reset-idle option {other:?}")),
         }
     }
-    let node = match crate::node::NodeConfig::load_from(&node_path) {
-        Ok(n) => n,
-        Err(e) => {
-            eprintln!("roce-tune: {}", e.msg);
-            return 1;
-        }
-    };
+    exit_code(reset_idle_vfs(&node_path, dry_run))
+}
+
+fn reset_idle_vfs(node_path: &Path, dry_run: bool) -> Result<i32> {
+    let node = NodeConfig::load_from(node_path).map_err(message)?;
     crate::log::init(
         crate::cni::config::LogLevel::Info,
         "reset-idle".into(),
         node.log_file.as_deref(),
     );
-    crate::idle::reset(&node, dry_run)
+    let host = View::open(&node.sysfs_root)
+        .map_err(cause)
+        .with_context(|| format!("sysfs root {}", node.sysfs_root.display()))?;
+    // Made when missing: the locks ADD and DEL take live in it.
+    let state = StateDir::create(&node.state_dir).map_err(message)?;
+    Ok(idle::reset(&host, &state, dry_run))
 }
 
-fn usage_error(msg: &str) -> i32 {
-    eprintln!("roce-tune: {msg}\n\n{USAGE}");
-    2
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_exits_1_with_its_whole_chain() {
+        assert_eq!(exit_code(Ok(0)), 0);
+        assert_eq!(exit_code(Ok(1)), 1);
+        let stop: Result<i32> =
+            Err(cause(crate::sysfs::SysfsError::Missing)).context("sysfs root /x");
+        let chain = format!("{:#}", stop.as_ref().unwrap_err());
+        assert_eq!(chain, "sysfs root /x: it does not exist");
+        assert_eq!(exit_code(stop), 1);
+        // A CniError shows its message, not the code a runtime reads.
+        let e = message(CniError::new(104, "node config /n is refused"));
+        assert_eq!(e.to_string(), "node config /n is refused");
+    }
 }

@@ -106,22 +106,9 @@ pub fn node_entries(node: &NodeConfig) -> Vec<Entry> {
 /// `roce-tune reset-idle [--dry-run]`: every idle VF holding a class back to
 /// unset (`tclass=-1`), each under the device's lock (the one ADD and DEL
 /// take), after checking again, under that lock, that no entry names it.
-pub fn reset(node: &NodeConfig, dry_run: bool) -> i32 {
-    let host = match View::open(&node.sysfs_root) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("roce-tune: sysfs root {}: {e}", node.sysfs_root.display());
-            return 1;
-        }
-    };
-    let state = match StateDir::create(&node.state_dir) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("roce-tune: {}", e.msg);
-            return 1;
-        }
-    };
-    let idle = find(&host, &entries(Some(&state)));
+/// Returns the exit code: 1 when a reset failed.
+pub fn reset(host: &View, state: &StateDir, dry_run: bool) -> i32 {
+    let idle = find(host, &entries(Some(state)));
     let mut failed = 0;
     for i in &idle {
         let what = format!(
@@ -133,11 +120,11 @@ pub fn reset(node: &NodeConfig, dry_run: bool) -> i32 {
             continue;
         }
         let done = state.lock(&i.port.lock_key()).and_then(|_lock| {
-            let now = entries(Some(&state));
+            let now = entries(Some(state));
             if now.iter().any(|e| names(e, &i.port)) {
                 return Ok(false); // a pod took it meanwhile
             }
-            traffic_class::write_verified(&host, &i.port, None).map(|()| true)
+            traffic_class::write_verified(host, &i.port, None).map(|()| true)
         });
         match done {
             Ok(true) => {

@@ -1,6 +1,7 @@
 //! `roce-tune inspect` run as an operator runs it: the built binary, no
 //! CNI_COMMAND, against a real netns holding a veth renamed net1 and an RDMA
-//! sysfs test tree in which the test plays the kernel (DESIGN 2.3).
+//! sysfs test tree in which the test plays the kernel (`tests/common`'s
+//! `Tree`: the class, PCI and GID files a driver would make).
 
 mod common;
 use common::*;
@@ -565,6 +566,109 @@ fn help_and_bad_options() {
     let r = inspect(&["--sysfs-root", "/nonexistent-roce-tune-tree"]);
     assert_eq!(r.status, 2);
     assert!(r.stderr.contains("is not a directory"));
+    // A path that exists but is no network namespace stops it too.
+    let r = inspect(&["--netns", "/proc/self/ns/uts"]);
+    assert_eq!(r.status, 2, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr
+            .contains("/proc/self/ns/uts is not a network namespace"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// Without --device, the pod view finds the device as ADD does
+/// (`rdma::lookup`): RDMA netlink, else the netdev's parent device. No
+/// netdev with a parent can be moved into a test pod, so this inspects this
+/// machine's eth0 in the test's own netns (`--pid`), with a tree whose
+/// parent device of eth0 holds mlx5_9. This machine has no RDMA netlink, so
+/// the parent device is what finds it; the real-kernel lane's `inspect`
+/// scenario (integration/kernel/scenarios.sh) finds soft-RoCE by RDMA netlink.
+#[test]
+fn without_device_the_lookup_add_uses_finds_it_and_says_how() {
+    if !have_root("without_device_the_lookup_add_uses_finds_it_and_says_how") {
+        return;
+    }
+    let dev_link = std::path::Path::new("/sys/class/net/eth0/device");
+    let (Ok(target), Ok(subsystem)) = (
+        std::fs::read_link(dev_link),
+        std::fs::read_link(dev_link.join("subsystem")),
+    ) else {
+        eprintln!(
+            "SKIPPED the parent-device lookup: {} is not a link (no eth0, or eth0 has no parent device)",
+            dev_link.display()
+        );
+        return;
+    };
+    let name = |p: &std::path::Path| p.file_name().unwrap().to_str().unwrap().to_string();
+    let (parent, bus) = (name(&target), name(&subsystem));
+    let tree = Tree::new();
+    tree.add_device("0000:0c:00.9", "mlx5_9", "tclass=41");
+    std::fs::create_dir_all(
+        tree.root
+            .join(format!("bus/{bus}/devices/{parent}/infiniband/mlx5_9")),
+    )
+    .unwrap();
+    let pid = std::process::id().to_string();
+    let root = path_str(&tree.root);
+    let mut a = vec![
+        "--pid",
+        &pid,
+        "--ifname",
+        "eth0",
+        "--sysfs-root",
+        &root,
+        "--traffic-class",
+        "41",
+    ];
+    let r = inspect(&a);
+    let line = lines_starting(&r, "Interface eth0:");
+    assert_eq!(line.len(), 1, "{}{}", r.stdout, r.stderr);
+    assert!(
+        line[0].contains(&format!(
+            "rdma_device=mlx5_9 (by parent device {bus} {parent}) port=1 "
+        )),
+        "{}",
+        line[0]
+    );
+    assert!(
+        r.stdout.contains("PASS traffic-class: mlx5_9 port 1 is 41"),
+        "{}",
+        r.stdout
+    );
+    a.push("--json");
+    let j = inspect(&a).json();
+    assert_eq!(j["interfaces"][0]["device"], "mlx5_9");
+    assert_eq!(
+        j["interfaces"][0]["device_source"],
+        format!("parent device {bus} {parent}")
+    );
+
+    // A second device on the same parent: the lookup refuses to guess, as
+    // it does for ADD, and says which.
+    std::fs::create_dir_all(
+        tree.root
+            .join(format!("bus/{bus}/devices/{parent}/infiniband/mlx5_10")),
+    )
+    .unwrap();
+    a.pop();
+    let r = inspect(&a);
+    assert_eq!(r.status, 1);
+    let fails = lines_starting(&r, "FAIL rdma-device:");
+    assert_eq!(fails.len(), 1, "{}", r.stdout);
+    assert!(
+        fails[0].contains("ambiguous") && fails[0].contains("mlx5_10, mlx5_9"),
+        "{}",
+        fails[0]
+    );
+    // --device stays the operator's override.
+    a.extend(["--device", "mlx5_9"]);
+    let r = inspect(&a);
+    assert!(
+        r.stdout.contains("rdma_device=mlx5_9 (from --device)"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]

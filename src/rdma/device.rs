@@ -3,6 +3,7 @@
 //! netlink reports it inside the pod (IFLA_PARENT_DEV_NAME/_BUS_NAME), then
 //! `bus/<bus>/devices/<dev>/infiniband/` must hold exactly one entry.
 
+use super::lookup::Asker;
 use super::{is_safe_component, RdmaPort};
 use crate::cni::config::PciAddr;
 use crate::cni::{code, CniError, CniResult};
@@ -25,13 +26,20 @@ pub fn by_pci(view: &View, pci: &PciAddr) -> CniResult<Found> {
 
 /// The RDMA device of a netdev's parent, as netlink reported it.
 pub fn by_link(view: &View, link: &Link) -> CniResult<Found> {
+    by_link_for(view, link, Asker::Plugin)
+}
+
+/// `by_link`, whose failure for a netdev without a parent names what `asker`
+/// can give instead.
+pub fn by_link_for(view: &View, link: &Link, asker: Asker) -> CniResult<Found> {
     match (&link.parent_bus, &link.parent_dev) {
         (Some(bus), Some(dev)) => by_parent(view, bus, dev, &format!("the parent device of {}", link.name)),
         _ => Err(CniError::new(
             code::RDMA_DEVICE,
             format!(
-                "no RDMA device for {}: netlink reports no parent device for it (a veth or a kernel before 5.14?); give the VF's PCI address as deviceID",
-                link.name
+                "no RDMA device for {}: netlink reports no parent device for it (a veth or a kernel before 5.14?); {}",
+                link.name,
+                asker.instead_of_parent()
             ),
         )),
     }

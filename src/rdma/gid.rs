@@ -15,20 +15,28 @@ use std::time::{Duration, Instant};
 pub const ROCE_V2: &str = "RoCE v2";
 pub const ROCE_V1: &str = "IB/RoCE v1";
 
+/// The GID the kernel derives from one address of the netdev: the
+/// v4-mapped form of an IPv4 address, an IPv6 address as it is
+/// (include/rdma/ib_addr.h, `rdma_ip2gid`, called by roce_gid_mgmt.c).
+pub fn of_address(ip: &IpAddr) -> Ipv6Addr {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => *v6,
+    }
+}
+
 /// The GID the kernel derives from `addrs` (what prevResult gives the
-/// interface): the v4-mapped form of the first IPv4 address, or the first
-/// IPv6 address when there is no IPv4 one.
+/// interface): that of the first IPv4 address, or of the first IPv6 address
+/// when there is no IPv4 one.
 pub fn expected_gid(addrs: &[IpNetwork]) -> Option<(Ipv6Addr, IpAddr)> {
-    let v4 = addrs.iter().find_map(|a| match a.ip() {
-        IpAddr::V4(ip) => Some((ip.to_ipv6_mapped(), IpAddr::V4(ip))),
-        _ => None,
-    });
-    v4.or_else(|| {
-        addrs.iter().find_map(|a| match a.ip() {
-            IpAddr::V6(ip) => Some((ip, IpAddr::V6(ip))),
-            _ => None,
-        })
-    })
+    let first = |v4: bool| {
+        addrs
+            .iter()
+            .map(IpNetwork::ip)
+            .find(|ip| ip.is_ipv4() == v4)
+            .map(|ip| (of_address(&ip), ip))
+    };
+    first(true).or_else(|| first(false))
 }
 
 /// sysfs's form: eight groups of four lower-case hex digits.
@@ -78,11 +86,16 @@ impl GidEntry {
 
 pub fn read_entry(view: &View, port: &RdmaPort, index: u32) -> GidEntry {
     GidEntry {
-        ndev: view
-            .read_trimmed(&port.gid_ndev_path(index))
-            .filter(|n| is_safe_component(n)),
+        ndev: read_ndev(view, port, index),
         ..read_gid_and_type(view, port, index)
     }
+}
+
+/// The netdev of the entry at `index` (`gid_attrs/ndevs/<index>`), kept only
+/// if it is a name; the kernel shows it only to a reader in its netns.
+pub fn read_ndev(view: &View, port: &RdmaPort, index: u32) -> Option<String> {
+    view.read_trimmed(&port.gid_ndev_path(index))
+        .filter(|n| is_safe_component(n))
 }
 
 /// What the check compares; the poll skips `ndevs/` (a third of its reads).
@@ -260,6 +273,13 @@ mod tests {
             "fd00:0000:0000:0000:0000:0000:0000:0005"
         );
         assert!(expected_gid(&[]).is_none());
+        let v4: IpAddr = "192.168.0.34".parse().unwrap();
+        assert_eq!(
+            of_address(&v4),
+            "::ffff:192.168.0.34".parse::<Ipv6Addr>().unwrap()
+        );
+        let ll: IpAddr = "fe80::1".parse().unwrap();
+        assert_eq!(of_address(&ll), "fe80::1".parse::<Ipv6Addr>().unwrap());
     }
 
     #[test]

@@ -11,6 +11,10 @@
 //!
 //! A `deviceID` or `rdmaPort` that disagrees with RDMA netlink is an error
 //! naming both: one of them points at another rail.
+//!
+//! `roce-tune inspect` asks the same way (`locate_link` with
+//! `Asker::Inspect`), so the device it shows is the one ADD would take; only
+//! the settings a failure names differ (its `--device` and `--port`).
 
 use super::device::{self, Found};
 use super::nldev::{self, PortMatch, RdmaNetlink};
@@ -34,6 +38,32 @@ impl std::fmt::Display for How {
             How::RdmaNetlink => f.write_str("RDMA netlink"),
             How::DeviceId(pci) => write!(f, "deviceID {pci}"),
             How::Parent(p) => write!(f, "parent device {p}"),
+        }
+    }
+}
+
+/// Who asks, so that a failure names the setting this asker can change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asker {
+    /// ADD and CHECK: the network config's `deviceID` and `rdmaPort`.
+    Plugin,
+    /// `roce-tune inspect`: its `--device` and `--port`.
+    Inspect,
+}
+
+impl Asker {
+    fn port_setting(self) -> &'static str {
+        match self {
+            Asker::Plugin => "rdmaPort",
+            Asker::Inspect => "--port",
+        }
+    }
+
+    /// The way round a netdev that reports no parent device.
+    pub fn instead_of_parent(self) -> &'static str {
+        match self {
+            Asker::Plugin => "give the VF's PCI address as deviceID",
+            Asker::Inspect => "give --device DEV",
         }
     }
 }
@@ -117,13 +147,36 @@ pub fn locate(
             format!("no RDMA device for {ifname}: there is no interface {ifname} in the pod netns"),
         )
     })?;
-    let by_pci = device_id.map(|pci| (pci, device::by_pci(view, pci)));
+    let wanted = Wanted {
+        device_id,
+        rdma_port,
+        exclusive,
+        asker: Asker::Plugin,
+    };
+    locate_link(view, &link, &wanted)
+}
+
+/// What the asker knows besides the netdev, each of which RDMA netlink's
+/// answer is checked against.
+#[derive(Debug, Clone, Copy)]
+pub struct Wanted<'a> {
+    pub device_id: Option<&'a PciAddr>,
+    pub rdma_port: Option<u32>,
+    /// The RDMA netns mode is exclusive: a failure then names the rdma plugin.
+    pub exclusive: bool,
+    pub asker: Asker,
+}
+
+/// `locate` for a link already read from rtnetlink (`inspect` reads them
+/// all). Runs on a thread inside the pod netns.
+pub fn locate_link(view: &View, link: &Link, wanted: &Wanted) -> CniResult<(RdmaPort, How)> {
+    let by_pci = wanted.device_id.map(|pci| (pci, device::by_pci(view, pci)));
     let hint = match &by_pci {
         Some((_, Ok(f))) => Some(f.device.as_str()),
         _ => None,
     };
-    let answer = ask_netlink(&link, hint)?;
-    let (device, port, how) = decide(&link, &answer, by_pci, rdma_port, view, exclusive)?;
+    let answer = ask_netlink(link, hint)?;
+    let (device, port, how) = decide(link, &answer, by_pci, view, wanted)?;
     Ok((RdmaPort::identify(view, &device, port), how))
 }
 
@@ -132,9 +185,8 @@ fn decide(
     link: &Link,
     answer: &Answer,
     by_pci: Option<(&PciAddr, CniResult<Found>)>,
-    rdma_port: Option<u32>,
     view: &View,
-    exclusive: bool,
+    wanted: &Wanted,
 ) -> CniResult<(String, u32, How)> {
     if let Answer::Port(dev, port) = answer {
         if let Some((pci, Ok(found))) = &by_pci {
@@ -148,21 +200,22 @@ fn decide(
                 ));
             }
         }
-        if let Some(want) = rdma_port.filter(|p| p != port) {
+        if let Some(want) = wanted.rdma_port.filter(|p| p != port) {
+            let setting = wanted.asker.port_setting();
             return Err(CniError::new(
                 code::RDMA_DEVICE,
                 format!(
-                    "rdmaPort is {want}, but RDMA netlink reports that {} is on {dev} port {port}: remove rdmaPort (the port comes from RDMA netlink) or fix it",
+                    "{setting} is {want}, but RDMA netlink reports that {} is on {dev} port {port}: remove {setting} (the port comes from RDMA netlink) or fix it",
                     link.name
                 ),
             ));
         }
         return Ok((dev.clone(), *port, How::RdmaNetlink));
     }
-    let port = rdma_port.unwrap_or(1);
+    let port = wanted.rdma_port.unwrap_or(1);
     let found = match by_pci {
         Some((pci, found)) => found.map(|f| (f, How::DeviceId(pci.to_string()))),
-        None => device::by_link(view, link).map(|f| {
+        None => device::by_link_for(view, link, wanted.asker).map(|f| {
             let how = How::Parent(format!("{} {}", f.bus, f.parent));
             (f, how)
         }),
@@ -180,7 +233,7 @@ fn decide(
                 Answer::Port(..) => unreachable!("handled above"),
             };
             let mut msg = format!("{}; {netlink}", e.msg);
-            if exclusive {
+            if wanted.exclusive {
                 msg.push_str(
                     "; the RDMA netns mode is exclusive (netns_mode N), so the VF's RDMA device must be moved into the pod first: list the rdma plugin before roce-tune in the chain (metaPlugins)",
                 );
@@ -214,6 +267,15 @@ mod tests {
         (d, v)
     }
 
+    fn wanted(device_id: Option<&PciAddr>, rdma_port: Option<u32>, asker: Asker) -> Wanted<'_> {
+        Wanted {
+            device_id,
+            rdma_port,
+            exclusive: false,
+            asker,
+        }
+    }
+
     #[test]
     fn netlink_wins_and_is_cross_checked() {
         let (d, view) = tree(
@@ -221,35 +283,43 @@ mod tests {
             &[("0000:0c:00.2", "mlx5_2"), ("0000:0c:00.3", "mlx5_3")],
         );
         let pci = PciAddr::parse("0000:0c:00.2").unwrap();
+        let by_pci = || Some((&pci, device::by_pci(&view, &pci)));
+        let plugin = wanted(Some(&pci), None, Asker::Plugin);
         let ans = Answer::Port("mlx5_2".into(), 1);
-        let ok = decide(
-            &link(),
-            &ans,
-            Some((&pci, device::by_pci(&view, &pci))),
-            None,
-            &view,
-            false,
-        );
+        let ok = decide(&link(), &ans, by_pci(), &view, &plugin);
         assert_eq!(ok.unwrap(), ("mlx5_2".into(), 1, How::RdmaNetlink));
         let other = Answer::Port("mlx5_3".into(), 1);
-        let e = decide(
-            &link(),
-            &other,
-            Some((&pci, device::by_pci(&view, &pci))),
-            None,
-            &view,
-            false,
-        )
-        .unwrap_err();
+        let e = decide(&link(), &other, by_pci(), &view, &plugin).unwrap_err();
         assert_eq!(e.code, 100);
         assert!(
             e.msg.contains("mlx5_2") && e.msg.contains("mlx5_3"),
             "{}",
             e.msg
         );
-        let e = decide(&link(), &ans, None, Some(2), &view, false).unwrap_err();
+        let e = decide(
+            &link(),
+            &ans,
+            None,
+            &view,
+            &wanted(None, Some(2), Asker::Plugin),
+        )
+        .unwrap_err();
         assert!(
             e.msg.contains("rdmaPort is 2") && e.msg.contains("port 1"),
+            "{}",
+            e.msg
+        );
+        // inspect's lever is its --port option, not the config key.
+        let e = decide(
+            &link(),
+            &ans,
+            None,
+            &view,
+            &wanted(None, Some(2), Asker::Inspect),
+        )
+        .unwrap_err();
+        assert!(
+            e.msg.starts_with("--port is 2") && e.msg.contains("remove --port"),
             "{}",
             e.msg
         );
@@ -265,9 +335,8 @@ mod tests {
             &link(),
             &gone,
             Some((&pci, device::by_pci(&view, &pci))),
-            Some(2),
             &view,
-            false,
+            &wanted(Some(&pci), Some(2), Asker::Plugin),
         );
         assert_eq!(
             r.unwrap(),
@@ -276,7 +345,11 @@ mod tests {
         // No deviceID and a veth (no parent): 100, naming what netlink said,
         // and in exclusive mode the rdma plugin.
         let none = Answer::NoPort { devices: 0 };
-        let e = decide(&link(), &none, None, None, &view, true).unwrap_err();
+        let exclusive = Wanted {
+            exclusive: true,
+            ..wanted(None, None, Asker::Plugin)
+        };
+        let e = decide(&link(), &none, None, &view, &exclusive).unwrap_err();
         assert_eq!(e.code, 100);
         assert!(
             e.msg.contains("no RDMA device in the pod netns"),
@@ -287,6 +360,39 @@ mod tests {
             e.msg.contains("exclusive") && e.msg.contains("rdma plugin"),
             "{}",
             e.msg
+        );
+        assert!(e.msg.contains("as deviceID"), "{}", e.msg);
+        // The same miss, asked by inspect, names inspect's --device.
+        let e = decide(
+            &link(),
+            &gone,
+            None,
+            &view,
+            &wanted(None, None, Asker::Inspect),
+        )
+        .unwrap_err();
+        assert!(
+            e.msg.contains("no parent device") && e.msg.contains("give --device DEV; no ib_core"),
+            "{}",
+            e.msg
+        );
+        assert!(!e.msg.contains("deviceID"), "{}", e.msg);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_parent_device_is_how_inspect_finds_it_without_netlink() {
+        let (d, view) = tree("z", &[("0000:0c:00.2", "mlx5_2")]);
+        let l = Link {
+            parent_dev: Some("0000:0c:00.2".into()),
+            parent_bus: Some("pci".into()),
+            ..link()
+        };
+        let none = Answer::NoPort { devices: 0 };
+        let r = decide(&l, &none, None, &view, &wanted(None, None, Asker::Inspect));
+        assert_eq!(
+            r.unwrap(),
+            ("mlx5_2".into(), 1, How::Parent("pci 0000:0c:00.2".into()))
         );
         std::fs::remove_dir_all(&d).unwrap();
     }

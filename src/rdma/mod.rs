@@ -99,6 +99,12 @@ impl RdmaPort {
             .join(format!("ports/{}/gid_attrs/ndevs/{index}", self.port))
     }
 
+    /// `ports/<port>/state`, e.g. `4: ACTIVE` (drivers/infiniband/core/sysfs.c,
+    /// `state_show`).
+    pub fn state_path(&self) -> PathBuf {
+        self.class_dir().join(format!("ports/{}/state", self.port))
+    }
+
     /// What serialises every writer of this port's files: the PCI function
     /// when there is one (it survives a rename), else the name.
     pub fn lock_key(&self) -> String {
@@ -108,6 +114,14 @@ impl RdmaPort {
             self.port
         )
     }
+}
+
+/// The port's state as sysfs prints it (`4: ACTIVE`), `None` when the file is
+/// absent (a test tree) or holds anything but a short printable line, so what
+/// a planted file holds never reaches a table.
+pub fn port_state(view: &View, port: &RdmaPort) -> Option<String> {
+    view.read_trimmed(&port.state_path())
+        .filter(|s| s.len() <= 64 && s.bytes().all(|b| (0x20..0x7f).contains(&b)))
 }
 
 pub fn class_dir(device: &str) -> PathBuf {
@@ -191,6 +205,24 @@ mod tests {
         assert!(is_guid("506b:4b03:00f3:8a3e"));
         assert!(!is_guid("506b:4b03:00f3:8a3"));
         assert!(!is_guid("root:x:0:0:root:/root"));
+    }
+
+    #[test]
+    fn port_state_is_a_short_printable_line_or_nothing() {
+        let d = std::env::temp_dir().join(format!("rt-portstate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(d.join("class/infiniband/mlx5_2/ports/1")).unwrap();
+        let view = View::open(&d).unwrap();
+        let port = RdmaPort::identify(&view, "mlx5_2", 1);
+        assert_eq!(port_state(&view, &port), None, "absent");
+        let file = d.join("class/infiniband/mlx5_2/ports/1/state");
+        std::fs::write(&file, "4: ACTIVE\n").unwrap();
+        assert_eq!(port_state(&view, &port).as_deref(), Some("4: ACTIVE"));
+        std::fs::write(&file, "4: ACTIVE\x1b[2J").unwrap();
+        assert_eq!(port_state(&view, &port), None, "a control byte");
+        std::fs::write(&file, "x".repeat(65)).unwrap();
+        assert_eq!(port_state(&view, &port), None, "longer than a state");
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

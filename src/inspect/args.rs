@@ -1,0 +1,292 @@
+//! `roce-tune inspect`'s options: the help text, and the parse that turns
+//! the command line into `Options` or says what is wrong with it (a usage
+//! error, exit 2). Everything is validated here, before anything is read.
+
+use crate::cni::config::{DEFAULT_GID_INDEX, MAX_GID_INDEX};
+use crate::cni::env::validate_ifname;
+use crate::rdma::is_safe_component;
+use std::path::PathBuf;
+
+pub const HELP: &str = "\
+roce-tune inspect [--netns PATH | --pid PID] [--ifname NAME] [--device DEV]
+                  [--gid-index N] [--traffic-class N] [--port N]
+                  [--sysfs-root DIR] [--json]
+
+Without --netns/--pid: the node view. Every RDMA device under
+<sysfs-root>/class/infiniband with its PCI function, the PF of a VF, its
+netdev, the port state, and its traffic class (unset, the value, or n/a when
+the driver has no traffic class file). \"-\" means the file is absent.
+
+With --netns/--pid: the pod view. Each RDMA interface of the pod with its RDMA
+device, addresses, GID table (read from inside the pod netns, as MLNX_OFED
+hides other netns' GIDs), the rail sysctls against the recommended values and
+the traffic class, then one PASS/FAIL line per check with the reason and fix.
+An interface's RDMA device is found as ADD finds it: RDMA netlink asked from
+inside the pod netns, else the netdev's parent device.
+
+Options:
+  --netns PATH         the pod's network namespace (e.g. /var/run/netns/<id>)
+  --pid PID            the netns of process PID (/proc/PID/ns/net); also lists
+                       the pod's /dev/infiniband character devices
+  --ifname NAME        pod view: check only this interface (default: every
+                       interface that has an RDMA device)
+  --device DEV         the RDMA device. Node view: show only DEV. Pod view:
+                       use DEV for --ifname instead of looking it up (when
+                       neither RDMA netlink nor the netdev's parent device
+                       leads to it: a veth, a kernel before 5.14); without
+                       --ifname, check only the interfaces whose device is DEV
+  --gid-index N        pod view: the index that must hold the RoCE v2 GID of
+                       the interface's address (NCCL_IB_GID_INDEX; default 3)
+  --traffic-class N    check that each device's traffic class is N (0..255);
+                       without it the class is shown, not checked
+  --port N             port of the RDMA device (default: the port RDMA netlink
+                       reports, else 1)
+  --sysfs-root DIR     sysfs to read (default /sys); another directory is a
+                       test tree, read as is for both views, nothing mounted
+  --json               one JSON object on stdout instead of the tables:
+                       {view, mode, netns_mode, devices | interfaces,
+                        checks: [{name, device, ifname, pass, reason, fix}], pass}
+  -h, --help           this text
+
+Checks: gid-index and sysctl (pod view), traffic-class (with --traffic-class),
+rdma-device (when an interface or device cannot be found), idle-vf (node view:
+a VF no pod uses that holds a traffic class).
+
+In exclusive RDMA netns mode (netns_mode N) on the real /sys, the pod view
+mounts a private sysfs on a thread inside the pod netns to reach the device.
+
+Exit codes: 0 every check passed (or there was nothing to check),
+            1 at least one check failed,
+            2 bad option, or an error that stopped the inspection.
+";
+
+/// The command line, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub netns: Option<PathBuf>,
+    pub pid: Option<u32>,
+    pub ifname: Option<String>,
+    pub device: Option<String>,
+    pub gid_index: u32,
+    pub traffic_class: Option<u8>,
+    /// `--port`. `None`: in the pod view the port RDMA netlink reports, and
+    /// port 1 wherever nothing reports one.
+    pub port: Option<u32>,
+    pub sysfs_root: PathBuf,
+    pub json: bool,
+}
+
+/// The port when nothing says which: the first, and on a VF the only one.
+pub const DEFAULT_PORT: u32 = 1;
+
+impl Options {
+    /// The pod netns to inspect, if any (`--pid` is the process's netns).
+    pub fn netns_path(&self) -> Option<PathBuf> {
+        self.netns
+            .clone()
+            .or_else(|| self.pid.map(|p| PathBuf::from(format!("/proc/{p}/ns/net"))))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed {
+    Help,
+    Run(Options),
+}
+
+/// `--name value` and `--name=value` alike; a value is never taken from the
+/// next argument when that one is an option (a forgotten value).
+pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
+    let mut netns = None;
+    let mut pid = None;
+    let mut ifname = None;
+    let mut device = None;
+    let mut gid_index = None;
+    let mut traffic_class = None;
+    let mut port = None;
+    let mut sysfs_root = None;
+    let mut json = false;
+
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let (name, inline) = match arg.split_once('=') {
+            Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        match name {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "--json" if inline.is_some() => return Err("--json takes no value".into()),
+            "--json" => {
+                json = true;
+                continue;
+            }
+            "--netns" | "--pid" | "--ifname" | "--device" | "--gid-index" | "--traffic-class"
+            | "--port" | "--sysfs-root" => {}
+            other if other.starts_with('-') => return Err(format!("unknown option {other:?}")),
+            other => return Err(format!("unexpected argument {other:?}")),
+        }
+        let value = match inline {
+            Some(v) => v,
+            None => match it.next() {
+                Some(v) if !v.starts_with("--") => v.clone(),
+                _ => return Err(format!("{name} needs a value")),
+            },
+        };
+        let once = |already: bool| match already {
+            true => Err(format!("{name} is given twice")),
+            false => Ok(()),
+        };
+        let absolute = |what: &str| match value.starts_with('/') {
+            true => Ok(PathBuf::from(&value)),
+            false => Err(format!("{name} {value:?} must be an absolute path{what}")),
+        };
+        match name {
+            "--netns" => {
+                once(netns.is_some())?;
+                netns = Some(absolute(
+                    " to a network namespace (e.g. /var/run/netns/<id>)",
+                )?);
+            }
+            "--pid" => {
+                once(pid.is_some())?;
+                match value.parse::<u32>() {
+                    Ok(p) if p > 0 && value.bytes().all(|b| b.is_ascii_digit()) => pid = Some(p),
+                    _ => return Err(format!("--pid {value:?} is not a process id")),
+                }
+            }
+            "--ifname" => {
+                once(ifname.is_some())?;
+                if validate_ifname(&value).is_err() {
+                    return Err(format!("--ifname {value:?} is not an interface name (1 to 15 printable characters, no '/', ':' or spaces)"));
+                }
+                ifname = Some(value);
+            }
+            "--device" => {
+                once(device.is_some())?;
+                if !is_safe_component(&value) {
+                    return Err(format!(
+                        "--device {value:?} is not an RDMA device name (e.g. mlx5_2)"
+                    ));
+                }
+                device = Some(value);
+            }
+            "--gid-index" => {
+                once(gid_index.is_some())?;
+                gid_index = Some(number(name, &value, 0, MAX_GID_INDEX as u64)? as u32);
+            }
+            "--traffic-class" => {
+                once(traffic_class.is_some())?;
+                traffic_class = Some(number(name, &value, 0, 255)? as u8);
+            }
+            "--port" => {
+                once(port.is_some())?;
+                port = Some(number(name, &value, 1, 255)? as u32);
+            }
+            "--sysfs-root" => {
+                once(sysfs_root.is_some())?;
+                sysfs_root = Some(absolute("")?);
+            }
+            _ => unreachable!("every option with a value is matched above"),
+        }
+    }
+    if netns.is_some() && pid.is_some() {
+        return Err("give --netns or --pid, not both".into());
+    }
+    let pod = netns.is_some() || pid.is_some();
+    if !pod && ifname.is_some() {
+        return Err("--ifname needs --netns or --pid: interfaces belong to a pod".into());
+    }
+    if !pod && gid_index.is_some() {
+        return Err(
+            "--gid-index needs --netns or --pid: the GID to expect comes from a pod's address"
+                .into(),
+        );
+    }
+    Ok(Parsed::Run(Options {
+        netns,
+        pid,
+        ifname,
+        device,
+        gid_index: gid_index.unwrap_or(DEFAULT_GID_INDEX),
+        traffic_class,
+        port,
+        sysfs_root: sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")),
+        json,
+    }))
+}
+
+/// Digits only: `parse` alone would take `+3`.
+fn number(name: &str, value: &str, min: u64, max: u64) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) && value.bytes().all(|b| b.is_ascii_digit()) => Ok(n),
+        _ => Err(format!(
+            "{name} {value:?} is not a number from {min} to {max}"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    fn opts(s: &str) -> Options {
+        match parse_args(&args(s)).unwrap() {
+            Parsed::Run(o) => o,
+            Parsed::Help => panic!("help"),
+        }
+    }
+
+    fn error(s: &str) -> String {
+        parse_args(&args(s)).unwrap_err()
+    }
+
+    #[test]
+    fn options_parse_both_forms_and_defaults() {
+        let o = opts("--pid 42 --ifname=net1 --traffic-class 41 --json");
+        assert_eq!(o.netns_path(), Some(PathBuf::from("/proc/42/ns/net")));
+        assert_eq!(o.ifname.as_deref(), Some("net1"));
+        assert_eq!(o.traffic_class, Some(41));
+        assert_eq!(o.gid_index, DEFAULT_GID_INDEX);
+        assert_eq!(o.gid_index, 3, "NCCL's convention");
+        assert_eq!(o.port, None, "the port comes from RDMA netlink");
+        assert_eq!(o.sysfs_root, PathBuf::from("/sys"));
+        assert!(o.json);
+        let o = opts("--device mlx5_2 --sysfs-root /tmp/t --port 2");
+        assert_eq!(o.netns_path(), None);
+        assert_eq!(o.device.as_deref(), Some("mlx5_2"));
+        assert_eq!(o.port, Some(2));
+        assert_eq!(error("x --help"), "unexpected argument \"x\"");
+        assert_eq!(parse_args(&args("--json -h")).unwrap(), Parsed::Help);
+    }
+
+    #[test]
+    fn bad_options_say_what_is_wrong() {
+        for (line, says) in [
+            ("--netns /a --pid 3", "not both"),
+            ("--pid 0", "--pid"),
+            ("--pid -3", "--pid"),
+            ("--pid +3", "--pid"),
+            ("--netns relative", "absolute"),
+            ("--traffic-class 256", "0 to 255"),
+            ("--traffic-class", "needs a value"),
+            ("--netns /a --ifname --json", "needs a value"),
+            ("--netns /a --gid-index 1024", "0 to 1023"),
+            ("--port 0", "1 to 255"),
+            ("--ifname net1", "needs --netns"),
+            ("--gid-index 5", "needs --netns"),
+            ("--netns /a --ifname a/b", "interface name"),
+            ("--device ../x", "RDMA device name"),
+            ("--frobnicate", "unknown option"),
+            ("--json=1", "no value"),
+            ("--device a --device b", "twice"),
+            ("--sysfs-root tree", "absolute"),
+        ] {
+            let e = error(line);
+            assert!(e.contains(says), "{line}: {e}");
+        }
+    }
+}

@@ -1,0 +1,515 @@
+//! Everything inspect reads, assembled into plain data: the node view (every
+//! RDMA device of the host's sysfs) and the pod view (each rail interface of
+//! a pod, read on a thread inside its netns). Nothing here judges or formats:
+//! the verdicts and the tables are functions of these structs alone.
+//!
+//! Every sysfs read goes through a `sysfs::View`, and every RDMA lookup
+//! through `rdma/`, the code ADD itself uses, so inspect sees what ADD sees.
+
+use super::args::{Options, DEFAULT_PORT};
+use crate::cli::{cause, message};
+use crate::cni::config::{SysctlSetting, DEFAULT_SYSCTLS};
+use crate::cni::{CniError, CniResult};
+use crate::idle::{self, Idle};
+use crate::netlink::{Link, Netlink};
+use crate::netns::{Lookup, NetNs};
+use crate::node::NodeConfig;
+use crate::rdma::gid::{self, GidEntry};
+use crate::rdma::lookup::{self, Asker, How, Wanted};
+use crate::rdma::traffic_class::{self, TrafficClass};
+use crate::rdma::{class_dir, is_safe_component, needs_pod_sysfs, port_state, NetnsMode, RdmaPort};
+use crate::sysctl;
+use crate::sysfs::{SysfsError, View};
+use anyhow::{bail, Context, Result};
+use std::cmp::Ordering;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// What the traffic class file showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TcState {
+    /// No `tc/<port>/traffic_class`: not an MLNX_OFED/DOCA driver.
+    NoFile,
+    Unreadable(String),
+    Value(TrafficClass),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeDevice {
+    pub name: String,
+    pub pci: Option<String>,
+    pub pf: Option<String>,
+    pub netdevs: Vec<String>,
+    pub port: u32,
+    pub port_state: Option<String>,
+    pub tc: TcState,
+    /// The class file as a fix names it.
+    pub tc_path: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeView {
+    pub sysfs_root: PathBuf,
+    /// Not the kernel's sysfs: a tree a test (or a demo) made.
+    pub test_tree: bool,
+    pub mode: NetnsMode,
+    pub devices: Vec<NodeDevice>,
+    /// `--device` named a device that is not there.
+    pub missing: Option<String>,
+    /// Idle VFs holding a class (`crate::idle`).
+    pub idle: Vec<Idle>,
+}
+
+/// How an interface's RDMA device was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeviceSource {
+    /// `--device`: the operator's word, not looked up.
+    Forced,
+    /// `rdma::lookup`, as ADD finds it.
+    Lookup(How),
+}
+
+/// The interface's RDMA device and how it was found, or why none was.
+pub type DeviceLookup = Result<(String, DeviceSource), String>;
+
+/// One rail sysctl as read in the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SysctlObs {
+    pub key: String,
+    pub value: Result<String, String>,
+    pub recommended: String,
+}
+
+/// One rail interface of the pod, as read from inside its netns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Iface {
+    pub ifname: String,
+    pub device: DeviceLookup,
+    pub port: u32,
+    pub port_state: Option<String>,
+    pub addrs: Vec<(IpAddr, u8)>,
+    /// The whole table, unused entries included.
+    pub gids: Vec<(u32, GidEntry)>,
+    pub tc: TcState,
+    pub tc_path: PathBuf,
+    pub sysctls: Vec<SysctlObs>,
+}
+
+/// Which sysfs showed the pod's devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodSysfs {
+    /// A test tree: both the host and the pod view, nothing mounted.
+    TestTree,
+    /// Shared mode: the host's /sys, GIDs read by a thread in the pod netns.
+    Host,
+    /// Exclusive mode: a sysfs made by a thread inside the pod netns.
+    PodMount,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodView {
+    pub netns: PathBuf,
+    pub pid: Option<u32>,
+    pub sysfs_root: PathBuf,
+    pub mode: NetnsMode,
+    pub sysfs: PodSysfs,
+    pub visible_devices: Vec<String>,
+    /// `/dev/infiniband` of the pod (`--pid` only; `None` when unreadable).
+    pub char_devices: Option<Vec<String>>,
+    pub interfaces: Vec<Iface>,
+    /// Interfaces that are not rails, with why (or a missing `--ifname`).
+    pub not_rails: Vec<(String, String)>,
+}
+
+/// The host's sysfs view: what stops the inspection when it cannot be had.
+pub fn open_sysfs(root: &Path) -> Result<View> {
+    match View::open(root) {
+        Ok(view) => Ok(view),
+        // ENOENT and ENOTDIR alike: there is no tree to read.
+        Err(SysfsError::Missing) => bail!("sysfs root {} is not a directory", root.display()),
+        Err(e) => Err(cause(e)).with_context(|| format!("sysfs root {}", root.display())),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Node view
+
+pub fn node(opts: &Options, host: &View) -> NodeView {
+    let mut names = device_names(host);
+    let mut missing = None;
+    if let Some(want) = &opts.device {
+        names.retain(|n| n == want);
+        if names.is_empty() {
+            missing = Some(want.clone());
+        }
+    }
+    let port = opts.port.unwrap_or(DEFAULT_PORT);
+    let mut pci_dirs = None;
+    let devices = names
+        .iter()
+        .map(|name| node_device(host, name, port, &mut pci_dirs))
+        .collect();
+    // A refused node config gives no entries to exclude, so a VF that an
+    // orphan entry names can show as idle; reset-idle loads the config
+    // itself and refuses to run without it.
+    let entries = NodeConfig::load()
+        .map(|n| idle::node_entries(&n))
+        .unwrap_or_default();
+    NodeView {
+        sysfs_root: opts.sysfs_root.clone(),
+        test_tree: !host.is_real(),
+        mode: NetnsMode::read(host),
+        devices,
+        missing,
+        idle: idle::find(host, &entries),
+    }
+}
+
+fn node_device(
+    view: &View,
+    name: &str,
+    port: u32,
+    pci_dirs: &mut Option<Vec<String>>,
+) -> NodeDevice {
+    let port = RdmaPort::identify(view, name, port);
+    let pci = port
+        .pci
+        .clone()
+        .or_else(|| pci_holding(view, name, pci_dirs));
+    let pci_dir = pci.as_ref().map(|p| Path::new("bus/pci/devices").join(p));
+    let pf = pci_dir.as_ref().and_then(|d| {
+        let name = view.link_name(&d.join("physfn")).ok()?;
+        is_safe_component(&name).then_some(name)
+    });
+    let mut netdevs = pci_dir
+        .as_ref()
+        .map(|d| safe_names(view, &d.join("net")))
+        .unwrap_or_default();
+    if netdevs.is_empty() {
+        // A device with no PCI function of its own (an SF, soft-RoCE) still
+        // names its netdev in the GID table: that of entry 0, the link-local
+        // GID the kernel adds for the netdev.
+        netdevs.extend(gid::read_ndev(view, &port, 0));
+    }
+    NodeDevice {
+        name: name.to_owned(),
+        pci,
+        pf,
+        netdevs,
+        port: port.port,
+        port_state: port_state(view, &port),
+        tc: read_class(view, &port),
+        tc_path: PathBuf::from(view.show(&port.traffic_class_path())),
+    }
+}
+
+/// The PCI function whose `infiniband/` holds `dev`: the way back when the
+/// class entry has no `device` link. `pci_dirs` is read once for all devices.
+fn pci_holding(view: &View, dev: &str, pci_dirs: &mut Option<Vec<String>>) -> Option<String> {
+    let devices = Path::new("bus/pci/devices");
+    pci_dirs
+        .get_or_insert_with(|| safe_names(view, devices))
+        .iter()
+        .find(|pci| view.exists(&devices.join(pci).join("infiniband").join(dev)))
+        .cloned()
+}
+
+// ---------------------------------------------------------------------------
+// Pod view
+
+pub fn pod(opts: &Options, host: &View, netns: PathBuf) -> Result<PodView> {
+    let ns = match NetNs::lookup(&netns).map_err(message)? {
+        Lookup::Netns(ns) => ns,
+        Lookup::Missing => match opts.pid {
+            Some(p) => bail!("no process {p} ({} does not exist)", netns.display()),
+            None => bail!("netns {} does not exist", netns.display()),
+        },
+        Lookup::NotNetns => bail!("{} is not a network namespace", netns.display()),
+    };
+    let mode = NetnsMode::read(host);
+    let mount = needs_pod_sysfs(host);
+    let sysfs = if !host.is_real() {
+        PodSysfs::TestTree
+    } else if mount {
+        PodSysfs::PodMount
+    } else {
+        PodSysfs::Host
+    };
+    let in_pod = ns
+        .run(|| {
+            let view = if mount {
+                View::fresh_sysfs("<pod sysfs>")
+                    .map_err(|e| CniError::io("make the pod's sysfs", e))?
+            } else {
+                host.try_clone().map_err(|e| CniError::io("sysfs", e))?
+            };
+            in_pod(opts, &view, mode == NetnsMode::Exclusive)
+        })
+        .map_err(message)
+        .with_context(|| format!("inside netns {}", netns.display()))?;
+    let char_devices = opts.pid.and_then(|p| {
+        // The pod's /dev, not sysfs: through the process's root.
+        let dir = PathBuf::from(format!("/proc/{p}/root/dev/infiniband"));
+        std::fs::read_dir(&dir).ok().map(|rd| {
+            sorted_safe(
+                rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .collect(),
+            )
+        })
+    });
+    Ok(PodView {
+        netns,
+        pid: opts.pid,
+        sysfs_root: opts.sysfs_root.clone(),
+        mode,
+        sysfs,
+        visible_devices: in_pod.visible_devices,
+        char_devices,
+        interfaces: in_pod.interfaces,
+        not_rails: in_pod.not_rails,
+    })
+}
+
+struct InPod {
+    interfaces: Vec<Iface>,
+    not_rails: Vec<(String, String)>,
+    visible_devices: Vec<String>,
+}
+
+/// The RDMA port found for an interface, or why none was.
+type Found = Result<(RdmaPort, DeviceSource), String>;
+
+/// Runs on the thread inside the pod netns: rtnetlink, RDMA netlink,
+/// /proc/sys/net and the GID files all answer for the reading thread's netns.
+fn in_pod(opts: &Options, view: &View, exclusive: bool) -> CniResult<InPod> {
+    let mut nl = Netlink::open()?;
+    let wanted = Wanted {
+        device_id: None,
+        rdma_port: opts.port,
+        exclusive,
+        asker: Asker::Inspect,
+    };
+    let mut not_rails = Vec::new();
+    let mut rails: Vec<(Link, Found)> = Vec::new();
+    match &opts.ifname {
+        Some(name) => match nl.link_by_name(name)? {
+            Some(link) => {
+                let found = match &opts.device {
+                    Some(dev) => forced(view, dev, opts),
+                    None => look_up(view, &link, &wanted),
+                };
+                rails.push((link, found));
+            }
+            None => not_rails.push((
+                name.clone(),
+                format!("there is no interface {name} in the pod"),
+            )),
+        },
+        None => {
+            for link in nl.links()? {
+                if link.name == "lo" {
+                    continue;
+                }
+                match look_up(view, &link, &wanted) {
+                    Ok((port, _)) if opts.device.as_ref().is_some_and(|d| *d != port.device) => {
+                        let why = format!("its RDMA device is {}", port.device);
+                        not_rails.push((link.name.clone(), why));
+                    }
+                    Ok(found) => rails.push((link, Ok(found))),
+                    Err(why) => not_rails.push((link.name.clone(), why)),
+                }
+            }
+        }
+    }
+    let settings: Vec<SysctlSetting> = DEFAULT_SYSCTLS
+        .iter()
+        .map(|(k, v)| SysctlSetting {
+            key: k.to_string(),
+            value: v.to_string(),
+        })
+        .collect();
+    let mut interfaces = Vec::new();
+    for (link, found) in rails {
+        let addrs = nl.addresses(link.index)?;
+        let sysctls = sysctl::resolve(&settings, &link.name)
+            .into_iter()
+            .map(|s| SysctlObs {
+                value: sysctl::read(&s).map_err(|e| e.msg),
+                recommended: s.value.clone(),
+                key: s.key,
+            })
+            .collect();
+        let (device, port) = match found {
+            Ok((port, source)) => (Ok((port.device.clone(), source)), Some(port)),
+            Err(why) => (Err(why), None),
+        };
+        interfaces.push(Iface {
+            ifname: link.name,
+            device,
+            port: port
+                .as_ref()
+                .map_or(opts.port.unwrap_or(DEFAULT_PORT), |p| p.port),
+            port_state: port.as_ref().and_then(|p| port_state(view, p)),
+            addrs,
+            gids: port
+                .as_ref()
+                .map(|p| gid::table(view, p))
+                .unwrap_or_default(),
+            tc: port
+                .as_ref()
+                .map_or(TcState::NoFile, |p| read_class(view, p)),
+            tc_path: port
+                .as_ref()
+                .map(|p| PathBuf::from(view.show(&p.traffic_class_path())))
+                .unwrap_or_default(),
+            sysctls,
+        });
+    }
+    Ok(InPod {
+        interfaces,
+        not_rails,
+        visible_devices: device_names(view),
+    })
+}
+
+/// The device ADD would find: RDMA netlink first, then the parent device.
+fn look_up(view: &View, link: &Link, wanted: &Wanted) -> Found {
+    lookup::locate_link(view, link, wanted)
+        .map(|(port, how)| (port, DeviceSource::Lookup(how)))
+        .map_err(|e| e.msg)
+}
+
+/// `--device`: taken as given, as long as the view has it.
+fn forced(view: &View, dev: &str, opts: &Options) -> Found {
+    if !view.exists(&class_dir(dev)) {
+        return Err(format!(
+            "RDMA device {dev} (--device) is not under {}",
+            view.show(Path::new("class/infiniband"))
+        ));
+    }
+    let port = RdmaPort::identify(view, dev, opts.port.unwrap_or(DEFAULT_PORT));
+    Ok((port, DeviceSource::Forced))
+}
+
+// ---------------------------------------------------------------------------
+// Reads shared by both views
+
+fn read_class(view: &View, port: &RdmaPort) -> TcState {
+    if !view.exists(&port.traffic_class_path()) {
+        return TcState::NoFile;
+    }
+    match traffic_class::read(view, port) {
+        Ok(v) => TcState::Value(v),
+        Err(e) => TcState::Unreadable(e.msg),
+    }
+}
+
+/// The RDMA devices the view shows, as an operator lists them.
+fn device_names(view: &View) -> Vec<String> {
+    safe_names(view, Path::new("class/infiniband"))
+}
+
+/// A directory's names that are fit for a path and a table, in natural order.
+fn safe_names(view: &View, rel: &Path) -> Vec<String> {
+    sorted_safe(view.list(rel).unwrap_or_default())
+}
+
+fn sorted_safe(names: Vec<String>) -> Vec<String> {
+    let mut v: Vec<String> = names.into_iter().filter(|n| is_safe_component(n)).collect();
+    // Insertion sort: the names come sorted bytewise from `View::list` (few
+    // inversions) and are tens at most, and another instance of the generic
+    // stable sort would add about 4 KB to a binary copied to every node.
+    for i in 1..v.len() {
+        let mut j = i;
+        while j > 0 && natural_cmp(&v[j - 1], &v[j]) == Ordering::Greater {
+            v.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+    v
+}
+
+/// mlx5_2 before mlx5_10: names are compared by their digit runs.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    fn chunks(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let bytes = s.as_bytes();
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let (ca, cb) = (chunks(a), chunks(b));
+    for (x, y) in ca.iter().zip(cb.iter()) {
+        let o = match (x, y) {
+            ((true, p), (true, q)) => {
+                let (p, q) = (p.trim_start_matches('0'), q.trim_start_matches('0'));
+                p.len().cmp(&q.len()).then(p.cmp(q))
+            }
+            ((_, p), (_, q)) => p.cmp(q),
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
+    ca.len().cmp(&cb.len()).then(a.cmp(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn natural_order_of_device_names() {
+        let mut v = vec!["mlx5_10", "mlx5_2", "mlx5_1", "ib0", "mlx5_02x"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["ib0", "mlx5_1", "mlx5_2", "mlx5_02x", "mlx5_10"]);
+        assert_eq!(
+            sorted_safe(vec!["mlx5_10".into(), "../x".into(), "mlx5_9".into()]),
+            ["mlx5_9", "mlx5_10"],
+            "a name unfit for a path is left out"
+        );
+        let names = [
+            "rxe0", "mlx5_10", "mlx5_2", "ib0", "mlx5_1", "mlx5_02x", "mlx5_10",
+        ];
+        let mut want = names.to_vec();
+        want.sort_by(|a, b| natural_cmp(a, b));
+        let got = sorted_safe(names.iter().map(|n| n.to_string()).collect());
+        assert_eq!(got, want, "the same order as a stable sort");
+    }
+
+    /// The node view of a test tree without root: a VF found by its PCI
+    /// function's `infiniband/` (no `device` link), its PF, a netdev taken
+    /// from the GID table, and a device without a class file.
+    #[test]
+    fn node_view_of_a_test_tree() {
+        let d = std::env::temp_dir().join(format!("rt-inspect-node-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let pci = d.join("bus/pci/devices");
+        std::fs::create_dir_all(pci.join("0000:0c:00.2/infiniband/mlx5_2")).unwrap();
+        std::os::unix::fs::symlink("../0000:0c:00.0", pci.join("0000:0c:00.2/physfn")).unwrap();
+        let dev = d.join("class/infiniband/mlx5_2");
+        std::fs::create_dir_all(dev.join("tc/1")).unwrap();
+        std::fs::write(dev.join("tc/1/traffic_class"), "Global tclass=96\n").unwrap();
+        std::fs::create_dir_all(dev.join("ports/1/gid_attrs/ndevs")).unwrap();
+        std::fs::write(dev.join("ports/1/gid_attrs/ndevs/0"), "ens1f0v2\n").unwrap();
+        std::fs::write(dev.join("ports/1/state"), "1: DOWN\n").unwrap();
+        std::fs::create_dir_all(d.join("class/infiniband/rxe0")).unwrap();
+        let view = View::open(&d).unwrap();
+        let mut dirs = None;
+        let vf = node_device(&view, "mlx5_2", 1, &mut dirs);
+        assert_eq!(vf.pci.as_deref(), Some("0000:0c:00.2"));
+        assert_eq!(vf.pf.as_deref(), Some("0000:0c:00.0"));
+        assert_eq!(vf.netdevs, ["ens1f0v2"]);
+        assert_eq!(vf.port_state.as_deref(), Some("1: DOWN"));
+        assert_eq!(vf.tc, TcState::Value(Some(96)));
+        let rxe = node_device(&view, "rxe0", 1, &mut dirs);
+        assert_eq!((rxe.pci, rxe.pf, rxe.tc), (None, None, TcState::NoFile));
+        assert_eq!(device_names(&view), ["mlx5_2", "rxe0"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -1,0 +1,271 @@
+//! `--json`: one object with what the tables show, built from the same views
+//! and checks. Fields are declared in alphabetical order, the order the keys
+//! print in; scripts read them by name.
+
+use super::args::Options;
+use super::collect::{DeviceSource, Iface, NodeView, PodView, TcState};
+use super::render::{shown_gids, sysfs_text};
+use super::verdicts::{checked_address, exit_code, locate_in, sysctl_ok, Check};
+use crate::rdma::gid;
+use crate::rdma::NetnsMode;
+use serde::Serialize;
+use std::path::Path;
+
+/// Pretty JSON and a newline, as every `--json` run ends.
+pub fn text(v: &impl Serialize) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default() + "\n"
+}
+
+/// What stopped the inspection, on one line, for a script that reads
+/// stdout only.
+pub fn stopped(error: &str) -> String {
+    #[derive(Serialize)]
+    struct Stopped<'a> {
+        error: &'a str,
+    }
+    serde_json::to_string(&Stopped { error }).unwrap_or_default() + "\n"
+}
+
+#[derive(Serialize)]
+pub struct CheckJson<'a> {
+    device: Option<&'a str>,
+    fix: Option<&'a str>,
+    ifname: Option<&'a str>,
+    name: &'a str,
+    pass: bool,
+    reason: &'a str,
+}
+
+pub fn check(c: &Check) -> CheckJson<'_> {
+    CheckJson {
+        device: c.device.as_deref(),
+        fix: c.fix.as_deref(),
+        ifname: c.ifname.as_deref(),
+        name: c.name,
+        pass: c.pass,
+        reason: &c.reason,
+    }
+}
+
+#[derive(Serialize)]
+struct Class<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    state: &'static str,
+    value: Option<u8>,
+}
+
+fn class(tc: &TcState) -> Class<'_> {
+    let (state, value, error) = match tc {
+        TcState::NoFile => ("n/a", None, None),
+        TcState::Unreadable(e) => ("unreadable", None, Some(e.as_str())),
+        TcState::Value(None) => ("unset", None, None),
+        TcState::Value(Some(n)) => ("set", Some(*n), None),
+    };
+    Class {
+        error,
+        state,
+        value,
+    }
+}
+
+fn mode_word(mode: NetnsMode) -> &'static str {
+    match mode {
+        NetnsMode::Shared => "shared",
+        NetnsMode::Exclusive => "exclusive",
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Node view
+
+#[derive(Serialize)]
+pub struct Node<'a> {
+    checks: Vec<CheckJson<'a>>,
+    devices: Vec<Device<'a>>,
+    mode: &'static str,
+    /// `Y` or `N`, as `module/ib_core/parameters/netns_mode` prints it.
+    netns_mode: char,
+    pass: bool,
+    sysfs_root: &'a Path,
+    view: &'static str,
+}
+
+#[derive(Serialize)]
+struct Device<'a> {
+    device: &'a str,
+    netdevs: &'a [String],
+    pci: Option<&'a str>,
+    pf: Option<&'a str>,
+    port: u32,
+    port_state: Option<&'a str>,
+    traffic_class: Class<'a>,
+}
+
+pub fn node<'a>(node: &'a NodeView, checks: &'a [Check]) -> Node<'a> {
+    Node {
+        checks: checks.iter().map(check).collect(),
+        devices: node
+            .devices
+            .iter()
+            .map(|d| Device {
+                device: &d.name,
+                netdevs: &d.netdevs,
+                pci: d.pci.as_deref(),
+                pf: d.pf.as_deref(),
+                port: d.port,
+                port_state: d.port_state.as_deref(),
+                traffic_class: class(&d.tc),
+            })
+            .collect(),
+        mode: mode_word(node.mode),
+        netns_mode: node.mode.letter(),
+        pass: exit_code(checks) == 0,
+        sysfs_root: &node.sysfs_root,
+        view: "node",
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Pod view
+
+#[derive(Serialize)]
+pub struct Pod<'a> {
+    char_devices: Option<&'a [String]>,
+    checks: Vec<CheckJson<'a>>,
+    gid_index: u32,
+    interfaces: Vec<Interface<'a>>,
+    mode: &'static str,
+    netns: &'a Path,
+    /// `Y` or `N`, as `module/ib_core/parameters/netns_mode` prints it.
+    netns_mode: char,
+    not_rails: Vec<NotRail<'a>>,
+    pass: bool,
+    rdma_devices_visible: &'a [String],
+    sysfs_root: &'a Path,
+    sysfs_view: &'static str,
+    view: &'static str,
+}
+
+#[derive(Serialize)]
+struct NotRail<'a> {
+    ifname: &'a str,
+    why: &'a str,
+}
+
+#[derive(Serialize)]
+struct Interface<'a> {
+    addresses: Vec<Address>,
+    device: Option<&'a str>,
+    device_error: Option<&'a str>,
+    /// `--device`, or how `rdma::lookup` found it (`How`'s words).
+    device_source: Option<String>,
+    gids: Vec<Gid<'a>>,
+    ifname: &'a str,
+    port: u32,
+    port_state: Option<&'a str>,
+    sysctls: Vec<Sysctl<'a>>,
+    /// `null` when no device was found: there is no class file to read.
+    traffic_class: Option<Class<'a>>,
+}
+
+#[derive(Serialize)]
+struct Address {
+    address: String,
+    checked: bool,
+    gid: String,
+    roce_v2_index: Option<u32>,
+}
+
+#[derive(Serialize)]
+struct Gid<'a> {
+    gid: Option<String>,
+    index: u32,
+    netdev: Option<&'a str>,
+    #[serde(rename = "type")]
+    gid_type: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Sysctl<'a> {
+    key: &'a str,
+    ok: bool,
+    recommended: &'a str,
+    value: Option<&'a str>,
+}
+
+pub fn pod<'a>(pod: &'a PodView, opts: &Options, checks: &'a [Check]) -> Pod<'a> {
+    Pod {
+        char_devices: pod.char_devices.as_deref(),
+        checks: checks.iter().map(check).collect(),
+        gid_index: opts.gid_index,
+        interfaces: pod
+            .interfaces
+            .iter()
+            .map(|i| interface(i, opts.gid_index))
+            .collect(),
+        mode: mode_word(pod.mode),
+        netns: &pod.netns,
+        netns_mode: pod.mode.letter(),
+        not_rails: pod
+            .not_rails
+            .iter()
+            .map(|(ifname, why)| NotRail { ifname, why })
+            .collect(),
+        pass: exit_code(checks) == 0,
+        rdma_devices_visible: &pod.visible_devices,
+        sysfs_root: &pod.sysfs_root,
+        sysfs_view: sysfs_text(pod.sysfs),
+        view: "pod",
+    }
+}
+
+fn interface(i: &Iface, gid_index: u32) -> Interface<'_> {
+    let want = checked_address(&i.addrs).map(|(g, _)| g);
+    let (device, source, error) = match &i.device {
+        Ok((d, DeviceSource::Forced)) => (Some(d.as_str()), Some("--device".into()), None),
+        Ok((d, DeviceSource::Lookup(how))) => (Some(d.as_str()), Some(how.to_string()), None),
+        Err(e) => (None, None, Some(e.as_str())),
+    };
+    Interface {
+        addresses: i
+            .addrs
+            .iter()
+            .map(|(ip, prefix)| {
+                let g = gid::of_address(ip);
+                Address {
+                    address: format!("{ip}/{prefix}"),
+                    checked: want == Some(g),
+                    gid: gid::format_gid(&g),
+                    roce_v2_index: locate_in(&i.gids, &g),
+                }
+            })
+            .collect(),
+        device,
+        device_error: error,
+        device_source: source,
+        gids: shown_gids(&i.gids, gid_index)
+            .into_iter()
+            .map(|(index, e)| Gid {
+                gid: e.gid.as_ref().map(gid::format_gid),
+                index: *index,
+                netdev: e.ndev.as_deref(),
+                gid_type: e.gid_type.as_deref(),
+            })
+            .collect(),
+        ifname: &i.ifname,
+        port: i.port,
+        port_state: i.port_state.as_deref(),
+        sysctls: i
+            .sysctls
+            .iter()
+            .map(|s| Sysctl {
+                key: &s.key,
+                ok: sysctl_ok(s),
+                recommended: &s.recommended,
+                value: s.value.as_deref().ok(),
+            })
+            .collect(),
+        traffic_class: i.device.is_ok().then(|| class(&i.tc)),
+    }
+}

@@ -1,0 +1,83 @@
+//! `roce-tune inspect`: the operator's proof that a rail is right, replacing
+//! the hand-written check pod and the shell loop over /sys. Two views:
+//!
+//! - node (no netns): every RDMA device with its PCI function, PF, netdev,
+//!   port state and traffic class, and the idle VFs left holding a class;
+//! - pod (`--netns`/`--pid`): each RDMA interface of the pod with its
+//!   addresses, GID table, rail sysctls and traffic class, and a PASS/FAIL
+//!   line per check with the reason and the fix.
+//!
+//! A run is four steps, one module each:
+//! - `args`: the options, all validated before anything is read;
+//! - `collect`: sysfs (through `sysfs::View`), netlink and /proc/sys, the pod
+//!   part on a thread inside the pod netns, into plain structs;
+//! - `verdicts`: pure functions of those structs, unit-tested without a pod;
+//! - `render` and `json`: the text tables, or one JSON object.
+//!
+//! Exit codes: 0 every check passed, 1 one failed, 2 a usage error or an
+//! error that stopped the inspection before any verdict.
+
+mod args;
+mod collect;
+mod json;
+mod render;
+mod verdicts;
+
+#[cfg(test)]
+mod tests;
+
+use anyhow::Result;
+use args::{parse_args, Options, Parsed, HELP};
+
+/// Entry point of `roce-tune inspect`; returns the exit code.
+pub fn run(args: &[String]) -> i32 {
+    let opts = match parse_args(args) {
+        Ok(Parsed::Help) => {
+            print!("{HELP}");
+            return 0;
+        }
+        Ok(Parsed::Run(o)) => o,
+        Err(usage) => {
+            eprintln!("roce-tune inspect: {usage}\nSee `roce-tune inspect --help`.");
+            return 2;
+        }
+    };
+    match inspect(&opts) {
+        Ok((out, checks)) => {
+            print!("{out}");
+            verdicts::exit_code(&checks)
+        }
+        Err(e) => {
+            // `{:#}`: the whole chain, outermost context first.
+            let msg = format!("{e:#}");
+            if opts.json {
+                print!("{}", json::stopped(&msg));
+            }
+            eprintln!("roce-tune inspect: {msg}");
+            2
+        }
+    }
+}
+
+/// Collect, judge, render: the output and the checks it shows.
+fn inspect(opts: &Options) -> Result<(String, Vec<verdicts::Check>)> {
+    let host = collect::open_sysfs(&opts.sysfs_root)?;
+    let Some(netns) = opts.netns_path() else {
+        let node = collect::node(opts, &host);
+        let checks = verdicts::node_checks(&node, opts);
+        let out = if opts.json {
+            json::text(&json::node(&node, &checks))
+        } else {
+            render::node_text(&node, &checks)
+        };
+        return Ok((out, checks));
+    };
+    let pod = collect::pod(opts, &host, netns)?;
+    let checks = verdicts::pod_checks(&pod, opts);
+    let out = if opts.json {
+        json::text(&json::pod(&pod, opts, &checks))
+    } else {
+        render::pod_text(&pod, opts, &checks)
+    };
+    Ok((out, checks))
+}

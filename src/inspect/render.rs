@@ -1,0 +1,311 @@
+//! What the operator reads: the text tables, made from the collected views
+//! and the checks, and nothing else (`json` makes the same from the same).
+
+use super::args::Options;
+use super::collect::{DeviceSource, Iface, NodeView, PodSysfs, PodView, SysctlObs, TcState};
+use super::verdicts::{checked_address, is_link_local, locate_in, sysctl_ok, Check};
+use crate::rdma::gid::{self, GidEntry};
+use crate::rdma::traffic_class;
+use crate::rdma::NetnsMode;
+// Writing to a String cannot fail: `let _ = write!(..)` drops an Ok. It
+// also saves the temporary String of `push_str(&format!(..))`.
+use std::fmt::Write;
+
+/// `PASS name: reason` or `FAIL name: reason: fix`, one line so that
+/// `grep FAIL` keeps the fix with its failure.
+pub fn check_line(c: &Check) -> String {
+    let verdict = if c.pass { "PASS" } else { "FAIL" };
+    match &c.fix {
+        Some(fix) if !c.pass => format!("{verdict} {}: {}: {fix}", c.name, c.reason),
+        _ => format!("{verdict} {}: {}", c.name, c.reason),
+    }
+}
+
+fn checks_text(checks: &[Check]) -> String {
+    let mut out: String = checks.iter().map(|c| check_line(c) + "\n").collect();
+    let failed = checks.iter().filter(|c| !c.pass).count();
+    let n = checks.len();
+    let checks_word = if n == 1 { "check" } else { "checks" };
+    if failed == 0 {
+        let _ = writeln!(out, "Result: PASS ({n} {checks_word})");
+    } else {
+        let _ = writeln!(out, "Result: FAIL ({failed} of {n} {checks_word} failed)");
+    }
+    out
+}
+
+pub fn class_text(tc: &TcState) -> String {
+    match tc {
+        TcState::NoFile => "n/a".into(),
+        TcState::Unreadable(_) => "unreadable".into(),
+        TcState::Value(v) => traffic_class::describe(*v),
+    }
+}
+
+fn dash(v: Option<&str>) -> String {
+    v.unwrap_or("-").to_string()
+}
+
+fn mode_line(mode: NetnsMode) -> String {
+    format!(
+        "RDMA netns mode: {} (Y = shared, N = exclusive)\n",
+        mode.letter()
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Node view
+
+pub fn node_text(node: &NodeView, checks: &[Check]) -> String {
+    let mut out = mode_line(node.mode);
+    let _ = write!(out, "sysfs: {}", node.sysfs_root.display());
+    if node.test_tree {
+        out.push_str(" (a test tree)");
+    } else if node.mode == NetnsMode::Exclusive {
+        out.push_str(" (exclusive mode: devices moved into pods are not listed)");
+    }
+    out.push('\n');
+    let _ = writeln!(out, "RDMA devices: {}", node.devices.len());
+    if !node.devices.is_empty() {
+        let rows: Vec<Vec<String>> = node
+            .devices
+            .iter()
+            .map(|d| {
+                vec![
+                    d.name.clone(),
+                    dash(d.pci.as_deref()),
+                    dash(d.pf.as_deref()),
+                    if d.netdevs.is_empty() {
+                        "-".into()
+                    } else {
+                        d.netdevs.join(",")
+                    },
+                    d.port.to_string(),
+                    dash(d.port_state.as_deref()),
+                    class_text(&d.tc),
+                ]
+            })
+            .collect();
+        out.push('\n');
+        out.push_str(&table(
+            "",
+            &[
+                "DEVICE",
+                "PCI",
+                "PF",
+                "NETDEV",
+                "PORT",
+                "STATE",
+                "TRAFFIC CLASS",
+            ],
+            &rows,
+        ));
+    }
+    out.push('\n');
+    if checks.is_empty() {
+        out.push_str("No checks: give --traffic-class N to check each device's class, or --netns PATH / --pid PID for a pod's rails.\n");
+    } else {
+        out.push_str(&checks_text(checks));
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Pod view
+
+pub fn sysfs_text(s: PodSysfs) -> &'static str {
+    match s {
+        PodSysfs::TestTree => "a test tree: both views, nothing mounted",
+        PodSysfs::Host => "the host's /sys, read from a thread inside the pod netns",
+        PodSysfs::PodMount => "a private sysfs mounted inside the pod netns",
+    }
+}
+
+/// Used entries and the checked index: a real port has 255 slots, mostly
+/// empty, and an empty checked index is the news.
+pub fn shown_gids(gids: &[(u32, GidEntry)], index: u32) -> Vec<&(u32, GidEntry)> {
+    gids.iter()
+        .filter(|(i, e)| !e.is_unused() || *i == index)
+        .collect()
+}
+
+fn show_list(names: &[String], max: usize) -> String {
+    if names.is_empty() {
+        return "-".into();
+    }
+    let mut s = names
+        .iter()
+        .take(max)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if names.len() > max {
+        let _ = write!(s, " ... ({} more)", names.len() - max);
+    }
+    s
+}
+
+pub fn pod_text(pod: &PodView, opts: &Options, checks: &[Check]) -> String {
+    let mut out = mode_line(pod.mode);
+    let _ = writeln!(
+        out,
+        "sysfs: {} ({})",
+        pod.sysfs_root.display(),
+        sysfs_text(pod.sysfs)
+    );
+    let _ = writeln!(out, "Pod netns: {}", pod.netns.display());
+    let _ = writeln!(
+        out,
+        "RDMA devices visible in the pod: {} ({})",
+        pod.visible_devices.len(),
+        show_list(&pod.visible_devices, 8)
+    );
+    if pod.pid.is_some() {
+        let _ = writeln!(
+            out,
+            "Character devices: {}",
+            pod.char_devices
+                .as_deref()
+                .map_or("- (no /dev/infiniband in the pod)".to_string(), |c| {
+                    show_list(c, 16)
+                })
+        );
+    }
+    for (name, why) in &pod.not_rails {
+        let _ = writeln!(out, "Not a rail: {name}: {why}");
+    }
+    for i in &pod.interfaces {
+        out.push('\n');
+        out.push_str(&iface_text(i, opts.gid_index));
+    }
+    out.push('\n');
+    out.push_str(&checks_text(checks));
+    out
+}
+
+/// The rail line, then its address, GID and sysctl tables.
+fn iface_text(i: &Iface, gid_index: u32) -> String {
+    let ips: Vec<String> = i
+        .addrs
+        .iter()
+        .filter(|(ip, _)| !is_link_local(ip))
+        .map(|(ip, _)| ip.to_string())
+        .collect();
+    let device = match &i.device {
+        Ok((d, DeviceSource::Forced)) => format!("{d} (from --device)"),
+        Ok((d, DeviceSource::Lookup(how))) => format!("{d} (by {how})"),
+        Err(_) => "- (not found)".into(),
+    };
+    let mut out = format!(
+        "Interface {}: ip={} rdma_device={device} port={} state={} traffic_class={}\n",
+        i.ifname,
+        if ips.is_empty() {
+            "-".into()
+        } else {
+            ips.join(",")
+        },
+        i.port,
+        dash(i.port_state.as_deref()),
+        if i.device.is_ok() {
+            class_text(&i.tc)
+        } else {
+            "-".into()
+        },
+    );
+    let want = checked_address(&i.addrs).map(|(g, _)| g);
+    let rows: Vec<Vec<String>> = i
+        .addrs
+        .iter()
+        .map(|(ip, p)| {
+            let g = gid::of_address(ip);
+            vec![
+                format!("{ip}/{p}"),
+                gid::format_gid(&g),
+                locate_in(&i.gids, &g).map_or("-".into(), |x| x.to_string()),
+                if want == Some(g) {
+                    "checked".into()
+                } else {
+                    String::new()
+                },
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        out.push_str(&table(
+            "  ",
+            &["ADDRESS", "ROCE V2 GID", "AT INDEX", ""],
+            &rows,
+        ));
+    }
+    if i.device.is_ok() {
+        let shown = shown_gids(&i.gids, gid_index);
+        let rows: Vec<Vec<String>> = shown
+            .iter()
+            .map(|(idx, e)| {
+                vec![
+                    idx.to_string(),
+                    e.gid
+                        .as_ref()
+                        .map_or("unreadable".to_string(), gid::format_gid),
+                    e.gid_type.clone().unwrap_or_else(|| "-".into()),
+                    dash(e.ndev.as_deref()),
+                ]
+            })
+            .collect();
+        if !rows.is_empty() {
+            out.push_str(&table("  ", &["GID", "VALUE", "TYPE", "NETDEV"], &rows));
+        }
+        let hidden = i.gids.len() - shown.len();
+        if hidden > 0 {
+            let _ = writeln!(out, "  ({hidden} unused GID entries not shown)");
+        }
+    }
+    let rows: Vec<Vec<String>> = i.sysctls.iter().map(sysctl_row).collect();
+    out.push_str(&table("  ", &["SYSCTL", "VALUE", "RECOMMENDED", ""], &rows));
+    out
+}
+
+fn sysctl_row(s: &SysctlObs) -> Vec<String> {
+    vec![
+        s.key.clone(),
+        match &s.value {
+            Ok(v) => v.clone(),
+            Err(_) => "unreadable".into(),
+        },
+        s.recommended.clone(),
+        if sysctl_ok(s) { "ok" } else { "DIFFERS" }.into(),
+    ]
+}
+
+// ---------------------------------------------------------------------------
+// Tables
+
+/// Columns padded to their widest cell (in characters), two spaces apart,
+/// no trailing blanks: what `column -t` would give, stable for diffs.
+pub fn table(indent: &str, header: &[&str], rows: &[Vec<String>]) -> String {
+    let cols = header.len();
+    let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (c, cell) in r.iter().enumerate().take(cols) {
+            width[c] = width[c].max(cell.chars().count());
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut s = String::from(indent);
+        for (c, cell) in cells.enumerate().take(cols) {
+            if c > 0 {
+                s.push_str("  ");
+            }
+            // `{:<w$}` pads by chars, the unit the widths were measured in.
+            let _ = write!(s, "{cell:<w$}", w = width[c]);
+        }
+        s.truncate(s.trim_end().len());
+        s.push('\n');
+        s
+    };
+    let mut out = line(&mut header.iter().copied());
+    for r in rows {
+        out.push_str(&line(&mut r.iter().map(String::as_str)));
+    }
+    out
+}
