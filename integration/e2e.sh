@@ -337,8 +337,9 @@ s_gid_late() {
 }
 
 # ============================================================== 5c. exclusive-tree
-# netns_mode N (exclusive RDMA mode) in a test tree: DESIGN 2.3 says the tree is both the host
-# and the pod view (nothing is mounted), so the chain behaves as in shared mode.
+# netns_mode N (exclusive RDMA mode) in a test tree: docs/design.md ("Test trees") says the
+# tree is both the host and the pod view (nothing is mounted), so the chain behaves as in
+# shared mode.
 s_exclusive_tree() {
     echo N >"$NODE_SYS/module/ib_core/parameters/netns_mode"
     pod_create pod || return 1

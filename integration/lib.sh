@@ -7,8 +7,8 @@
 #     the reference plugins from Debian's containernetworking-plugins (host-device + static
 #     IPAM stand in for sriov + IPAM; sbr is the real sbr), cnitool (libcni 1.1.2), sysctls,
 #     ip rules and routes, and the roce-tune binary.
-#   * SIMULATED: the RDMA sysfs (DESIGN 2.3), a test tree per node, passed to roce-tune as
-#     sysfsRoot, and the kernel's GID management: a background loop ("the kernel") that writes
+#   * SIMULATED: the RDMA sysfs (docs/design.md, "Test trees"), a test tree per node, passed
+#     to roce-tune as sysfsRoot, and the kernel's GID management: a background loop ("the kernel") that writes
 #     the v4-mapped GID of a rail's address into gids/2 (IB/RoCE v1) and gids/3 (RoCE v2) once
 #     the address is on the interface in the pod, and zeroes them when it goes away.
 #
@@ -422,8 +422,9 @@ tc_file() { echo "$NODE_SYS/class/infiniband/${R_DEV[$1]}/tc/1/traffic_class"; }
 # tc_raw <rail>: the file's content, trailing newlines stripped.
 tc_raw() { local v; v="$(cat "$(tc_file "$1")")"; printf '%s' "$v"; }
 # tc_class [content]: "unset" or the global class N of a traffic_class file's content (stdin,
-# or the argument with its \n escapes as rail_create takes an original), read as DESIGN 2.2
-# says. tc_value <rail>: the class the rail's file holds now.
+# or the argument with its \n escapes as rail_create takes an original), read as
+# docs/design.md ("The traffic class file") says. tc_value <rail>: the class the rail's file
+# holds now.
 tc_class() {
     local first
     if [ "$#" -gt 0 ]; then first="$(printf '%b' "$1" | head -n1)"; else first="$(head -n1)"; fi

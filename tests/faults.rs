@@ -2,8 +2,8 @@
 //! the runtime does what it does next, and the node must end exactly as it
 //! was: the class back to its original (unset reads as unset), no state left,
 //! no device lock held. Sysctls are not checked: the runtime's DEL does not
-//! restore them (DESIGN 1.5), so a crash after they were applied is repaired
-//! by the netns dying, not by roce-tune.
+//! restore them (docs/design.md, "The sysctls"), so a crash after they were
+//! applied is repaired by the netns dying, not by roce-tune.
 //!
 //! The crash points exist only in a build with the `fault-injection` feature,
 //! which is built into target/fault (its own target dir, so the normal test

@@ -1,7 +1,7 @@
 //! Shared harness for the integration tests: they run the built binary as a
 //! process, the way a runtime does (env vars, stdin, stdout), against a real
 //! netns with a veth end moved in and renamed, and an RDMA sysfs test tree
-//! (DESIGN 2.3) in which the test plays the kernel.
+//! (docs/design.md, "Test trees") in which the test plays the kernel.
 #![allow(dead_code)]
 
 pub mod cases;
@@ -790,9 +790,10 @@ pub fn epoch_secs() -> u64 {
         .as_secs()
 }
 
-/// The six rail sysctls of DESIGN 1.5 for `ifname`, with the values roce-tune
-/// must set: stated here independently of the plugin's own defaults, so a
-/// wrong default fails the tests instead of agreeing with them.
+/// The six rail sysctls (docs/design.md, "The sysctls") for `ifname`, with
+/// the values roce-tune must set: stated here independently of the plugin's
+/// own defaults, so a wrong default fails the tests instead of agreeing with
+/// them (the scripts: integration/lib.sh's RAIL_SYSCTLS_ALL, RAIL_SYSCTLS).
 pub fn rail_sysctls(ifname: &str) -> Vec<(String, &'static str)> {
     vec![
         ("net.ipv4.conf.all.rp_filter".into(), "0"),
