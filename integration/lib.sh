@@ -8,9 +8,10 @@
 #     IPAM stand in for sriov + IPAM; sbr is the real sbr), cnitool (libcni 1.1.2), sysctls,
 #     ip rules and routes, and the roce-tune binary.
 #   * SIMULATED: the RDMA sysfs (docs/design.md, "Test trees"), a test tree per node, passed
-#     to roce-tune as sysfsRoot, and the kernel's GID management: a background loop ("the kernel") that writes
-#     the v4-mapped GID of a rail's address into gids/2 (IB/RoCE v1) and gids/3 (RoCE v2) once
-#     the address is on the interface in the pod, and zeroes them when it goes away.
+#     to roce-tune as sysfsRoot, and the kernel's GID management: a background loop ("the
+#     kernel") that writes the v4-mapped GID of a rail's address into gids/2 (IB/RoCE v1) and
+#     gids/3 (RoCE v2) once the address is on the interface in the pod, and zeroes them when
+#     it goes away.
 #
 # Naming: everything carries the run id E2E_RUN (4 hex digits) so it can be found and removed:
 #   netns      rt<run>-<node>-<pod>, rt<run>-<node>-sw
