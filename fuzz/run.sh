@@ -3,8 +3,8 @@
 # from the seeds in fuzz/seeds (copied from shared/fixtures, so this dir
 # stands alone) plus what earlier runs kept in fuzz/corpus. Prints the
 # executions per target; exits non-zero if any target found a crash, whose
-# input is then in fuzz/artifacts/<target>/ (make it a regression test in
-# tests/hostile.rs, fuzz_regressions).
+# input is then in fuzz/artifacts/<target>/ (make it a row of the bad-input
+# table, tests/bad_inputs.rs).
 #
 # The machine has only the stable toolchain: RUSTC_BOOTSTRAP=1 lets stable
 # rustc take the -Z flags cargo-fuzz passes (AddressSanitizer, coverage);

@@ -117,7 +117,8 @@ tc_add="$(tc_value 1)"
 bad="$(sysctls_bad "$DEMO_POD" "$IFN")"
 vals=""
 for kv in $RAIL_SYSCTLS; do vals+="${kv%=*}=$(pod_sysctl "$DEMO_POD" "net.ipv4.conf.$IFN.${kv%=*}") "; done
-vals+="all.rp_filter=$(pod_sysctl "$DEMO_POD" net.ipv4.conf.all.rp_filter)"
+for kv in $RAIL_SYSCTLS_ALL; do vals+="all.${kv%=*}=$(pod_sysctl "$DEMO_POD" "net.ipv4.conf.all.${kv%=*}") "; done
+vals="${vals% }"
 gid="$(gid_read 1 "$GIDX")"; gtype="$(gid_type 1 "$GIDX")"
 table="$(sbr_rule_table "$DEMO_POD" "$IP")"
 rule_add="$(ip -n "$NS" rule show | sed -n "s/^[0-9]*:[[:space:]]*\(from $IP lookup [0-9a-z]*\).*/\1/p" | head -n1)"

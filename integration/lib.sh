@@ -7,10 +7,11 @@
 #     the reference plugins from Debian's containernetworking-plugins (host-device + static
 #     IPAM stand in for sriov + IPAM; sbr is the real sbr), cnitool (libcni 1.1.2), sysctls,
 #     ip rules and routes, and the roce-tune binary.
-#   * SIMULATED: the RDMA sysfs (DESIGN 2.3), a test tree per node, passed to roce-tune as
-#     sysfsRoot, and the kernel's GID management: a background loop ("the kernel") that writes
-#     the v4-mapped GID of a rail's address into gids/2 (IB/RoCE v1) and gids/3 (RoCE v2) once
-#     the address is on the interface in the pod, and zeroes them when it goes away.
+#   * SIMULATED: the RDMA sysfs (docs/design.md, "Test trees"), a test tree per node, passed
+#     to roce-tune as sysfsRoot, and the kernel's GID management: a background loop ("the
+#     kernel") that writes the v4-mapped GID of a rail's address into gids/2 (IB/RoCE v1) and
+#     gids/3 (RoCE v2) once the address is on the interface in the pod, and zeroes them when
+#     it goes away.
 #
 # Naming: everything carries the run id E2E_RUN (4 hex digits) so it can be found and removed:
 #   netns      rt<run>-<node>-<pod>, rt<run>-<node>-sw
@@ -50,7 +51,7 @@ lib_require_root() {
 lib_check_tools() {
     local missing=()
     local t
-    for t in ip jq sysctl sha512sum timeout; do
+    for t in ip jq sysctl sha512sum timeout python3 nsenter; do
         command -v "$t" >/dev/null 2>&1 || missing+=("$t")
     done
     for t in host-device static sbr; do
@@ -378,91 +379,42 @@ plugin_exec() {
     return "$PL_RC"
 }
 
-# A tiny spec-1.1.0 runtime (what libcni 1.3 in CRI-O/containerd does, minus its checks):
+# cni_runtime: the chain driven the way a spec-1.1.0 runtime drives it (libcni 1.3, as in
+# CRI-O and containerd), by integration/cni_runtime.py (its doc: which rule of the spec each
+# step follows, and how it bridges Debian's 1.0.0-only reference plugins):
 #   cni_runtime <ADD|CHECK|DEL> <conflist file> <netns path> <ifname> <containerID>
-# ADD runs the plugins in order, each with name, cniVersion and the previous result as
-# prevResult, caches the final result; CHECK and DEL give every plugin the cached result as
-# prevResult (DEL in reverse order) and DEL drops the cache. Stops at the first failure:
-# RT_FAILED = that plugin's type, PL_OUT = its stdout (the error JSON with the code).
-# RT_RESULT = the final result of ADD; RT_OUTS[<type>] = each plugin's stdout.
-# Version bridging: the reference plugins in Debian (libcni 1.1.2 skel) accept configs up to
-# 1.0.0 and refuse 1.1.0. For a plugin whose VERSION reply lacks the list's cniVersion, the
-# runtime hands it cniVersion 1.0.0 (and a prevResult marked 1.0.0) and marks its result
-# with the list's version again, adding the 1.1.0 interface field "mtu" from the real link,
-# as a 1.1.0 sriov-cni would report it. roce-tune itself always gets the list's version.
+#   cni_runtime GC <conflist file> <cni.dev/valid-attachments JSON>
+#   cni_runtime STATUS <conflist file>
+# Sets RT_FAILED (the type of the plugin that failed, space-separated for GC; empty if none),
+# PL_OUT (its stdout: the error object with the code), PL_RC (its exit status, 0 if none
+# failed; also returned), RT_RESULT (the final result of ADD), RT_OUTS[<type>] (each plugin's
+# stdout) and RT_SKIPPED (plugins that were not asked: GC and STATUS to a 1.0.0-only plugin).
 cni_runtime() {
-    local cmd="$1" file="$2" netns="$3" ifname="$4" cid="$5"
-    local name ver n i idx conf type pver cache prev
-    name="$(jq -r .name "$file")"; ver="$(jq -r .cniVersion "$file")"
-    n="$(jq '.plugins | length' "$file")"
-    cache="$E2E_TMP/rtcache/$name-$cid-$ifname.json"
-    mkdir -p "$E2E_TMP/rtcache"
-    RT_FAILED=""; RT_RESULT=""; declare -gA RT_OUTS=()
+    local cmd="$1" file="$2" report args=()
     case "$cmd" in
-        ADD) prev="" ;;
-        CHECK|DEL) prev="$(cat "$cache" 2>/dev/null || true)" ;;
-        *) echo "cni_runtime: $cmd?" >&2; return 2 ;;
+        ADD|CHECK|DEL) args=(--netns "$3" --ifname "$4" --cid "$5") ;;
+        GC) args=(--valid-attachments "$3") ;;
     esac
-    for ((i = 0; i < n; i++)); do
-        idx=$i
-        [ "$cmd" = DEL ] && idx=$(( n - 1 - i ))
-        type="$(jq -r ".plugins[$idx].type" "$file")"
-        pver="$ver"
-        if ! plugin_supports "$type" "$ver"; then
-            pver=1.0.0
-            log "runtime: $type does not support $ver; bridging with $pver"
-        fi
-        conf="$(jq -c --argjson i "$idx" --arg name "$name" --arg ver "$pver" --arg prev "$prev" '
-            .plugins[$i] + {name: $name, cniVersion: $ver}
-            + (if $prev == "" then {} else {prevResult: ($prev | fromjson | .cniVersion = $ver
-                 | if $ver == "1.0.0" and .interfaces then .interfaces |= map(del(.mtu, .socketPath, .pciID))
-                   else . end)} end)' "$file")"
-        plugin_exec "$cmd" "$conf" "$netns" "$ifname" "$cid"
-        if [ "$PL_RC" != 0 ]; then
-            RT_FAILED="$type"
-            log "runtime: $cmd stopped at $type (rc $PL_RC)"
-            return "$PL_RC"
-        fi
-        RT_OUTS[$type]="$PL_OUT"
-        if [ "$cmd" = ADD ]; then
-            prev="$PL_OUT"
-            if [ "$pver" != "$ver" ]; then
-                prev="$(jq -c --arg ver "$ver" '.cniVersion = $ver' <<<"$prev")"
-                if [ "$ver" = 1.1.0 ] && [ "$i" = 0 ]; then
-                    prev="$(add_mtu "$prev" "$netns")"
-                fi
-            fi
-        fi
-    done
-    case "$cmd" in
-        ADD) RT_RESULT="$prev"; printf '%s\n' "$prev" >"$cache" ;;
-        DEL) rm -f "$cache" ;;
-    esac
-    return 0
-}
-
-# add_mtu <result> <netns path>: interfaces[].mtu from the links in the sandbox.
-add_mtu() {
-    local res="$1" netns="$2" nsname name mtu k
-    nsname="$(basename "$netns")"
-    local count; count="$(jq '.interfaces // [] | length' <<<"$res")"
-    for ((k = 0; k < count; k++)); do
-        name="$(jq -r ".interfaces[$k].name" <<<"$res")"
-        mtu="$(ip -n "$nsname" -o link show dev "$name" 2>/dev/null | sed -n 's/.* mtu \([0-9]*\).*/\1/p')"
-        [ -n "$mtu" ] && res="$(jq -c --argjson k "$k" --argjson m "$mtu" '.interfaces[$k].mtu = $m' <<<"$res")"
-    done
-    printf '%s' "$res"
-}
-
-declare -A PLUGIN_VERSIONS=()
-plugin_supports() {
-    local type="$1" ver="$2" bin
-    if [ -z "${PLUGIN_VERSIONS[$type]+x}" ]; then
-        bin="$(IFS=:; for d in $E2E_CNI_PATH; do [ -x "$d/$type" ] && { echo "$d/$type"; break; }; done)"
-        PLUGIN_VERSIONS[$type]="$(echo '{"cniVersion":"0.4.0"}' | CNI_COMMAND=VERSION "$bin" 2>/dev/null \
-            | jq -r '.supportedVersions[]' 2>/dev/null | tr '\n' ' ')"
+    report="$(CNI_PATH="$E2E_CNI_PATH" ROCE_TUNE_NODE_CONFIG="$NODE_CONF" \
+        python3 "$E2E_LIB_DIR/cni_runtime.py" "$cmd" "$file" "${args[@]}" \
+        --cache "$E2E_TMP/rtcache" --log "$NODE_LOG" 2>>"$NODE_LOG")"
+    PL_RC=$?
+    declare -gA RT_OUTS=()
+    if ! jq -e . >/dev/null 2>&1 <<<"$report"; then
+        RT_FAILED="cni_runtime.py"; PL_OUT="no report (rc $PL_RC; see $NODE_LOG)"; RT_RESULT=""; RT_SKIPPED=""
+        [ "$PL_RC" != 0 ] || PL_RC=2
+        return "$PL_RC"
     fi
-    [[ " ${PLUGIN_VERSIONS[$type]} " == *" $ver "* ]]
+    RT_FAILED="$(jq -r '.failed | join(" ")' <<<"$report")"
+    PL_OUT="$(jq -r '.error' <<<"$report")"
+    RT_RESULT="$(jq -c '.result // empty' <<<"$report")"
+    RT_SKIPPED="$(jq -r '.skipped | join(" ")' <<<"$report")"
+    local type
+    while IFS= read -r type; do
+        [ -n "$type" ] || continue
+        RT_OUTS[$type]="$(jq -r --arg t "$type" '.outputs[$t]' <<<"$report")"
+    done < <(jq -r '.outputs | keys[]' <<<"$report")
+    return "$PL_RC"
 }
 
 # ------------------------------------------------------------------ observing the node
@@ -470,10 +422,14 @@ plugin_supports() {
 tc_file() { echo "$NODE_SYS/class/infiniband/${R_DEV[$1]}/tc/1/traffic_class"; }
 # tc_raw <rail>: the file's content, trailing newlines stripped.
 tc_raw() { local v; v="$(cat "$(tc_file "$1")")"; printf '%s' "$v"; }
-# tc_value <rail>: "unset" or the global class N, read as DESIGN 2.2 says.
-tc_value() {
+# tc_class [content]: "unset" or the global class N of a traffic_class file's content (stdin,
+# or the argument with its \n escapes as rail_create takes an original), read as
+# docs/design.md ("The traffic class file") says. tc_value <rail>: the class the rail's file
+# holds now.
+tc_class() {
     local first
-    first="$(head -n1 "$(tc_file "$1")" | tr -d '[:space:]')"
+    if [ "$#" -gt 0 ]; then first="$(printf '%b' "$1" | head -n1)"; else first="$(head -n1)"; fi
+    first="$(tr -d '[:space:]' <<<"$first")"
     case "$first" in
         ""|-1|tclass=-1) echo unset ;;
         Globaltclass=*) echo "${first#Globaltclass=}" ;;
@@ -481,17 +437,7 @@ tc_value() {
         *) echo "$first" ;;
     esac
 }
-# tc_original_value <content as given to rail_create>: "unset" or N, read the same way.
-tc_original_value() {
-    local first
-    first="$(printf '%b' "$1" | head -n1 | tr -d '[:space:]')"
-    case "$first" in
-        ""|-1|tclass=-1) echo unset ;;
-        Globaltclass=*) echo "${first#Globaltclass=}" ;;
-        tclass=*) echo "${first#tclass=}" ;;
-        *) echo "$first" ;;
-    esac
-}
+tc_value() { tc_class <"$(tc_file "$1")"; }
 
 # state_count: *.json records in the node's state dir.
 state_count() { find "$NODE_STATE" -maxdepth 1 -name '*.state' | wc -l; }
@@ -499,16 +445,25 @@ state_list() { find "$NODE_STATE" -maxdepth 1 -name '*.state' -printf '%f\n' | s
 
 pod_sysctl() { ip netns exec "$(pod_ns "$1")" sysctl -n "$2" 2>&1; }
 
-# sysctls_ok <pod> <ifname>: prints the mismatches ("key=got(want)"), empty when all match.
+# The six rail sysctls roce-tune sets by default and their values, stated once for the
+# scripts, independently of the plugin's own defaults (src/cni/config.rs), so that a wrong
+# default fails the e2e instead of agreeing with it (the Rust tests: tests/common's
+# rail_sysctls). RAIL_SYSCTLS_ALL are under net.ipv4.conf.all, RAIL_SYSCTLS under
+# net.ipv4.conf.<ifname> (the kernel uses the max of the two for rp_filter).
+RAIL_SYSCTLS_ALL="rp_filter=0"
 RAIL_SYSCTLS="arp_announce=2 arp_filter=1 arp_ignore=1 rp_filter=0 accept_local=1"
+
+# sysctls_bad <pod> <ifname>: prints the mismatches ("key=got(want)"), empty when all match.
 sysctls_bad() {
-    local pod="$1" ifname="$2" kv k want got bad=""
-    got="$(pod_sysctl "$pod" net.ipv4.conf.all.rp_filter)"
-    [ "$got" = 0 ] || bad+="all.rp_filter=$got(want 0) "
-    for kv in $RAIL_SYSCTLS; do
-        k="${kv%=*}"; want="${kv#*=}"
-        got="$(pod_sysctl "$pod" "net.ipv4.conf.$ifname.$k")"
-        [ "$got" = "$want" ] || bad+="$ifname.$k=$got(want $want) "
+    local pod="$1" ifname="$2" kv k want got bad="" scope
+    for scope in all "$ifname"; do
+        local list="$RAIL_SYSCTLS"
+        [ "$scope" = all ] && list="$RAIL_SYSCTLS_ALL"
+        for kv in $list; do
+            k="${kv%=*}"; want="${kv#*=}"
+            got="$(pod_sysctl "$pod" "net.ipv4.conf.$scope.$k")"
+            [ "$got" = "$want" ] || bad+="$scope.$k=$got(want $want) "
+        done
     done
     printf '%s' "$bad"
 }

@@ -3,13 +3,14 @@
 #   make setup        integration/setup.sh: Debian packages + cnitool (root, idempotent)
 #   make check-conf   validate conf/: kustomize overlays, CRD schemas (tests/data/crds),
 #                     SriovNetworks rendered as the operator does, then the negative cases
-#   make e2e          setup, build, check-conf, then integration/e2e.sh (root)
+#   make e2e          setup, build, check-conf, the test runtime's own tests
+#                     (integration/test_cni_runtime.py), then integration/e2e.sh (root)
 #                     E2E="add del" runs only those scenarios; E2E_VERBOSE=1 prints the
 #                     log of a failed scenario
 #   make demo         one simulated rail through cnitool ADD/CHECK/DEL, explained (root)
 #
-# `build` (the static release binary, copied to target/release/roce-tune) is defined by the
-# top Makefile; without it, these targets fall back to `cargo build --release`.
+# `e2e-build` is `release` (top Makefile: the static binary, copied to target/release/roce-tune),
+# under the name mk/kernel.mk also depends on.
 
 E2E ?=
 
@@ -18,13 +19,13 @@ E2E ?=
 setup:
 	integration/setup.sh
 
-e2e-build:
-	@if $(MAKE) -n build >/dev/null 2>&1; then $(MAKE) build; else cargo build --release; fi
+e2e-build: release
 
 check-conf:
 	integration/check-conf.sh
 
 e2e: setup e2e-build check-conf
+	python3 integration/test_cni_runtime.py
 	integration/e2e.sh $(E2E)
 
 demo:

@@ -5,7 +5,6 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
 
 const VERSIONS: &[&str] = &["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
 
@@ -39,10 +38,10 @@ fn version_echoes_the_input_version_and_lists_all_supported() {
         assert_eq!(supported(&out), VERSIONS, "{v}");
     }
     // Only CNI_COMMAND set, a full config on stdin: the same answer.
-    let r = run_plugin_env(
-        &[("CNI_COMMAND", "VERSION")],
-        br#"{"cniVersion":"0.4.0","name":"rail","type":"roce-tune"}"#,
-    );
+    let r = Exec::new(BIN)
+        .env("CNI_COMMAND", "VERSION")
+        .stdin(br#"{"cniVersion":"0.4.0","name":"rail","type":"roce-tune"}"#)
+        .run();
     r.ok();
     assert_eq!(r.json()["cniVersion"], "0.4.0");
 }
@@ -51,7 +50,7 @@ fn version_echoes_the_input_version_and_lists_all_supported() {
 fn version_works_with_empty_stdin() {
     for r in [
         run_cmd(&StateDirPath::new(), "VERSION", b""),
-        run_plugin_env(&[("CNI_COMMAND", "VERSION")], b""),
+        Exec::new(BIN).env("CNI_COMMAND", "VERSION").run(),
     ] {
         r.ok();
         let out = r.json();
@@ -160,18 +159,7 @@ fn status_below_a_regular_file_is_not_ready() {
 
 /// The binary run by an operator: no CNI_* variable at all.
 fn run_by_hand(args: &[&str]) -> Run {
-    let out = Command::new(BIN)
-        .args(args)
-        .env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run roce-tune");
-    Run {
-        status: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
-        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
-    }
+    Exec::new(BIN).args(args).run()
 }
 
 #[test]

@@ -33,21 +33,6 @@ fn del_without_netns(state: &StateDirPath, cid: &str, c: &Value) -> Run {
     run_plugin(state, "DEL", cid, "", "net1", c.to_string().as_bytes())
 }
 
-/// `roce-tune gc --orphans` with the test's node config.
-fn gc_orphans(state: &StateDirPath) -> Run {
-    let out = Command::new(BIN)
-        .env_clear()
-        .args(["gc", "--orphans", "--node-config"])
-        .arg(node_config(state))
-        .output()
-        .unwrap();
-    Run {
-        status: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// The pod goes without a DEL reaching roce-tune (its Drop would delete the
 /// netns again).
 fn vanish(pod: Pod) {
@@ -283,35 +268,18 @@ fn any_executable_name_works() {
     let renamed = dir.join("roce-tune-v2");
     std::fs::copy(BIN, &renamed).unwrap();
     c["type"] = json!("roce-tune-v2");
-    let out = Command::new(&renamed)
-        .env_clear()
-        .envs([
-            ("CNI_COMMAND", "ADD"),
-            ("CNI_CONTAINERID", "c1"),
-            ("CNI_NETNS", &pod.path()),
-            ("CNI_IFNAME", "net1"),
-            ("CNI_ARGS", ""),
-            ("CNI_PATH", &path_str(&dir)),
-            ("ROCE_TUNE_NODE_CONFIG", &path_str(&node_config(&state))),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .and_then(|mut ch| {
-            use std::io::Write;
-            ch.stdin
-                .take()
-                .unwrap()
-                .write_all(c.to_string().as_bytes())?;
-            ch.wait_with_output()
-        })
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    Exec::cni(
+        &renamed,
+        &node_config(&state),
+        "ADD",
+        "c1",
+        &pod.path(),
+        "net1",
+    )
+    .env("CNI_PATH", &dir)
+    .stdin(c.to_string())
+    .run()
+    .ok();
     assert_eq!(tree.tc(DEV), "tclass=41");
 }
 
@@ -410,21 +378,36 @@ fn the_repair_loop_restores_every_original_and_stops_on_sigterm() {
         run_conf(&state, "ADD", &format!("c{i}"), &pod, &c).ok();
         pods.push(pod);
     }
-    let mut child = Command::new(BIN)
-        .env_clear()
-        .args(["gc", "--orphans", "--every", "1", "--node-config"])
-        .arg(node_config(&state))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // The one process a test talks to while it runs, so spawned by hand (not
+    // Exec), and killed if the test fails before it stops it.
+    struct Repair(std::process::Child);
+    impl Drop for Repair {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut repair = Repair(
+        Command::new(BIN)
+            .env_clear()
+            .args(["gc", "--orphans", "--every", "1", "--node-config"])
+            .arg(node_config(&state))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut repair.0;
     // Three pods go without DEL while the loop runs; the fourth stays.
     let live = pods.pop().unwrap();
     let gone = Instant::now();
     pods.into_iter().for_each(vanish);
     let want = ["tclass=-1", "tclass=106", "tclass=0"];
     let restored = |t: &Tree| (0..3).all(|i| t.tc(&format!("mlx5_{i}")) == want[i]);
-    while !restored(&tree) && gone.elapsed() < Duration::from_secs(2) {
+    // Done is the class written back AND the entry dropped after it: the
+    // loop may be between the two when the classes first read right.
+    let done = || restored(&tree) && state.entries() == ["c3:net1.state"];
+    while !done() && gone.elapsed() < Duration::from_secs(2) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(restored(&tree), "not all restored within two periods");

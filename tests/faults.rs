@@ -2,8 +2,8 @@
 //! the runtime does what it does next, and the node must end exactly as it
 //! was: the class back to its original (unset reads as unset), no state left,
 //! no device lock held. Sysctls are not checked: the runtime's DEL does not
-//! restore them (DESIGN 1.5), so a crash after they were applied is repaired
-//! by the netns dying, not by roce-tune.
+//! restore them (docs/design.md, "The sysctls"), so a crash after they were
+//! applied is repaired by the netns dying, not by roce-tune.
 //!
 //! The crash points exist only in a build with the `fault-injection` feature,
 //! which is built into target/fault (its own target dir, so the normal test
@@ -16,10 +16,8 @@ use common::*;
 use nix::fcntl::{Flock, FlockArg};
 use roce_tune::rdma::traffic_class::{self, TrafficClass};
 use serde_json::{json, Value};
-use std::io::Write;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 
 const PCI: &str = "0000:0c:00.2";
@@ -72,27 +70,6 @@ fn fault_bin() -> &'static Path {
     })
 }
 
-struct Out {
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
-}
-
-impl Out {
-    fn ok(&self, what: &str) -> Result<(), String> {
-        if self.status.success() {
-            Ok(())
-        } else {
-            Err(format!(
-                "{what} failed ({:?}): stdout {} stderr {}",
-                self.status,
-                self.stdout.trim(),
-                self.stderr.trim()
-            ))
-        }
-    }
-}
-
 /// One run as a runtime does it, optionally told to crash at `fault`.
 fn run(
     state: &StateDirPath,
@@ -101,33 +78,21 @@ fn run(
     netns: &str,
     stdin: &str,
     fault: Option<&str>,
-) -> Out {
-    let mut cmd = Command::new(fault_bin());
-    cmd.env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("ROCE_TUNE_NODE_CONFIG", node_config(state))
-        .env("CNI_COMMAND", command)
-        .env("CNI_CONTAINERID", cid)
-        .env("CNI_NETNS", netns)
-        .env("CNI_IFNAME", "net1")
-        .env("CNI_ARGS", "")
-        .env("CNI_PATH", "/usr/lib/cni");
-    if let Some(f) = fault {
-        cmd.env("ROCE_TUNE_FAULT", f);
+) -> Run {
+    let exec = Exec::cni(
+        fault_bin(),
+        &node_config(state),
+        command,
+        cid,
+        netns,
+        "net1",
+    )
+    .stdin(stdin);
+    match fault {
+        Some(f) => exec.env("ROCE_TUNE_FAULT", f),
+        None => exec,
     }
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the fault binary");
-    let _ = child.stdin.take().unwrap().write_all(stdin.as_bytes());
-    let out = child.wait_with_output().unwrap();
-    Out {
-        status: out.status,
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    .run()
 }
 
 fn conf(tree: &Tree, state: &StateDirPath, pod: &Pod) -> String {
@@ -222,8 +187,8 @@ struct Row {
     outcome: Result<(), String>,
 }
 
-fn crashed_at(out: &Out, point: &str) -> Result<(), String> {
-    let aborted = out.status.signal() == Some(nix::libc::SIGABRT);
+fn crashed_at(out: &Run, point: &str) -> Result<(), String> {
+    let aborted = out.signal == Some(nix::libc::SIGABRT);
     let reached = out
         .stderr
         .contains(&format!("fault injection: aborting at {point}"));
@@ -231,27 +196,18 @@ fn crashed_at(out: &Out, point: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "expected an abort at {point}, got {:?}: stdout {} stderr {}",
+            "expected an abort at {point}, got status {} signal {:?}: stdout {} stderr {}",
             out.status,
+            out.signal,
             out.stdout.trim(),
             out.stderr.trim()
         ))
     }
 }
 
-/// The repair loop's sweep, once.
-fn gc_orphans(state: &StateDirPath) -> Out {
-    let out = Command::new(fault_bin())
-        .env_clear()
-        .args(["gc", "--orphans", "--node-config"])
-        .arg(node_config(state))
-        .output()
-        .unwrap();
-    Out {
-        status: out.status,
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+/// The repair loop's sweep, once, by the fault build.
+fn gc_orphans(state: &StateDirPath) -> Run {
+    gc_orphans_with(fault_bin(), state)
 }
 
 fn scenario(shared: &Pod, point: &'static str, original: &'static str, next: Next) -> Row {
@@ -285,7 +241,7 @@ fn scenario(shared: &Pod, point: &'static str, original: &'static str, next: Nex
             if next == Next::RetryAddThenDel {
                 tree.set_ipv4_gids(DEV, IP);
                 let add = run(&state, "ADD", &cid, &netns, &c, None);
-                add.ok("retried ADD")?;
+                add.succeeded("retried ADD")?;
                 let out: Value = serde_json::from_str(&add.stdout)
                     .map_err(|e| format!("retried ADD printed no result: {e}"))?;
                 if out["interfaces"][0]["name"] != "net1" {
@@ -297,12 +253,12 @@ fn scenario(shared: &Pod, point: &'static str, original: &'static str, next: Nex
             }
             if next == Next::OrphanRepair {
                 pod.delete();
-                return gc_orphans(&state).ok("gc --orphans");
+                return gc_orphans(&state).succeeded("gc --orphans");
             }
-            run(&state, "DEL", &cid, del_netns, &c, None).ok("DEL")
+            run(&state, "DEL", &cid, del_netns, &c, None).succeeded("DEL")
         } else {
             tree.set_ipv4_gids(DEV, IP);
-            run(&state, "ADD", &cid, &netns, &c, None).ok("ADD")?;
+            run(&state, "ADD", &cid, &netns, &c, None).succeeded("ADD")?;
             crashed_at(&run(&state, "DEL", &cid, &netns, &c, Some(point)), point)?;
             after_crash = format!(
                 "class {}, {} entry",
@@ -311,9 +267,9 @@ fn scenario(shared: &Pod, point: &'static str, original: &'static str, next: Nex
             );
             if next == Next::OrphanRepair {
                 pod.delete();
-                return gc_orphans(&state).ok("gc --orphans");
+                return gc_orphans(&state).succeeded("gc --orphans");
             }
-            run(&state, "DEL", &cid, del_netns, &c, None).ok("second DEL")
+            run(&state, "DEL", &cid, del_netns, &c, None).succeeded("second DEL")
         }
     };
     let mut outcome = steps();
@@ -468,33 +424,26 @@ fn a_refused_pod_sysfs_never_fails_del() {
     let c = conf(&tree, &state, &pod);
     let cid = unique("refused");
     run(&state, "ADD", &cid, &pod.path(), &c, None)
-        .ok("ADD")
+        .succeeded("ADD")
         .unwrap();
     let mut e = state.entry(&cid, "net1").unwrap();
     e["exclusive"] = json!(true);
     state.plant(&e);
     let ib = tree.root.join(format!("bus/pci/devices/{PCI}/infiniband"));
     std::fs::rename(ib.join(DEV), tree.root.join("in-the-pod")).unwrap();
-    let mut cmd = Command::new(fault_bin());
-    cmd.env_clear()
-        .env("ROCE_TUNE_REFUSE", "pod-sysfs")
-        .env("ROCE_TUNE_NODE_CONFIG", node_config(&state))
-        .envs([
-            ("CNI_COMMAND", "DEL"),
-            ("CNI_CONTAINERID", cid.as_str()),
-            ("CNI_NETNS", pod.path().as_str()),
-            ("CNI_IFNAME", "net1"),
-            ("CNI_ARGS", ""),
-            ("CNI_PATH", "/usr/lib/cni"),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    child.stdin.take().unwrap().write_all(c.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "DEL failed: {stderr}");
+    let out = Exec::cni(
+        fault_bin(),
+        &node_config(&state),
+        "DEL",
+        &cid,
+        &pod.path(),
+        "net1",
+    )
+    .env("ROCE_TUNE_REFUSE", "pod-sysfs")
+    .stdin(c.as_str())
+    .run();
+    let stderr = &out.stderr;
+    assert_eq!(out.status, 0, "DEL failed: {stderr}");
     assert!(
         stderr.contains("Operation not permitted"),
         "says why: {stderr}"
@@ -503,7 +452,7 @@ fn a_refused_pod_sysfs_never_fails_del() {
     assert_eq!(state.entries().len(), 1, "the original stays recorded");
     pod.delete();
     std::fs::rename(tree.root.join("in-the-pod"), ib.join(DEV)).unwrap();
-    gc_orphans(&state).ok("gc --orphans").unwrap();
+    gc_orphans(&state).succeeded("gc --orphans").unwrap();
     assert_eq!(class(&tree), Ok(Some(106)));
     assert!(state.entries().is_empty());
 }

@@ -10,7 +10,6 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::process::Command;
 
 const PCI: &str = "0000:0c:00.2";
 const DEV: &str = "mlx5_2";
@@ -339,17 +338,10 @@ fn vf(tree: &Tree, pci: &str, dev: &str, class: &str, idle: bool) {
 }
 
 fn cli(state: &StateDirPath, args: &[&str]) -> Run {
-    let out = Command::new(BIN)
-        .env_clear()
+    Exec::new(BIN)
         .env("ROCE_TUNE_NODE_CONFIG", node_config(state))
         .args(args)
-        .output()
-        .unwrap();
-    Run {
-        status: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+        .run()
 }
 
 #[test]

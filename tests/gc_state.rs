@@ -58,13 +58,11 @@ fn gc_releases_only_stale_entries_of_its_network() {
     let mut gc = conf("rdma-vf", &tree, &state, devs[0].0, &pods[0]);
     gc.as_object_mut().unwrap().remove("prevResult");
     gc["cni.dev/valid-attachments"] = json!([{"containerID": "c0", "ifname": "net1"}]);
-    let r = run_plugin_env(
-        &[
-            ("CNI_COMMAND", "GC"),
-            ("ROCE_TUNE_NODE_CONFIG", &path_str(&node_config(&state))),
-        ],
-        gc.to_string().as_bytes(),
-    );
+    let r = Exec::new(BIN)
+        .env("CNI_COMMAND", "GC")
+        .env("ROCE_TUNE_NODE_CONFIG", node_config(&state))
+        .stdin(gc.to_string())
+        .run();
     r.ok();
     assert_eq!(r.stdout, "", "GC prints nothing on success");
     assert_eq!(tree.tc("mlx5_2"), "tclass=41", "valid attachment untouched");
@@ -88,14 +86,12 @@ fn gc_releases_only_stale_entries_of_its_network() {
         .unwrap()
         .remove("cni.dev/valid-attachments");
     gc["cni.dev/attachments"] = json!([]);
-    run_plugin_env(
-        &[
-            ("CNI_COMMAND", "GC"),
-            ("ROCE_TUNE_NODE_CONFIG", &path_str(&node_config(&state))),
-        ],
-        gc.to_string().as_bytes(),
-    )
-    .ok();
+    Exec::new(BIN)
+        .env("CNI_COMMAND", "GC")
+        .env("ROCE_TUNE_NODE_CONFIG", node_config(&state))
+        .stdin(gc.to_string())
+        .run()
+        .ok();
     assert_eq!(
         tree.tc("mlx5_2"),
         "tclass=-1",

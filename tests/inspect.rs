@@ -32,18 +32,7 @@ const SEED_EXCLUSIVE: (&str, &str, [(&str, &str); 4]) = (
 );
 
 fn inspect(args: &[&str]) -> Run {
-    let out = Command::new(BIN)
-        .env_clear()
-        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .arg("inspect")
-        .args(args)
-        .output()
-        .expect("run roce-tune inspect");
-    let r = Run {
-        status: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
-        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
-    };
+    let r = Exec::new(BIN).arg("inspect").args(args).run();
     // docs/inspect.md is pasted from these runs:
     // INSPECT_SHOW=1 cargo test --test inspect -- --nocapture --test-threads=1
     if std::env::var_os("INSPECT_SHOW").is_some() {

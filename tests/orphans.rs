@@ -7,7 +7,6 @@
 mod common;
 use common::*;
 use serde_json::json;
-use std::process::Command;
 
 const ADDR: &str = "192.168.0.34/16";
 const IP: &str = "192.168.0.34";
@@ -53,22 +52,14 @@ fn vanish(pod: Pod) {
     std::mem::forget(pod);
 }
 
-fn gc_orphans(state: &StateDirPath) -> (i32, String) {
+/// The sweep's exit status and summary line.
+fn sweep(state: &StateDirPath) -> (i32, String) {
     if !node_config(state).exists() {
         write_node_config(state, None, json!({}));
     }
-    let out = Command::new(BIN)
-        .env_clear()
-        .args(["gc", "--orphans", "--node-config"])
-        .arg(node_config(state))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).trim().to_string(),
-    )
+    let r = gc_orphans(state);
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    (r.status, r.stdout.trim().to_string())
 }
 
 #[test]
@@ -91,7 +82,7 @@ fn gc_orphans_restores_pods_deleted_without_del() {
     let live_entry = std::fs::read(state.0.join("c3:net1.state")).unwrap();
     gone.into_iter().for_each(vanish);
 
-    let (code, summary) = gc_orphans(&state);
+    let (code, summary) = sweep(&state);
     assert_eq!(code, 0, "{summary}");
     assert_eq!(
         summary, "examined 5 entries, released 3 orphans, 0 failed",
@@ -122,7 +113,7 @@ fn gc_orphans_restores_pods_deleted_without_del() {
     assert_eq!(state.entries(), ["c3:net1.state", "c9:net1.state"]);
 
     // A second sweep finds nothing more to do.
-    let (code, summary) = gc_orphans(&state);
+    let (code, summary) = sweep(&state);
     assert_eq!(code, 0);
     assert_eq!(summary, "examined 2 entries, released 0 orphans, 0 failed");
 
@@ -142,7 +133,7 @@ fn gc_orphans_restores_pods_deleted_without_del() {
 #[test]
 fn gc_orphans_without_a_state_dir_is_a_no_op() {
     let state = StateDirPath::new();
-    let (code, summary) = gc_orphans(&state);
+    let (code, summary) = sweep(&state);
     assert_eq!(code, 0);
     assert_eq!(summary, "examined 0 entries, released 0 orphans, 0 failed");
     assert!(!state.0.exists(), "gc must not create the state dir");
@@ -195,7 +186,7 @@ fn gc_orphans_reports_a_refused_state_dir() {
     std::fs::create_dir_all(&real.0).unwrap();
     let link = StateDirPath::new();
     std::os::unix::fs::symlink(&real.0, &link.0).unwrap();
-    let (code, summary) = gc_orphans(&link);
+    let (code, summary) = sweep(&link);
     assert_eq!(code, 1, "{summary}");
     assert!(
         summary.starts_with("examined 0 entries, released 0 orphans, 1 failed"),

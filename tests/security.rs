@@ -13,7 +13,7 @@ mod common;
 use common::*;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 const PCI: &str = "0000:0c:00.2";
@@ -91,27 +91,6 @@ impl Node {
     fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
-}
-
-/// Every path under `root`, links not followed, with its mode and content.
-fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![root.to_owned()];
-    while let Some(p) = stack.pop() {
-        let Ok(m) = std::fs::symlink_metadata(&p) else {
-            continue;
-        };
-        let what = if m.file_type().is_symlink() {
-            format!("link -> {:?}", std::fs::read_link(&p).unwrap())
-        } else if m.is_dir() {
-            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
-            "dir".into()
-        } else {
-            format!("{:?}", std::fs::read(&p).unwrap_or_default())
-        };
-        out.insert(p, format!("{:o} {what}", m.mode()));
-    }
-    out
 }
 
 /// One attack: how it is set up, how it is run, what it must give.
@@ -516,28 +495,22 @@ fn no_tenant_input_reaches_a_host_file() {
         let node = Node::new();
         let conf = (a.setup)(&node, &pod);
         let before = node.outside();
-        let netns = pod.path();
-        let node_path = path_str(&node_config(&node.state));
-        let mut env: Vec<(&str, &str)> = vec![
-            ("CNI_COMMAND", a.command),
-            ("CNI_CONTAINERID", CID),
-            ("CNI_NETNS", &netns),
-            ("CNI_IFNAME", "net1"),
-            ("CNI_ARGS", ""),
-            ("CNI_PATH", "/usr/lib/cni"),
-            ("ROCE_TUNE_NODE_CONFIG", &node_path),
-        ];
-        for (k, v) in a.env {
-            env.retain(|(n, _)| n != k);
-            env.push((k, v));
-        }
-        let r = run_plugin_env(&env, conf.to_string().as_bytes());
+        let exec = Exec::cni(
+            BIN,
+            &node_config(&node.state),
+            a.command,
+            CID,
+            &pod.path(),
+            "net1",
+        );
+        let r = a
+            .env
+            .iter()
+            .fold(exec, |e, (k, v)| e.env(k, v))
+            .stdin(conf.to_string())
+            .run();
         let mut why = Vec::new();
-        let code = if r.status == 0 {
-            0
-        } else {
-            r.json()["code"].as_u64().unwrap_or(u64::MAX)
-        };
+        let code = r.outcome();
         if code != a.code {
             why.push(format!(
                 "code {code}, expected {}: {} {}",

@@ -1,14 +1,22 @@
 //! Shared harness for the integration tests: they run the built binary as a
 //! process, the way a runtime does (env vars, stdin, stdout), against a real
 //! netns with a veth end moved in and renamed, and an RDMA sysfs test tree
-//! (DESIGN 2.3) in which the test plays the kernel.
+//! (docs/design.md, "Test trees") in which the test plays the kernel.
 #![allow(dead_code)]
 
+pub mod cases;
+
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_roce-tune");
 
@@ -96,6 +104,42 @@ impl Pod {
             "ip netns exec {} sysctl -qw {key}={value}",
             self.ns
         ));
+    }
+
+    /// The values of the six rail sysctls of `ifname` (`rail_sysctls`'s
+    /// order), read in one process: one `sysctl` each is slow across a
+    /// hundred cases.
+    pub fn rail_values(&self, ifname: &str) -> Vec<String> {
+        let files: Vec<String> = rail_sysctls(ifname)
+            .iter()
+            .map(|(k, _)| format!("/proc/sys/{}", k.replace('.', "/")))
+            .collect();
+        sh(&format!(
+            "ip netns exec {} cat {}",
+            self.ns,
+            files.join(" ")
+        ))
+        .lines()
+        .map(str::to_owned)
+        .collect()
+    }
+
+    /// Give each rail sysctl of `ifname` a value other than roce-tune's, so
+    /// that any write shows (a new netns already has rp_filter 0).
+    pub fn untune(&self, ifname: &str) {
+        let want = rail_sysctls(ifname);
+        let kv: Vec<String> = want
+            .iter()
+            .map(|(k, v)| format!("{k}={}", if *v == "0" { "1" } else { "0" }))
+            .collect();
+        sh(&format!(
+            "ip netns exec {} sysctl -qw {}",
+            self.ns,
+            kv.join(" ")
+        ));
+        for ((k, ours), now) in want.iter().zip(self.rail_values(ifname)) {
+            assert_ne!(*ours, now, "{k} still holds roce-tune's value");
+        }
     }
 
     /// Delete the netns now (its veth ends go with it).
@@ -311,10 +355,206 @@ pub fn prev_result(version: &str, ifname: &str, sandbox: &str, addrs: &[&str]) -
     })
 }
 
-/// What one plugin run gave back.
+/// How long a run may take before it counts as hung: longer than any run
+/// needs (the longest GID wait of a test is 3 s).
+pub const HANG: Duration = Duration::from_secs(30);
+
+/// One process run as a runtime (or an operator) runs roce-tune: the program
+/// chosen by the caller (`BIN`, or the fault-injection build), an environment
+/// holding only PATH and what the caller sets (byte strings allowed: a
+/// runtime can pass any bytes but NUL), stdin bytes, and a hang limit past
+/// which the process is killed and the run reported as hung.
+///
+/// This is the tests' only way to start roce-tune and wait for it; the
+/// repair loop test, which talks to a process while it runs, is the one
+/// place that spawns it by hand.
+#[derive(Debug, Clone)]
+pub struct Exec {
+    bin: PathBuf,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    stdin: Vec<u8>,
+    hang: Duration,
+}
+
+impl Exec {
+    /// `bin` with an empty stdin and no variable but PATH.
+    pub fn new(bin: impl AsRef<Path>) -> Exec {
+        Exec {
+            bin: bin.as_ref().to_owned(),
+            args: vec![],
+            env: vec![("PATH".into(), "/usr/sbin:/usr/bin:/sbin:/bin".into())],
+            stdin: vec![],
+            hang: HANG,
+        }
+    }
+
+    /// `bin` run as a plugin the way libcni runs one: all six CNI_*
+    /// variables set, the empty ones included, and the test's node config.
+    pub fn cni(
+        bin: impl AsRef<Path>,
+        node_config: &Path,
+        command: &str,
+        container_id: &str,
+        netns: &str,
+        ifname: &str,
+    ) -> Exec {
+        Exec::new(bin)
+            .env("CNI_COMMAND", command)
+            .env("CNI_CONTAINERID", container_id)
+            .env("CNI_NETNS", netns)
+            .env("CNI_IFNAME", ifname)
+            .env("CNI_ARGS", "")
+            .env("CNI_PATH", "/usr/lib/cni")
+            .env("ROCE_TUNE_NODE_CONFIG", node_config)
+    }
+
+    pub fn arg(mut self, a: impl AsRef<OsStr>) -> Exec {
+        self.args.push(a.as_ref().to_owned());
+        self
+    }
+
+    pub fn args<A: AsRef<OsStr>>(self, args: impl IntoIterator<Item = A>) -> Exec {
+        args.into_iter().fold(self, Exec::arg)
+    }
+
+    /// Set `key` (replacing an earlier value).
+    pub fn env(self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Exec {
+        let mut e = self.env_remove(&key);
+        e.env
+            .push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+        e
+    }
+
+    /// Leave `key` out of the environment altogether.
+    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Exec {
+        self.env.retain(|(k, _)| k != key.as_ref());
+        self
+    }
+
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Exec {
+        self.stdin = bytes.into();
+        self
+    }
+
+    /// Kill the run after `limit` instead of `HANG`.
+    pub fn hang_after(mut self, limit: Duration) -> Exec {
+        self.hang = limit;
+        self
+    }
+
+    pub fn run(self) -> Run {
+        let start = Instant::now();
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(&self.args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // A binary a test has just copied (a renamed plugin) is briefly "busy":
+        // a child another test thread forked meanwhile holds the copy's write
+        // fd until it execs. That passes in microseconds; retry, do not fail.
+        let mut busy = 0;
+        let mut child = loop {
+            match cmd.spawn() {
+                Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) && busy < 100 => {
+                    busy += 1;
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                r => break r.unwrap_or_else(|e| panic!("spawn {}: {e}", self.bin.display())),
+            }
+        };
+        let pidfd = pidfd_open(&child);
+        // A plugin stops reading stdin past its size limit (or never reads
+        // it): the rest meets a closed pipe, which is expected. Up to
+        // PIPE_BUF bytes fit in the pipe at once, so the usual config is
+        // written here; a larger stdin gets a thread, as a write can block.
+        let mut input = child.stdin.take().unwrap();
+        let stdin = self.stdin;
+        let writer = if stdin.len() <= nix::libc::PIPE_BUF {
+            let _ = input.write_all(&stdin);
+            drop(input); // EOF
+            None
+        } else {
+            Some(std::thread::spawn(move || {
+                let _ = input.write_all(&stdin);
+            }))
+        };
+        // wait_with_output reads both pipes together (so a child filling one
+        // never blocks on the other) and reaps the child.
+        let waiter = std::thread::spawn(move || child.wait_with_output());
+        let hung = !exits_within(&pidfd, self.hang);
+        if hung {
+            // SAFETY: a signal to the process the pidfd holds; once it is
+            // reaped the call fails (ESRCH) instead of reaching a reused pid.
+            unsafe {
+                nix::libc::syscall(
+                    nix::libc::SYS_pidfd_send_signal,
+                    pidfd.as_raw_fd(),
+                    nix::libc::SIGKILL,
+                    std::ptr::null::<nix::libc::siginfo_t>(),
+                    0,
+                );
+            }
+        }
+        let out = waiter.join().unwrap().expect("wait for the child");
+        let elapsed = start.elapsed();
+        if let Some(w) = writer {
+            let _ = w.join();
+        }
+        let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        if hung {
+            stderr.push_str(&format!("\nHUNG: killed after {:?}", self.hang));
+        }
+        Run {
+            status: out.status.code().unwrap_or(-1),
+            signal: out.status.signal(),
+            hung,
+            elapsed,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr,
+        }
+    }
+}
+
+/// A pidfd of `child`: it turns readable the moment the process exits, and
+/// it names that process alone, never one that reuses its pid.
+fn pidfd_open(child: &std::process::Child) -> OwnedFd {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let fd = unsafe { nix::libc::syscall(nix::libc::SYS_pidfd_open, child.id(), 0) };
+    assert!(fd >= 0, "pidfd_open: {}", std::io::Error::last_os_error());
+    // SAFETY: fd was just returned to us and is owned by nothing else.
+    unsafe { OwnedFd::from_raw_fd(fd as i32) }
+}
+
+/// Whether the process of `pidfd` exits within `limit` (no polling delay).
+fn exits_within(pidfd: &OwnedFd, limit: Duration) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(0) => return false,
+            Ok(_) => return true,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => panic!("poll on a pidfd: {e}"),
+        }
+    }
+}
+
+/// What one run gave back.
 #[derive(Debug)]
 pub struct Run {
+    /// The exit status; -1 when a signal ended the process (or it hung).
     pub status: i32,
+    /// The signal that ended the process, if one did.
+    pub signal: Option<i32>,
+    /// It outlived its hang limit and was killed.
+    pub hung: bool,
+    pub elapsed: Duration,
     pub stdout: String,
     pub stderr: String,
 }
@@ -335,8 +575,22 @@ impl Run {
             .as_u64()
             .expect("error object has a code")
     }
+    /// 0 for a success, else the code of the error object on stdout
+    /// (u64::MAX when there is none: a crash, a hang, not JSON).
+    pub fn outcome(&self) -> u64 {
+        if self.status == 0 {
+            return 0;
+        }
+        serde_json::from_str::<Value>(&self.stdout)
+            .ok()
+            .and_then(|v| v["code"].as_u64())
+            .unwrap_or(u64::MAX)
+    }
     pub fn msg(&self) -> String {
-        self.json()["msg"].as_str().unwrap_or_default().to_string()
+        serde_json::from_str::<Value>(&self.stdout)
+            .ok()
+            .and_then(|v| v["msg"].as_str().map(str::to_owned))
+            .unwrap_or_default()
     }
     pub fn ok(&self) -> &Self {
         assert_eq!(
@@ -345,6 +599,21 @@ impl Run {
             self.stdout, self.stderr
         );
         self
+    }
+    /// `ok` for tests that collect failures instead of stopping at the first.
+    pub fn succeeded(&self, what: &str) -> Result<(), String> {
+        if self.status == 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "{what} failed (status {}, signal {:?}{}): stdout {} stderr {}",
+                self.status,
+                self.signal,
+                if self.hung { ", hung" } else { "" },
+                self.stdout.trim(),
+                self.stderr.trim()
+            ))
+        }
     }
 }
 
@@ -358,45 +627,29 @@ pub fn run_plugin(
     ifname: &str,
     stdin: &[u8],
 ) -> Run {
-    let node = path_str(&node_config(state));
-    run_plugin_env(
-        &[
-            ("CNI_COMMAND", command),
-            ("CNI_CONTAINERID", container_id),
-            ("CNI_NETNS", netns),
-            ("CNI_IFNAME", ifname),
-            ("CNI_ARGS", ""),
-            ("CNI_PATH", "/usr/lib/cni"),
-            ("ROCE_TUNE_NODE_CONFIG", &node),
-        ],
-        stdin,
+    Exec::cni(
+        BIN,
+        &node_config(state),
+        command,
+        container_id,
+        netns,
+        ifname,
     )
+    .stdin(stdin)
+    .run()
 }
 
-pub fn run_plugin_env(env: &[(&str, &str)], stdin: &[u8]) -> Run {
-    let mut cmd = Command::new(BIN);
-    cmd.env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn roce-tune");
-    let mut input = child.stdin.take().unwrap();
-    let data = stdin.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = input.write_all(&data);
-    });
-    let out = child.wait_with_output().unwrap();
-    let _ = writer.join();
-    Run {
-        status: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
-        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
-    }
+/// `roce-tune gc --orphans` (of `bin`: the fault build has its own) on the
+/// node of `state`, as the DaemonSet's repair container runs it.
+pub fn gc_orphans_with(bin: impl AsRef<Path>, state: &StateDirPath) -> Run {
+    Exec::new(bin)
+        .args(["gc", "--orphans", "--node-config"])
+        .arg(node_config(state))
+        .run()
+}
+
+pub fn gc_orphans(state: &StateDirPath) -> Run {
+    gc_orphans_with(BIN, state)
 }
 
 pub fn path_str(p: &Path) -> String {
@@ -484,6 +737,51 @@ impl StateDirPath {
     }
 }
 
+/// Every path under `root` (links not followed) with its mode and what it
+/// holds: a file's bytes, a link's target; FIFOs and other special files are
+/// never opened. Two snapshots differ if anything under `root` was created,
+/// removed, written, re-linked or chmod-ed.
+pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
+    fn walk(p: &Path, out: &mut BTreeMap<PathBuf, String>) {
+        let Ok(m) = std::fs::symlink_metadata(p) else {
+            return;
+        };
+        let ft = m.file_type();
+        let what = if ft.is_symlink() {
+            format!("link -> {:?}", std::fs::read_link(p).unwrap())
+        } else if ft.is_dir() {
+            for e in std::fs::read_dir(p).unwrap().filter_map(Result::ok) {
+                walk(&e.path(), out);
+            }
+            "dir".to_string()
+        } else if ft.is_file() {
+            format!("{:?}", std::fs::read(p).unwrap())
+        } else {
+            "special".to_string()
+        };
+        out.insert(p.to_owned(), format!("{:o} {what}", m.mode()));
+    }
+    let mut out = BTreeMap::new();
+    walk(root, &mut out);
+    out
+}
+
+/// What changed from snapshot `a` to `b`, one line per path.
+pub fn snapshot_diff(a: &BTreeMap<PathBuf, String>, b: &BTreeMap<PathBuf, String>) -> Vec<String> {
+    let mut d = Vec::new();
+    for (k, v) in a {
+        match b.get(k) {
+            None => d.push(format!("removed {}", k.display())),
+            Some(w) if w != v => d.push(format!("changed {}", k.display())),
+            _ => {}
+        }
+    }
+    for k in b.keys().filter(|k| !a.contains_key(*k)) {
+        d.push(format!("created {}", k.display()));
+    }
+    d
+}
+
 /// Seconds since the epoch, as state entries record `created`.
 pub fn epoch_secs() -> u64 {
     std::time::SystemTime::now()
@@ -492,9 +790,10 @@ pub fn epoch_secs() -> u64 {
         .as_secs()
 }
 
-/// The six rail sysctls of DESIGN 1.5 for `ifname`, with the values roce-tune
-/// must set: stated here independently of the plugin's own defaults, so a
-/// wrong default fails the tests instead of agreeing with them.
+/// The six rail sysctls (docs/design.md, "The sysctls") for `ifname`, with
+/// the values roce-tune must set: stated here independently of the plugin's
+/// own defaults, so a wrong default fails the tests instead of agreeing with
+/// them (the scripts: integration/lib.sh's RAIL_SYSCTLS_ALL, RAIL_SYSCTLS).
 pub fn rail_sysctls(ifname: &str) -> Vec<(String, &'static str)> {
     vec![
         ("net.ipv4.conf.all.rp_filter".into(), "0"),

@@ -1,0 +1,62 @@
+//! The test runner itself (`tests/common`'s `Exec`): what the other tests
+//! rely on when a plugin hangs, dies of a signal or is handed bytes that are
+//! not UTF-8. No root needed.
+
+mod common;
+use common::*;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::time::Duration;
+
+#[test]
+fn a_run_past_its_hang_limit_is_killed_and_reported() {
+    let r = Exec::new("/bin/sleep")
+        .arg("10")
+        .hang_after(Duration::from_millis(200))
+        .run();
+    assert!(r.hung, "{r:?}");
+    assert_eq!(r.signal, Some(nix::libc::SIGKILL), "{r:?}");
+    assert_eq!(r.status, -1);
+    assert!(
+        r.stderr.contains("HUNG: killed after 200ms"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.elapsed < Duration::from_secs(5), "{:?}", r.elapsed);
+    assert_eq!(r.outcome(), u64::MAX, "a hang is no CNI outcome");
+}
+
+#[test]
+fn signal_exit_status_env_bytes_and_stdin_reach_the_caller() {
+    let r = Exec::new("/bin/sh").args(["-c", "kill -ABRT $$"]).run();
+    assert_eq!(
+        (r.status, r.signal, r.hung),
+        (-1, Some(nix::libc::SIGABRT), false)
+    );
+
+    // Only PATH and what the caller sets; a byte string arrives as it was.
+    let r = Exec::new("/bin/sh")
+        .args(["-c", "env | sort; cat; printf err >&2; exit 3"])
+        .env("RT_BYTES", OsString::from_vec(b"a\xffb".to_vec()))
+        .stdin(&b"from stdin"[..])
+        .run();
+    assert_eq!(r.status, 3);
+    assert_eq!(r.stderr, "err");
+    let vars: Vec<&str> = r.stdout.lines().collect();
+    assert!(vars.contains(&"RT_BYTES=a\u{fffd}b"), "{vars:?}");
+    assert!(r.stdout.ends_with("from stdin"), "{}", r.stdout);
+    let names: Vec<&str> = vars
+        .iter()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .filter(|k| !["PWD", "SHLVL", "_"].contains(k))
+        .collect();
+    assert_eq!(names, ["PATH", "RT_BYTES"], "{vars:?}");
+
+    // A variable removed is not set at all, not set empty.
+    let r = Exec::cni(BIN, "/nonexistent".as_ref(), "ADD", "c", "", "net1")
+        .env_remove("CNI_COMMAND")
+        .arg("--help")
+        .run();
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(r.stdout.contains("CNI_COMMAND"), "{}", r.stdout);
+}
