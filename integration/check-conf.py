@@ -17,7 +17,7 @@
      hostNetwork, hostPID, the state dir and node config dir of node.json mounted from the
      host at the same paths (node config read-only), /run/netns and /var/run/netns with
      HostToContainer propagation, the host's /sys/kernel/config (configfs) read-write.
-   * The node config in the ConfigMap (node.json): the keys and types of DESIGN 2.1.
+   * The node config in the ConfigMap (node.json): the keys and types of docs/design.md, "Node config" and "Network config".
    * OpenShift: the required-scc annotation and a Role + RoleBinding granting `use` of the
      privileged SCC to the ServiceAccount. NVIDIA: the operator's namespace, not created.
    * An uninstall overlay: the same bin dir and image as its install overlay, no
@@ -43,7 +43,7 @@
      namespace must be identical to the rendering (resource annotation and config).
 3. Every CNI config (a rendered or shipped NAD's spec.config, *.conflist):
    * every plugin has a "type"; the chain order is [sriov] -> [rdma] -> roce-tune -> sbr;
-   * every roce-tune config has the DESIGN 2.1 key types and ranges; in a SriovNetwork or a
+   * every roce-tune config has the docs/design.md, "Node config" and "Network config" key types and ranges; in a SriovNetwork or a
      NAD (tenant-written), the node settings stateDir, sysfsRoot and logFile are errors:
      roce-tune refuses them there (code 7). The Rust test tests/conf_examples.rs feeds the
      same configs, printed by integration/extract-configs.py, to the plugin's own validation.
@@ -77,10 +77,10 @@ spec.loader.exec_module(extract_configs)
 
 PCI_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-1][0-9a-fA-F]\.[0-7]$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-# Node settings: a network config that names one is refused (DESIGN 2.1, code 7).
+# Node settings: a network config that names one is refused (docs/design.md, "Node config" and "Network config", code 7).
 HOST_PATH_KEYS = ("stateDir", "sysfsRoot", "logFile")
 ROCE_KEYS = {
-    # DESIGN 2.1; plus what libcni/Multus add.
+    # docs/design.md, "Node config" and "Network config"; plus what libcni/Multus add.
     "type", "sysctl", "trafficClass", "podTrafficClasses", "rdmaCmTos", "gidIndex", "gidCheck",
     "gidTimeoutMs", "rdmaPort", "deviceID", "pciBusID", "logLevel",
     "name", "cniVersion", "prevResult", "runtimeConfig", "args", "capabilities",
@@ -188,11 +188,11 @@ def is_int(v):
 
 
 def check_roce_tune(p, tenant):
-    """tenant: the config comes from a SriovNetwork or NAD (network config, DESIGN 1.6)."""
+    """tenant: the config comes from a SriovNetwork or NAD (network config, docs/design.md, "Who writes what")."""
     errs = []
     for k in p:
         if k not in ROCE_KEYS:
-            errs.append("unknown key %r (not in DESIGN 2.1)" % k)
+            errs.append("unknown key %r (not in docs/design.md, "Node config" and "Network config")" % k)
     if tenant:
         for k in HOST_PATH_KEYS:
             if k in p:
@@ -502,7 +502,7 @@ def check_node_config(text):
     errs = []
     for k, v in conf.items():
         if k not in NODE_CONFIG_KEYS:
-            errs.append("node.json: unknown key %r (DESIGN 2.1: %s)" % (k, ", ".join(sorted(NODE_CONFIG_KEYS))))
+            errs.append("node.json: unknown key %r (docs/design.md, "Node config" and "Network config": %s)" % (k, ", ".join(sorted(NODE_CONFIG_KEYS))))
         elif k == "sysctlAllowlist":
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
                 errs.append("node.json: sysctlAllowlist must be a list of strings")

@@ -24,7 +24,7 @@
 #   4. the container of conf/deploy/uninstall/kubernetes the same way: refused while an
 #      entry remains, then removes binary, node config and state dir;
 #   5. `podman run` of the image's entrypoint: where the runtime works, the same install; on
-#      this machine crun fails with "setrlimit ... Operation not permitted" (DESIGN 2.4), and
+#      this machine crun fails with "setrlimit ... Operation not permitted" (docs/design.md, "Real peers and the kernel lane"), and
 #      that exact failure is reported as the reason the chroot path (3, 4) is the one tested.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

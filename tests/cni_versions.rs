@@ -162,7 +162,7 @@ fn add_outputs_prev_result_in_the_config_version() {
     }
 }
 
-/// DESIGN 1.1: reference tests feed 1.0.0 prevResults that still hold
+/// docs/design.md, "The CNI protocol": reference tests feed 1.0.0 prevResults that still hold
 /// `ips[].version`: accepted, and dropped from a 1.x output.
 #[test]
 fn stale_version_field_in_a_1x_prev_result_is_tolerated() {

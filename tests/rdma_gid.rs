@@ -1,4 +1,4 @@
-//! The GID check through the binary (DESIGN 1.3, 2.2): the configured index
+//! The GID check through the binary (docs/design.md, "The GID table" and "Behaviour"): the configured index
 //! (3) must hold the RoCE v2 GID of the pod's address. The test plays the
 //! kernel: the GID is there at once, later, elsewhere, of the wrong type, or
 //! never. A failed check (101) leaves the node as ADD found it.

@@ -1,4 +1,4 @@
-//! From the VF to its RDMA device (DESIGN 1.4): by the PCI address Multus
+//! From the VF to its RDMA device (docs/design.md, "RDMA netns modes"): by the PCI address Multus
 //! injects (`deviceID`, or `pciBusID` alone), else by the netdev's parent as
 //! netlink reports it. `infiniband/` must hold exactly one entry; anything
 //! else is 100, before anything on the node is changed.

@@ -1,4 +1,4 @@
-//! The traffic class through the binary (DESIGN 1.2, 2.2): ADD records the
+//! The traffic class through the binary (docs/design.md, "The traffic class file" and "Behaviour"): ADD records the
 //! original before writing, DEL gives exactly that back (unset included) and
 //! only when the file still holds what roce-tune wrote. Real netns and veth;
 //! the test tree's plain file holds what was last written.
