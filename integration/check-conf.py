@@ -192,7 +192,7 @@ def check_roce_tune(p, tenant):
     errs = []
     for k in p:
         if k not in ROCE_KEYS:
-            errs.append("unknown key %r (not in docs/design.md, "Node config" and "Network config")" % k)
+            errs.append("unknown key %r (not in the config reference: docs/design.md, Network config)" % k)
     if tenant:
         for k in HOST_PATH_KEYS:
             if k in p:
@@ -502,7 +502,7 @@ def check_node_config(text):
     errs = []
     for k, v in conf.items():
         if k not in NODE_CONFIG_KEYS:
-            errs.append("node.json: unknown key %r (docs/design.md, "Node config" and "Network config": %s)" % (k, ", ".join(sorted(NODE_CONFIG_KEYS))))
+            errs.append("node.json: unknown key %r (docs/design.md, Node config: %s)" % (k, ", ".join(sorted(NODE_CONFIG_KEYS))))
         elif k == "sysctlAllowlist":
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
                 errs.append("node.json: sysctlAllowlist must be a list of strings")
