@@ -19,12 +19,7 @@ lib_require_root demo
 
 say() { printf '%s\n' "$*"; }
 die() {
-    say "demo: FAILED: $*"
-    if [ -n "${NODE_LOG:-}" ] && [ -s "$NODE_LOG" ]; then
-        say "--- last 25 log lines (all: integration/.build/demo-logs/demo.log) ---"
-        tail -n 25 "$NODE_LOG"
-    fi
-    exit 1
+    lib_die demo "all: integration/.build/demo-logs/demo.log" "$*"
 }
 
 # ---------------------------------------------------------------- setup and build

@@ -47,6 +47,19 @@ lib_require_root() {
     fi
 }
 
+# lib_die <who> <where the whole log is, or ""> <message>: how a demo stops: what failed,
+# then the last lines of the node's log, exit 1.
+lib_die() {
+    local who="$1" where="$2"
+    shift 2
+    printf '%s\n' "$who: FAILED: $*"
+    if [ -n "${NODE_LOG:-}" ] && [ -s "$NODE_LOG" ]; then
+        printf '%s\n' "--- last 25 log lines${where:+ ($where)} ---"
+        tail -n 25 "$NODE_LOG"
+    fi
+    exit 1
+}
+
 # lib_check_tools: everything the harness runs must be there.
 lib_check_tools() {
     local missing=()

@@ -39,18 +39,9 @@ pkgs=(containernetworking-plugins iproute2 procps golang-go golang-github-appc-c
       dpkg-dev xz-utils jq python3 python3-yaml python3-jsonschema hyperfine make file
       ca-certificates podman busybox-static python3-venv)
 command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
-missing=()
-for p in "${pkgs[@]}"; do
-    st="$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)"
-    [ "$st" = installed ] || missing+=("$p")
-done
-if [ "${#missing[@]}" -eq 0 ]; then
-    say "packages: all ${#pkgs[@]} already installed, no apt-get run"
-else
-    say "packages: installing ${missing[*]}"
-    apt-get update -q
-    apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=integration/packages.sh
+. "$here/packages.sh"
+install_missing "${pkgs[@]}"
 for f in /usr/lib/cni/host-device /usr/lib/cni/static /usr/lib/cni/sbr /usr/lib/cni/tuning; do
     [ -x "$f" ] || die "$f missing after installing containernetworking-plugins"
 done

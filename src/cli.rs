@@ -102,9 +102,9 @@ fn gc(args: &[String]) -> i32 {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--orphans" => orphans = true,
-            "--node-config" => match it.next() {
-                Some(p) => node_path = PathBuf::from(p),
-                None => return usage_error("--node-config needs a file"),
+            "--node-config" => match node_config_arg(&mut it) {
+                Ok(p) => node_path = p,
+                Err(code) => return code,
             },
             "--every" => match it.next().and_then(|s| s.parse::<u64>().ok()) {
                 Some(n) if (1..=86_400).contains(&n) => every = Some(Duration::from_secs(n)),
@@ -123,13 +123,27 @@ fn gc(args: &[String]) -> i32 {
     exit_code(gc_orphans(&node_path, every))
 }
 
-fn gc_orphans(node_path: &Path, every: Option<Duration>) -> Result<i32> {
-    let node = NodeConfig::load_from(node_path).map_err(message)?;
+/// The file after `--node-config`, the option every operator command takes
+/// (else ROCE_TUNE_NODE_CONFIG, else /etc/cni/roce-tune/node.json).
+fn node_config_arg(it: &mut std::slice::Iter<'_, String>) -> std::result::Result<PathBuf, i32> {
+    it.next()
+        .map(PathBuf::from)
+        .ok_or_else(|| usage_error("--node-config needs a file"))
+}
+
+/// Every operator command starts so: the node config, and the log where it says.
+fn load_node(path: &Path, context: &str) -> Result<NodeConfig> {
+    let node = NodeConfig::load_from(path).map_err(message)?;
     crate::log::init(
         crate::cni::config::LogLevel::Info,
-        "GC --orphans".into(),
+        context.into(),
         node.log_file.as_deref(),
     );
+    Ok(node)
+}
+
+fn gc_orphans(node_path: &Path, every: Option<Duration>) -> Result<i32> {
+    let node = load_node(node_path, "GC --orphans")?;
     if let Some(every) = every {
         return Ok(crate::orphans::repair_loop(&node, every));
     }
@@ -155,9 +169,9 @@ fn reset_idle(args: &[String]) -> i32 {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--dry-run" => dry_run = true,
-            "--node-config" => match it.next() {
-                Some(p) => node_path = PathBuf::from(p),
-                None => return usage_error("--node-config needs a file"),
+            "--node-config" => match node_config_arg(&mut it) {
+                Ok(p) => node_path = p,
+                Err(code) => return code,
             },
             other => return usage_error(&format!("unknown reset-idle option {other:?}")),
         }
@@ -166,12 +180,7 @@ fn reset_idle(args: &[String]) -> i32 {
 }
 
 fn reset_idle_vfs(node_path: &Path, dry_run: bool) -> Result<i32> {
-    let node = NodeConfig::load_from(node_path).map_err(message)?;
-    crate::log::init(
-        crate::cni::config::LogLevel::Info,
-        "reset-idle".into(),
-        node.log_file.as_deref(),
-    );
+    let node = load_node(node_path, "reset-idle")?;
     let host = View::open(&node.sysfs_root)
         .map_err(cause)
         .with_context(|| format!("sysfs root {}", node.sysfs_root.display()))?;

@@ -28,3 +28,12 @@ pub mod rdma;
 pub mod state;
 pub mod sysctl;
 pub mod sysfs;
+
+/// An open or stat that failed because the path is not there (ENOENT), or a
+/// component of it is not a directory (ENOTDIR): "missing", not an error.
+pub(crate) fn is_missing(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
+    )
+}

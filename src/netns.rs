@@ -51,14 +51,7 @@ impl NetNs {
     pub fn lookup(path: &Path) -> CniResult<Lookup> {
         let file = match File::open(path) {
             Ok(f) => f,
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
-                ) =>
-            {
-                return Ok(Lookup::Missing)
-            }
+            Err(e) if crate::is_missing(&e) => return Ok(Lookup::Missing),
             Err(e) => return Err(CniError::io(format!("open netns {}", path.display()), e)),
         };
         // SAFETY: an ioctl without arguments on a descriptor we own.

@@ -79,14 +79,7 @@ impl NodeConfig {
             .open(path);
         let file = match file {
             Ok(f) => f,
-            Err(e)
-                if matches!(
-                    e.raw_os_error(),
-                    Some(nix::libc::ENOENT | nix::libc::ENOTDIR)
-                ) =>
-            {
-                return Ok(Self::defaults(path.to_owned()))
-            }
+            Err(e) if crate::is_missing(&e) => return Ok(Self::defaults(path.to_owned())),
             Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
                 return Err(refused("it is a symbolic link".into()))
             }

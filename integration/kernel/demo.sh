@@ -26,12 +26,7 @@ lib_require_root demo-kernel
 
 say() { printf '%s\n' "$*"; }
 die() {
-    say "demo-kernel: FAILED: $*"
-    if [ -n "${NODE_LOG:-}" ] && [ -s "$NODE_LOG" ]; then
-        say "--- last 25 log lines ---"
-        tail -n 25 "$NODE_LOG"
-    fi
-    exit 1
+    lib_die demo-kernel "" "$*"
 }
 lib_check_tools || die "prerequisites (make demo-kernel installs them)"
 

@@ -45,18 +45,9 @@ aptq=(-q -o APT::Sandbox::User=root)
 
 # ---------------------------------------------------------------- 1. packages
 pkgs=(qemu-system-x86 busybox-static kmod udev file python3-venv iproute2 util-linux jq)
-missing=()
-for p in "${pkgs[@]}"; do
-    st="$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)"
-    [ "$st" = installed ] || missing+=("$p")
-done
-if [ "${#missing[@]}" -eq 0 ]; then
-    say "packages: all ${#pkgs[@]} already installed"
-else
-    say "packages: installing ${missing[*]}"
-    apt-get "${aptq[@]}" update
-    apt-get "${aptq[@]}" install -y --no-install-recommends "${missing[@]}"
-fi
+# shellcheck source=integration/packages.sh
+. "$here/../packages.sh"
+install_missing "${pkgs[@]}"
 for t in qemu-system-x86_64 busybox depmod file rdma nsenter jq; do
     command -v "$t" >/dev/null || die "$t missing after installing ${pkgs[*]}"
 done

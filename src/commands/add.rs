@@ -50,15 +50,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
         Some(StateDir::create(&node.state_dir)?)
     };
     let host = if conf.needs_rdma() || state.is_some() {
-        Some(View::open(&node.sysfs_root).map_err(|e| {
-            CniError::new(
-                code::RDMA_DEVICE,
-                format!(
-                    "sysfs root {} cannot be opened: {e}",
-                    node.sysfs_root.display()
-                ),
-            )
-        })?)
+        Some(super::host_view(node)?)
     } else {
         None
     };

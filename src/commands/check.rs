@@ -26,15 +26,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
     let sysctls = sysctl::resolve(&conf.sysctls, ifname);
     let netns = NetNs::open_required(Path::new(env.netns.as_deref().unwrap_or_default()))?;
     let host = if conf.needs_rdma() {
-        Some(View::open(&node.sysfs_root).map_err(|e| {
-            CniError::new(
-                code::RDMA_DEVICE,
-                format!(
-                    "sysfs root {} cannot be opened: {e}",
-                    node.sysfs_root.display()
-                ),
-            )
-        })?)
+        Some(super::host_view(node)?)
     } else {
         None
     };

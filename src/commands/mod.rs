@@ -10,8 +10,9 @@ pub mod gc;
 pub mod status;
 
 use crate::cni::config::NetConf;
-use crate::cni::{CniError, CniResult};
+use crate::cni::{code, CniError, CniResult};
 use crate::netns::NetNs;
+use crate::node::NodeConfig;
 use crate::ownership::{self, Knob, Outcome, Views};
 use crate::rdma::device::{self, Resolved};
 use crate::rdma::{lookup, RdmaPort};
@@ -40,6 +41,19 @@ pub fn locate_port(
         port.port
     );
     Ok(port)
+}
+
+/// The host's view of sysfs, from the node config's root.
+pub fn host_view(node: &NodeConfig) -> CniResult<View> {
+    View::open(&node.sysfs_root).map_err(|e| {
+        CniError::new(
+            code::RDMA_DEVICE,
+            format!(
+                "sysfs root {} cannot be opened: {e}",
+                node.sysfs_root.display()
+            ),
+        )
+    })
 }
 
 /// What became of an entry.
