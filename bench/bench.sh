@@ -73,7 +73,10 @@ cleanup() {
         ip link del "${tag}h$i" 2>/dev/null || true
     done
     [ -n "$work" ] && rm -rf "$work"
-    [ -n "$statebase" ] && rm -rf "$statebase"
+    if [ -n "$statebase" ]; then
+        umount "$statebase" 2>/dev/null || true
+        rm -rf "$statebase"
+    fi
     [ -n "$diskstate" ] && rm -rf "$diskstate"
     exit "$rc"
 }
@@ -83,8 +86,10 @@ trap 'exit 143' TERM
 
 work="$(mktemp -d -p /dev/shm roce-bench.XXXXXX)"
 # State dirs must have parents only root can write (roce-tune refuses /dev/shm and /var/tmp,
-# which anyone can): tmpfs under /run as on a node, and ext4 under /var/lib for the fsync cost.
+# which anyone can). A node's /run is a tmpfs; on a build machine it may be a disk (it is ext4
+# on these), so the bench mounts a private tmpfs for it; ext4 under /var/lib gives the fsync cost.
 statebase="$(mktemp -d -p /run roce-bench-state.XXXXXX)"
+mount -t tmpfs -o mode=0700,size=64m roce-bench "$statebase"
 diskstate="$(mktemp -d -p /var/lib roce-bench-state.XXXXXX)"
 
 ip netns add "$ns"
