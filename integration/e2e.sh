@@ -189,6 +189,24 @@ R16_ORIG() { # <n 1..32>: a varied original per device
         3) echo "Global tclass=$(( 100 + $1 ))\ndst_ip=10.0.0.0/8,tclass=96\n" ;;
     esac
 }
+# both_pods_concurrently <add|del> <rail numbers in order>: pod1's and pod2's rails through
+# cnitool at the same time, each pod's in the given order.
+both_pods_concurrently() {
+    local cmd="$1" order="$2" rc=0 pid pids=() p i r
+    for p in 1 2; do
+        (
+            for i in $order; do
+                r="$p$(printf %02d "$i")"
+                cnitool_run "$cmd" "${R_NET[$r]}" "pod$p" "net$i" \
+                    || { fail "cnitool $cmd rail $r (pod$p net$i): $(tail -n1 <<<"$CNI_ERR")"; exit 1; }
+            done
+        ) &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+    [ "$rc" = 0 ]
+}
+
 s_rails() {
     local p i r n
     for p in 1 2; do
@@ -202,18 +220,7 @@ s_rails() {
         done
     done
     # ADD: the two pods concurrently, each pod's 16 rails in order (as Multus does).
-    local rc=0 pid pids=()
-    for p in 1 2; do
-        (
-            for i in $(seq 1 16); do
-                r="$p$(printf %02d "$i")"
-                cnitool_run add "${R_NET[$r]}" "pod$p" "net$i" || { fail "cnitool add rail $r (pod$p net$i): $(tail -n1 <<<"$CNI_ERR")"; exit 1; }
-            done
-        ) &
-        pids+=($!)
-    done
-    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
-    [ "$rc" = 0 ] || return 1
+    both_pods_concurrently add "$(seq 1 16)" || return 1
     expect_eq "state records after 32 ADDs" "$(state_count)" 32 || return 1
     local bad dump
     for p in 1 2; do
@@ -234,18 +241,7 @@ s_rails() {
         done
     done
     # DEL: both pods concurrently, each in reverse order.
-    rc=0; pids=()
-    for p in 1 2; do
-        (
-            for i in $(seq 16 -1 1); do
-                r="$p$(printf %02d "$i")"
-                cnitool_run del "${R_NET[$r]}" "pod$p" "net$i" || { fail "cnitool del rail $r (pod$p net$i): $(tail -n1 <<<"$CNI_ERR")"; exit 1; }
-            done
-        ) &
-        pids+=($!)
-    done
-    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
-    [ "$rc" = 0 ] || return 1
+    both_pods_concurrently del "$(seq 16 -1 1)" || return 1
     for p in 1 2; do
         for i in $(seq 1 16); do
             r="$p$(printf %02d "$i")"; n=$(( (p - 1) * 16 + i ))

@@ -98,14 +98,7 @@ lib_init() {
 lib_cleanup() {
     [ -n "${E2E_RUN:-}" ] || return 0
     kernel_stop
-    local ns l
-    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^rt${E2E_RUN}-" || true); do
-        ip netns del "$ns" 2>/dev/null || true
-    done
-    for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^rt${E2E_RUN}" || true); do
-        ip link del "$l" 2>/dev/null || true
-    done
-    rm -f "$LIBCNI_CACHE/rt${E2E_RUN}"-* 2>/dev/null || true
+    remove_named "rt${E2E_RUN}-" "rt${E2E_RUN}"
     rm -rf "${E2E_RUN_DIR:?}"
     rmdir /run/roce-tune-e2e 2>/dev/null || true
     if [ -n "${E2E_TMP:-}" ] && [ -d "$E2E_TMP" ]; then
@@ -254,14 +247,20 @@ node_init() {
 node_cleanup() {
     [ -n "${NODE:-}" ] || return 0
     rm -f "$E2E_TMP/kernel.d/$NODE".*
+    remove_named "rt${E2E_RUN}-${NODE}-" "rt${E2E_RUN}${NODE_IDX}v"
+}
+
+# remove_named <netns and libcni cache prefix> <link prefix>: every netns, host link and cached
+# libcni result whose name starts so (everything a run or a node made is named that way).
+remove_named() {
     local ns l
-    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^rt${E2E_RUN}-${NODE}-" || true); do
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$1" || true); do
         ip netns del "$ns" 2>/dev/null || true
     done
-    for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^rt${E2E_RUN}${NODE_IDX}v" || true); do
+    for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^$2" || true); do
         ip link del "$l" 2>/dev/null || true
     done
-    rm -f "$LIBCNI_CACHE/rt${E2E_RUN}-${NODE}"-* 2>/dev/null || true
+    rm -f "$LIBCNI_CACHE/$1"* 2>/dev/null || true
 }
 
 log() { echo "[$(date +%T.%3N)] $*" >>"$NODE_LOG"; }
