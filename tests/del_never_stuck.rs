@@ -358,6 +358,163 @@ fn a_config_add_would_refuse_still_gets_its_del() {
     );
 }
 
+/// libcni's DelNetworkList stops at the first plugin whose DEL fails, so a
+/// DEL roce-tune refuses leaves the VF of sriov/host-device (which run after
+/// it in DEL order) in the sandbox and the pod in Terminating. Every input
+/// ADD would have refused (so nothing can have been recorded for it) gets a
+/// successful DEL that logs why; where the attachment's identifiers are
+/// readable, DEL releases its entry even if the rest of the input is not.
+#[test]
+fn del_never_refuses_what_add_would_have_refused() {
+    if !have_root("del_never_refuses_what_add_would_have_refused") {
+        return;
+    }
+    let deep = format!(
+        r#"{{"cniVersion":"1.0.0","name":"rail","type":"roce-tune","x":{}1{}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let long_cid = "c".repeat(300);
+    // (what, CNI_* changes, stdin or None for the rail's config, whether the
+    // entry of c1/net1 must be released).
+    type Row<'a> = (
+        &'a str,
+        Vec<(&'a str, Option<&'a str>)>,
+        Option<String>,
+        bool,
+    );
+    let rows: Vec<Row> = vec![
+        ("nested 200 deep", vec![], Some(deep), true),
+        (
+            "cniVersion 0.2.0",
+            vec![],
+            Some(r#"{"cniVersion":"0.2.0","name":"rail","type":"roce-tune"}"#.into()),
+            true,
+        ),
+        ("stdin not JSON", vec![], Some("not json".into()), true),
+        ("stdin empty", vec![], Some(String::new()), true),
+        (
+            "CNI_ARGS malformed",
+            vec![("CNI_ARGS", Some("junk"))],
+            None,
+            true,
+        ),
+        (
+            "CNI_NETNS relative",
+            vec![("CNI_NETNS", Some("x/y"))],
+            None,
+            true,
+        ),
+        ("ifname né1", vec![("CNI_IFNAME", Some("né1"))], None, false),
+        (
+            "ifname with a control byte",
+            vec![("CNI_IFNAME", Some("n\x01t"))],
+            None,
+            false,
+        ),
+        ("ifname missing", vec![("CNI_IFNAME", None)], None, false),
+        (
+            "containerID of 300 characters",
+            vec![("CNI_CONTAINERID", Some(&long_cid))],
+            None,
+            false,
+        ),
+        (
+            "containerID ../x",
+            vec![("CNI_CONTAINERID", Some("../x"))],
+            None,
+            false,
+        ),
+        (
+            "containerID missing",
+            vec![("CNI_CONTAINERID", None)],
+            None,
+            false,
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (what, env, stdin, releases) in &rows {
+        let (pod, tree, state, c) = setup("Global tclass=106\n");
+        run_conf(&state, "ADD", "c1", &pod, &c).ok();
+        let exec = Exec::cni(BIN, &node_config(&state), "DEL", "c1", &pod.path(), "net1")
+            .stdin(stdin.clone().unwrap_or_else(|| c.to_string()));
+        let r = env
+            .iter()
+            .fold(exec, |e, (k, v)| match v {
+                Some(v) => e.env(k, v),
+                None => e.env_remove(k),
+            })
+            .run();
+        let mut why = Vec::new();
+        if r.status != 0 || !r.stdout.is_empty() {
+            why.push(format!("status {}: {} {}", r.status, r.stdout, r.stderr));
+        }
+        if !r.stderr.contains("DEL") {
+            why.push(format!("nothing logged: {:?}", r.stderr));
+        }
+        let (class, entries) = (tree.tc(DEV), state.entries());
+        if *releases && (class != "tclass=106" || !entries.is_empty()) {
+            why.push(format!(
+                "not released: class {class:?}, entries {entries:?}"
+            ));
+        }
+        if !*releases && (class != "tclass=41" || entries != ["c1:net1.state"]) {
+            why.push(format!(
+                "another attachment touched: class {class:?}, entries {entries:?}"
+            ));
+        }
+        if !why.is_empty() {
+            failures.push(format!("{what}: {}", why.join("; ")));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// An entry's netns path is only used once it proves to be a network
+/// namespace; opening it must not block on whatever sits there now (a FIFO
+/// blocks a plain open until a writer comes). Every ADD sweeps a few orphans
+/// and the repair reads every entry: neither may hang on it.
+#[test]
+fn an_entry_whose_netns_is_a_fifo_hangs_nothing() {
+    if !have_root("an_entry_whose_netns_is_a_fifo_hangs_nothing") {
+        return;
+    }
+    let (pod, tree, state, c) = setup("Global tclass=106\n");
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    let fifo = state.base().join("netns-fifo");
+    sh(&format!("mkfifo {}", path_str(&fifo)));
+    let mut e = state.entry("c1", "net1").unwrap();
+    e["netns"] = json!(path_str(&fifo));
+    state.plant(&e);
+    let limit = Duration::from_secs(5);
+    let r = gc_orphans(&state);
+    assert!(!r.hung && r.status == 0, "gc --orphans: {r:?}");
+    assert_eq!(
+        tree.tc(DEV),
+        "tclass=106",
+        "a FIFO is no netns: the pod is gone"
+    );
+    // A fresh ADD (which sweeps) with another FIFO entry planted.
+    run_conf(&state, "ADD", "c2", &pod, &c).ok();
+    let mut e = state.entry("c2", "net1").unwrap();
+    e["netns"] = json!(path_str(&fifo));
+    state.plant(&e);
+    let other = Pod::new("net1", Some(ADDR));
+    let c3 = rail_conf(&tree, &state, PCI, &other, 41, &[ADDR]);
+    let r = Exec::cni(
+        BIN,
+        &node_config(&state),
+        "ADD",
+        "c3",
+        &other.path(),
+        "net1",
+    )
+    .stdin(c3.to_string())
+    .hang_after(limit)
+    .run();
+    assert!(!r.hung && r.status == 0, "ADD: {r:?}");
+}
+
 /// The DaemonSet's container: `gc --orphans --every 1` restores pods deleted
 /// without DEL on several devices within two periods, and stops on SIGTERM.
 #[test]

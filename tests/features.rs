@@ -249,8 +249,9 @@ fn device_info_names_the_rdma_device_and_stays_read_only() {
         Some(&tree),
         json!({"deviceInfoDir": path_str(&dir)}),
     );
-    // What sriov-cni wrote before roce-tune runs: read-only, no rdma-device.
-    let file = dir.join("rdma-vf-pod1-net1.json");
+    // What sriov-cni wrote before roce-tune runs: read-only, no rdma-device,
+    // under the name Multus gives it (`<NAD namespace>-<NAD name>-<cid>_<ifname>`).
+    let file = dir.join("default-rdma-vf-c1_net1");
     std::fs::write(
         &file,
         json!({"type": "pci", "version": "1.1.0", "pci": {"pci-address": PCI}}).to_string(),
@@ -271,12 +272,86 @@ fn device_info_names_the_rdma_device_and_stays_read_only() {
     assert_eq!(names.len(), 1, "no temporary file left: {names:?}");
 
     // A missing file is created.
-    let fresh = dir.join("rdma-vf-pod2-net1.json");
+    let fresh = dir.join("default-rdma-vf-c2_net1");
     c["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(&fresh)});
     run_conf(&state, "ADD", "c2", &pod, &c).ok();
     let info: Value = serde_json::from_slice(&std::fs::read(&fresh).unwrap()).unwrap();
     assert_eq!(info["pci"]["rdma-device"], DEV);
     assert_eq!(info["type"], "pci");
+}
+
+/// `runtimeConfig.CNIDeviceInfoFile` is tenant input (a NAD can carry its
+/// own): only this attachment's file is written (Multus names it
+/// `<NAD namespace>-<NAD name>-<container id>_<ifname>`), never one whose
+/// `pci-address` is not the PCI function roce-tune proved, and a file
+/// roce-tune created is removed on DEL; one sriov-cni made is left to it.
+#[test]
+fn device_info_is_only_this_attachments_own() {
+    if !have_root("device_info_is_only_this_attachments_own") {
+        return;
+    }
+    let (pod, tree, state, mut c) = setup();
+    tree.set_ipv4_gids(DEV, IP);
+    // deviceInfoDir does not exist yet: roce-tune makes it, root's, 0700.
+    let dir = state.base().join("run/devinfo/cni");
+    write_node_config(
+        &state,
+        Some(&tree),
+        json!({"deviceInfoDir": path_str(&dir)}),
+    );
+    c["capabilities"] = json!({"CNIDeviceInfoFile": true});
+    let own = dir.join("default-rail-c1_net1");
+    c["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(&own)});
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    let meta = std::fs::metadata(&dir).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.mode() & 0o777),
+        (0, 0o700),
+        "deviceInfoDir"
+    );
+    let info: Value = serde_json::from_slice(&std::fs::read(&own).unwrap()).unwrap();
+    assert_eq!(info["pci"]["rdma-device"], DEV);
+    assert_eq!(info["pci"]["pci-address"], PCI, "the PCI function proved");
+    run_conf(&state, "DEL", "c1", &pod, &c).ok();
+    assert!(
+        !own.exists(),
+        "the file roce-tune made outlived its attachment"
+    );
+
+    // Another attachment's file, and this attachment's file claiming another
+    // VF: neither changes.
+    let other = json!({"type": "pci", "version": "1.1.0",
+        "pci": {"pci-address": "0000:0c:00.3", "rdma-device": "mlx5_3"}})
+    .to_string();
+    let theirs = dir.join("default-rail-c9_net1");
+    std::fs::write(&theirs, &other).unwrap();
+    std::fs::write(&own, &other).unwrap();
+    for (file, why) in [(&theirs, "not this attachment's"), (&own, "0000:0c:00.3")] {
+        c["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(file)});
+        let r = run_conf(&state, "ADD", "c1", &pod, &c);
+        r.ok();
+        assert!(r.stderr.contains(why), "{}: {}", file.display(), r.stderr);
+        assert_eq!(
+            std::fs::read_to_string(file).unwrap(),
+            other,
+            "{}",
+            file.display()
+        );
+        run_conf(&state, "DEL", "c1", &pod, &c).ok();
+        assert!(file.exists(), "DEL removed a file roce-tune did not make");
+    }
+
+    // The file sriov-cni made (the VF's own address): updated, and left on
+    // DEL for sriov-cni, whose DEL runs after roce-tune's, to remove.
+    let sriovs = json!({"type": "pci", "version": "1.1.0", "pci": {"pci-address": PCI}});
+    std::fs::remove_file(&own).unwrap();
+    std::fs::write(&own, sriovs.to_string()).unwrap();
+    c["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(&own)});
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    let info: Value = serde_json::from_slice(&std::fs::read(&own).unwrap()).unwrap();
+    assert_eq!(info["pci"]["rdma-device"], DEV);
+    run_conf(&state, "DEL", "c1", &pod, &c).ok();
+    assert!(own.exists(), "sriov-cni's file is sriov-cni's to remove");
 }
 
 #[test]

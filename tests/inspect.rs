@@ -715,3 +715,55 @@ fn pod_without_an_rdma_interface_fails_rdma_device() {
         r.stdout
     );
 }
+
+/// A pod names its interfaces itself, and a name may hold any byte but '/',
+/// ':', whitespace and NUL (the kernel's dev_valid_name): ESC sequences
+/// included. What inspect prints of it must not move the operator's cursor
+/// or forge a PASS line.
+#[test]
+fn pod_chosen_names_are_escaped() {
+    if !have_root("pod_chosen_names_are_escaped") {
+        return;
+    }
+    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    let evil = "\x1b[1A\x1b[2KPASS";
+    let out = Command::new("ip")
+        .args(["-n", &pod.ns, "link", "set", "net1", "name", evil])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = pod.path();
+    let root = path_str(&tree.root);
+    for args in [
+        vec!["--netns", &path, "--sysfs-root", &root],
+        vec!["--netns", &path, "--ifname", evil, "--sysfs-root", &root],
+        vec![
+            "--netns",
+            &path,
+            "--ifname",
+            evil,
+            "--device",
+            "mlx5_26",
+            "--sysfs-root",
+            &root,
+        ],
+    ] {
+        let r = inspect(&args);
+        for (what, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+            assert!(
+                !text.contains('\x1b'),
+                "{args:?}: an ESC byte reached {what}: {text:?}"
+            );
+        }
+        assert!(
+            r.stdout.contains("\\u{1b}[1A") || r.stderr.contains("\\u{1b}[1A"),
+            "{args:?}: the name is not shown escaped: {}{}",
+            r.stdout,
+            r.stderr
+        );
+    }
+}

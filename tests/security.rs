@@ -21,6 +21,14 @@ const DEV: &str = "mlx5_2";
 const ADDR: &str = "192.168.0.34/16";
 const IP: &str = "192.168.0.34";
 const CID: &str = "attack1";
+/// Another pod's VF on the same node, and the PF both sit on: what a tenant
+/// must never reach through its own network config.
+const VICTIM_PCI: &str = "0000:0c:00.3";
+const VICTIM_DEV: &str = "mlx5_3";
+const VICTIM_IP: &str = "10.9.0.7";
+const VICTIM_CLASS: &str = "Global tclass=96\n";
+const PF_PCI: &str = "0000:0c:00.0";
+const PF_DEV: &str = "mlx5_0";
 /// What the shadow file holds: it must never reach an output.
 const SECRET: &str = "rootpwhash9f8e7d6c";
 
@@ -31,6 +39,9 @@ struct Node {
     tree: Tree,
     host: PathBuf,
     log: PathBuf,
+    /// The pod that owns VICTIM_PCI (the tree binds its net1 to it); held
+    /// only so that its netns lives while the attack runs.
+    _victim: Pod,
 }
 
 impl Node {
@@ -47,12 +58,25 @@ impl Node {
         let tree = Tree::new();
         tree.add_device(PCI, DEV, "Global tclass=106\n");
         tree.set_ipv4_gids(DEV, IP);
+        tree.add_device(VICTIM_PCI, VICTIM_DEV, VICTIM_CLASS);
+        tree.set_ipv4_gids(VICTIM_DEV, VICTIM_IP);
+        tree.add_device(PF_PCI, PF_DEV, "");
+        for dev in [DEV, VICTIM_DEV, PF_DEV] {
+            let port = tree
+                .root
+                .join(format!("kernel/config/rdma_cm/{dev}/ports/1"));
+            std::fs::create_dir_all(&port).unwrap();
+            std::fs::write(port.join("default_roce_tos"), "106\n").unwrap();
+        }
+        let victim = Pod::new("net1", Some(&format!("{VICTIM_IP}/16")));
+        tree.bind(&victim, "net1", VICTIM_PCI);
         let log = state.base().join("roce-tune.log");
         let n = Node {
             state,
             tree,
             host,
             log,
+            _victim: victim,
         };
         n.node_config(json!({}));
         n
@@ -70,7 +94,14 @@ impl Node {
         self.host.join("shadow")
     }
 
+    /// The attacker's own rail: the tree binds its net1 to PCI.
     fn conf(&self, pod: &Pod) -> Value {
+        self.tree.bind(pod, "net1", PCI);
+        self.bare_conf(pod)
+    }
+
+    /// The same config for a pod whose net1 is a plain veth (no binding).
+    fn bare_conf(&self, pod: &Pod) -> Value {
         json!({
             "cniVersion": "1.0.0", "name": "rail", "type": "roce-tune",
             "trafficClass": 7, "deviceID": PCI, "gidTimeoutMs": 0,
@@ -131,6 +162,48 @@ fn class_untouched(n: &Node, _: &Run) -> Result<(), String> {
 }
 
 /// Lines roce-tune logged for this run: each must start a line of its own.
+/// The other pod's VF and the PF are as they were: class, ToS, no entry.
+fn victim_untouched(n: &Node, _: &Run) -> Result<(), String> {
+    ensure(
+        n.tree.tc(VICTIM_DEV) == VICTIM_CLASS,
+        format!(
+            "the victim's class was written: {:?}",
+            n.tree.tc(VICTIM_DEV)
+        ),
+    )?;
+    ensure(n.tree.tc(PF_DEV).is_empty(), "the PF's class was written")?;
+    for dev in [DEV, VICTIM_DEV, PF_DEV] {
+        let tos = n.tree.root.join(format!(
+            "kernel/config/rdma_cm/{dev}/ports/1/default_roce_tos"
+        ));
+        let now = std::fs::read_to_string(&tos).unwrap_or_default();
+        ensure(now == "106\n", format!("the ToS of {dev} is {now:?}"))?;
+    }
+    ensure(
+        n.state.entries().is_empty(),
+        format!("entries: {:?}", n.state.entries()),
+    )
+}
+
+/// `victim_untouched`, and the message names both the deviceID and what the
+/// pod's own netdev is, and never the victim's GID (its pod's address).
+fn victim_untouched_naming(n: &Node, r: &Run, netdev: &str) -> Result<(), String> {
+    victim_untouched(n, r)?;
+    let msg = r.msg();
+    ensure(
+        msg.contains(VICTIM_PCI) || msg.contains(PF_PCI),
+        format!("the message does not name the deviceID: {msg}"),
+    )?;
+    ensure(
+        msg.contains(netdev),
+        format!("the message does not say {netdev:?}: {msg}"),
+    )?;
+    ensure(
+        !msg.contains("ffff:0a09:0007") && !msg.contains(VICTIM_IP),
+        format!("the message quotes the victim's GID: {msg}"),
+    )
+}
+
 fn log_not_forged(n: &Node, _: &Run) -> Result<(), String> {
     for line in n.log_text().lines() {
         ensure(
@@ -452,6 +525,95 @@ fn attacks() -> Vec<Attack> {
             code: 5,
             check: class_untouched,
         },
+        // The device is the pod's own, as the kernel says from inside the
+        // pod's netns; deviceID is a cross-check, never the source.
+        Attack {
+            name: "deviceID names another pod's VF from a veth (trafficClass 0)",
+            setup: |n, pod| {
+                let mut c = n.bare_conf(pod);
+                c["deviceID"] = json!(VICTIM_PCI);
+                c["trafficClass"] = json!(0);
+                c["gidCheck"] = json!("off");
+                c
+            },
+            env: &[],
+            command: "ADD",
+            code: 100,
+            check: |n, r| victim_untouched_naming(n, r, "not a VF"),
+        },
+        Attack {
+            name: "deviceID names the PF from a veth (rdmaCmTos 0)",
+            setup: |n, pod| {
+                let mut c = n.bare_conf(pod);
+                c.as_object_mut().unwrap().remove("trafficClass");
+                c["deviceID"] = json!(PF_PCI);
+                c["rdmaCmTos"] = json!(0);
+                c["gidCheck"] = json!("off");
+                c
+            },
+            env: &[],
+            command: "ADD",
+            code: 100,
+            check: |n, r| victim_untouched_naming(n, r, "not a VF"),
+        },
+        Attack {
+            name: "deviceID names another pod's VF with gidCheck enforce (its GID)",
+            setup: |n, pod| {
+                let mut c = n.bare_conf(pod);
+                c["deviceID"] = json!(VICTIM_PCI);
+                c
+            },
+            env: &[],
+            command: "ADD",
+            code: 100,
+            check: |n, r| victim_untouched_naming(n, r, "not a VF"),
+        },
+        Attack {
+            name: "deviceID names another pod's VF while the pod has its own",
+            setup: |n, pod| {
+                let mut c = n.conf(pod);
+                c["deviceID"] = json!(VICTIM_PCI);
+                c
+            },
+            env: &[],
+            command: "ADD",
+            code: 100,
+            check: |n, r| {
+                victim_untouched_naming(n, r, PCI)?;
+                ensure(
+                    n.tree.tc(DEV) == "Global tclass=106\n",
+                    "its own VF was written",
+                )
+            },
+        },
+        Attack {
+            name: "pciBusID alone names another pod's VF from a veth",
+            setup: |n, pod| {
+                let mut c = n.bare_conf(pod);
+                c.as_object_mut().unwrap().remove("deviceID");
+                c["pciBusID"] = json!(VICTIM_PCI);
+                c
+            },
+            env: &[],
+            command: "ADD",
+            code: 100,
+            check: |n, r| victim_untouched_naming(n, r, "not a VF"),
+        },
+        Attack {
+            name: "a VF the tree gives another pod's netns is not this pod's",
+            setup: |n, pod| {
+                // The victim's binding is by its netns: the same ifname in
+                // the attacker's netns proves nothing.
+                let mut c = n.bare_conf(pod);
+                c.as_object_mut().unwrap().remove("deviceID");
+                c["trafficClass"] = json!(0);
+                c
+            },
+            env: &[],
+            command: "ADD",
+            code: 100,
+            check: victim_untouched,
+        },
         Attack {
             name: "a planted entry's netns is a host file, not a netns (DEL)",
             setup: |n, pod| {
@@ -488,7 +650,7 @@ fn no_tenant_input_reaches_a_host_file() {
         return;
     }
     let list = attacks();
-    assert!(list.len() >= 15, "only {} attacks", list.len());
+    assert!(list.len() >= 28, "only {} attacks", list.len());
     let mut failures = Vec::new();
     for a in &list {
         let pod = Pod::new("net1", Some(ADDR));

@@ -299,8 +299,10 @@ impl Place {
         std::fs::set_permissions(&self.node, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
 
-    /// The config every case starts from: it works in this place.
+    /// The config every case starts from: it works in this place (the tree
+    /// binds the pod's net1 to the VF, as the kernel would).
     pub fn conf(&self, pod: &Pod) -> Value {
+        self.tree.bind(pod, "net1", PCI);
         json!({
             "cniVersion": BASE_VERSION, "name": "rail", "type": "roce-tune",
             "trafficClass": 41, "deviceID": PCI, "gidTimeoutMs": 0,

@@ -95,6 +95,12 @@ impl Pod {
         format!("/var/run/netns/{}", self.ns)
     }
 
+    /// The inode number of the pod's nsfs file (`stat -L -c %i`): what names
+    /// the pod's own sysfs in a test tree (`Tree::bind`).
+    pub fn ino(&self) -> u64 {
+        std::fs::metadata(self.path()).unwrap().ino()
+    }
+
     pub fn sysctl(&self, key: &str) -> String {
         sh(&format!("ip netns exec {} sysctl -n {key}", self.ns))
     }
@@ -214,6 +220,32 @@ impl Tree {
             "IB/RoCE v1",
         );
         self.set_gid(dev, 1, "fe80:0000:0000:0000:8cca:d1ff:fed4:647d", "RoCE v2");
+    }
+
+    /// The sysfs the netns with nsfs inode `ino` sees (docs/design.md, "Test
+    /// trees"): `<root>/netns/<ino>/`.
+    pub fn netns_dir(&self, ino: u64) -> PathBuf {
+        self.root.join(format!("netns/{ino}"))
+    }
+
+    /// Play the kernel: `ifname` in `pod`'s netns is the netdev of the PCI
+    /// function `pci`, as the kernel's `class/net/<ifname>/device` link seen
+    /// from a sysfs made in that netns says. Without it the pod's netdev is
+    /// no PCI function's (a veth).
+    pub fn bind(&self, pod: &Pod, ifname: &str, pci: &str) {
+        let net = self.netns_dir(pod.ino()).join("class/net").join(ifname);
+        std::fs::create_dir_all(&net).unwrap();
+        let _ = std::fs::remove_file(net.join("device"));
+        std::os::unix::fs::symlink(
+            format!("../../../../../bus/pci/devices/{pci}"),
+            net.join("device"),
+        )
+        .unwrap();
+    }
+
+    /// Remove the binding of `ifname` in `pod`'s netns (the netdev left it).
+    pub fn unbind(&self, pod: &Pod, ifname: &str) {
+        let _ = std::fs::remove_dir_all(self.netns_dir(pod.ino()).join("class/net").join(ifname));
     }
 
     pub fn dev_dir(&self, dev: &str) -> PathBuf {
@@ -659,8 +691,8 @@ pub fn path_str(p: &Path) -> String {
 // Helpers of the RDMA tests (rdma_traffic_class, rdma_gid, rdma_lookup,
 // exclusive_sysfs).
 
-/// The config those tests start from: a rail on the VF `pci` of `tree`,
-/// trafficClass `tc`, the default GID check, and a prevResult giving `addrs`
+/// The config those tests start from: a rail on the VF `pci` of `tree` (the
+/// tree binds `pod`'s interface to it, as the kernel would), trafficClass `tc`, the default GID check, and a prevResult giving `addrs`
 /// to `pod`'s net1. Tests change keys on the returned value. The node config
 /// naming `tree` and `state` is written too.
 pub fn rail_conf(
@@ -672,6 +704,7 @@ pub fn rail_conf(
     addrs: &[&str],
 ) -> Value {
     write_node_config(state, Some(tree), json!({}));
+    tree.bind(pod, &pod.ifname, pci);
     json!({
         "cniVersion": "1.1.0", "name": "rdma-vf", "type": "roce-tune",
         "trafficClass": tc, "deviceID": pci, "gidTimeoutMs": 800,
