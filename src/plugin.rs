@@ -1,9 +1,11 @@
 //! The CNI edge: read env and stdin, dispatch, print the result or the error
 //! object on stdout, exit code. Logs go to stderr (and logFile), never stdout.
+//! Stdin is decoded once: the command's config, and the version an error
+//! speaks, both come from that one value.
 
-use crate::cni::config::{LogLevel, NetConf, MAX_STDIN_BYTES};
+use crate::cni::config::{self, LogLevel, NetConf, MAX_STDIN_BYTES};
 use crate::cni::env::{CniEnv, Command};
-use crate::cni::{code, version, CniError};
+use crate::cni::{code, version, CniError, CniResult};
 use crate::commands;
 use crate::node::NodeConfig;
 use serde_json::Value;
@@ -19,14 +21,12 @@ pub fn run() -> i32 {
     let read = std::io::stdin()
         .take(MAX_STDIN_BYTES as u64 + 1)
         .read_to_end(&mut stdin);
-    let (version, outcome) = match read {
-        Ok(_) => dispatch(&stdin),
-        Err(e) => (
-            FALLBACK_VERSION.to_string(),
-            Err(CniError::io("read stdin", e)),
-        ),
+    let decoded = match read {
+        Ok(_) => config::decode(&stdin),
+        Err(e) => Err(CniError::io("read stdin", e)),
     };
-    match outcome {
+    let version = version_of(&decoded);
+    match dispatch(&decoded, &version) {
         Ok(Some(v)) => print(&v),
         Ok(None) => 0,
         Err(e) => {
@@ -49,60 +49,48 @@ fn print(v: &Value) -> i32 {
     }
 }
 
-/// Returns the version to speak in errors, and the command's outcome.
-fn dispatch(stdin: &[u8]) -> (String, Result<Option<Value>, CniError>) {
-    let env = match CniEnv::from_process() {
-        Ok(e) => e,
-        Err(e) => return (version_hint(stdin), Err(e)),
-    };
+/// The input's cniVersion if it has one we speak (VERSION echoes it; errors
+/// speak it), else the newest we speak.
+fn version_of(decoded: &CniResult<Value>) -> String {
+    decoded
+        .as_ref()
+        .ok()
+        .and_then(|v| v.get("cniVersion"))
+        .and_then(Value::as_str)
+        .filter(|v| version::is_supported(v))
+        .unwrap_or(FALLBACK_VERSION)
+        .to_string()
+}
+
+type Outcome = CniResult<Option<Value>>;
+
+fn dispatch(decoded: &CniResult<Value>, version: &str) -> Outcome {
+    let command = std::env::var("CNI_COMMAND").ok();
+    if command.as_deref() == Some("DEL") {
+        return del(decoded);
+    }
+    let env = CniEnv::from_process()?;
     if env.command == Command::Version {
-        return (
-            version_hint(stdin),
-            Ok(Some(version::version_info(&version_hint(stdin)))),
-        );
+        return Ok(Some(version::version_info(version)));
     }
     // The node config first: it says where to log, so even a refused network
     // config leaves a line in the node's log.
     let node = NodeConfig::load();
-    let context = match env.command {
-        Command::Add | Command::Del | Command::Check => {
-            format!(
-                "{} {}/{}",
-                format!("{:?}", env.command).to_uppercase(),
-                env.container_id(),
-                env.ifname()
-            )
-        }
-        other => format!("{other:?}").to_uppercase(),
-    };
-    let log_file = node.as_ref().ok().and_then(|n| n.log_file.clone());
-    crate::log::init(LogLevel::Info, context, log_file.as_deref());
-    let conf = match NetConf::parse(stdin) {
-        Ok(c) => c,
-        // DEL needs nothing of the network config but its version: a config
-        // ADD would refuse (edited since, or from an older release) must not
-        // leave the pod stuck in Terminating.
-        Err(e) if env.command == Command::Del && e.code == code::INVALID_CONFIG => {
-            crate::warn!("{}: DEL goes on with the node's settings", e.msg);
-            NetConf::for_del(&version_hint(stdin))
-        }
-        Err(e) => return (version_hint(stdin), Err(e)),
-    };
+    init_log(&node, context(&env));
+    let conf = decoded
+        .clone()
+        .and_then(|v| NetConf::from_value(&v, &NodeConfig::path_from_env()))?;
     crate::log::set_level(conf.log_level);
     crate::debug!("config {} cniVersion {}", conf.name, conf.cni_version);
     let node = match node {
         Ok(n) => n,
-        Err(e) if env.command == Command::Del => {
-            // Retrying cannot fix a refused node config; the entries stay in
-            // the state dir for the repair once the node admin fixes it.
-            crate::error!("{}: DEL restores nothing now", e.msg);
-            return (conf.cni_version, Ok(None));
-        }
         Err(e) if env.command == Command::Status => {
-            let e = CniError::new(code::NOT_READY, format!("not ready: {}", e.msg));
-            return (conf.cni_version, Err(e));
+            return Err(CniError::new(
+                code::NOT_READY,
+                format!("not ready: {}", e.msg),
+            ))
         }
-        Err(e) => return (conf.cni_version, Err(e)),
+        Err(e) => return Err(e),
     };
     let cmd_needs = |min: &str| {
         if version::at_least(&conf.cni_version, min) {
@@ -119,7 +107,6 @@ fn dispatch(stdin: &[u8]) -> (String, Result<Option<Value>, CniError>) {
     };
     let outcome = match env.command {
         Command::Add => commands::add::run(&env, &conf, &node).map(Some),
-        Command::Del => commands::del::run(&env, &node).map(|_| None),
         Command::Check => cmd_needs("0.4.0")
             .and_then(|_| commands::check::run(&env, &conf, &node))
             .map(|_| None),
@@ -129,24 +116,71 @@ fn dispatch(stdin: &[u8]) -> (String, Result<Option<Value>, CniError>) {
         Command::Status => cmd_needs("1.1.0")
             .and_then(|_| commands::status::run(&node))
             .map(|_| None),
-        Command::Version => unreachable!("answered above"),
+        Command::Del | Command::Version => unreachable!("answered above"),
     };
-    if outcome.is_ok() && crate::log::enabled(LogLevel::Info) {
+    if outcome.is_ok() {
         crate::info!("done");
     }
-    (conf.cni_version, outcome)
+    outcome
 }
 
-/// The input's cniVersion if it has a readable one (VERSION echoes it; errors
-/// speak it), else the newest we speak.
-fn version_hint(stdin: &[u8]) -> String {
-    serde_json::from_slice::<Value>(stdin)
-        .ok()
-        .and_then(|v| {
-            v.get("cniVersion")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .filter(|v| version::is_supported(v))
-        .unwrap_or_else(|| FALLBACK_VERSION.to_string())
+/// DEL succeeds whenever ADD could not have recorded anything for this
+/// input, and says why; where the attachment's identifiers are readable, it
+/// releases that attachment's entry whatever else is wrong with the input.
+/// libcni's DelNetworkList stops at the first plugin that fails, so a DEL
+/// that refuses leaves the VF of sriov/host-device (after roce-tune in DEL
+/// order) in the sandbox and the pod in Terminating. Only a retry that can
+/// help (a passing OS error before the entry could be read, code 11) fails.
+fn del(decoded: &CniResult<Value>) -> Outcome {
+    let node = NodeConfig::load();
+    let env = match CniEnv::for_del(|k| std::env::var_os(k)) {
+        Ok(env) => env,
+        Err(e) => {
+            init_log(&node, "DEL".into());
+            crate::warn!(
+                "{}: ADD refuses such an attachment, so nothing was recorded for it; DEL has nothing to do",
+                e.msg
+            );
+            return Ok(None);
+        }
+    };
+    init_log(&node, context(&env));
+    match decoded
+        .clone()
+        .and_then(|v| NetConf::from_value(&v, &NodeConfig::path_from_env()))
+    {
+        Ok(conf) => crate::log::set_level(conf.log_level),
+        // DEL needs nothing of the network config: a config ADD would
+        // refuse (edited since, from an older release, or not a config)
+        // must not leave the pod stuck in Terminating.
+        Err(e) => crate::warn!("{}: DEL goes on with the node's settings", e.msg),
+    }
+    let node = match node {
+        Ok(n) => n,
+        Err(e) => {
+            // Retrying cannot fix a refused node config; the entries stay in
+            // the state dir for the repair once the node admin fixes it.
+            crate::error!("{}: DEL restores nothing now", e.msg);
+            return Ok(None);
+        }
+    };
+    commands::del::run(&env, &node)?;
+    crate::info!("done");
+    Ok(None)
+}
+
+fn init_log(node: &CniResult<NodeConfig>, context: String) {
+    let log_file = node.as_ref().ok().and_then(|n| n.log_file.clone());
+    crate::log::init(LogLevel::Info, context, log_file.as_deref());
+}
+
+/// What every log line of this run starts with: `ADD <cid>/<ifname>`.
+fn context(env: &CniEnv) -> String {
+    let name = format!("{:?}", env.command).to_uppercase();
+    match env.command {
+        Command::Add | Command::Del | Command::Check => {
+            format!("{name} {}/{}", env.container_id(), env.ifname())
+        }
+        _ => name,
+    }
 }

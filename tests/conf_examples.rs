@@ -30,8 +30,11 @@ fn every_shipped_config_passes_validation() {
         let (source, json) = line
             .split_once('\t')
             .expect("--with-source prefixes each line");
-        let conf = NetConf::parse(json.as_bytes())
-            .unwrap_or_else(|e| panic!("{source}: {json} is refused: {e}"));
+        let conf = NetConf::parse(
+            json.as_bytes(),
+            std::path::Path::new("/etc/cni/roce-tune/node.json"),
+        )
+        .unwrap_or_else(|e| panic!("{source}: {json} is refused: {e}"));
         assert!(
             conf.traffic_class.is_some(),
             "{source}: the shipped examples all set a traffic class"

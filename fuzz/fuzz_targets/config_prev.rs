@@ -9,7 +9,7 @@ use roce_tune::cni::result::NetResult;
 use roce_tune::cni::version::SUPPORTED_VERSIONS;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(conf) = NetConf::parse(data) else {
+    let Ok(conf) = NetConf::parse(data, std::path::Path::new("/etc/cni/roce-tune/node.json")) else {
         return;
     };
     let Some(prev) = conf.prev_result.as_ref() else {

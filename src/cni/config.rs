@@ -12,6 +12,7 @@ use super::error::{code, CniError, CniResult};
 use super::{json, version};
 use serde_json::{Map, Value};
 use std::fmt;
+use std::path::Path;
 use std::str::FromStr;
 
 /// Stdin larger than this is not a network config; refuse it before decoding.
@@ -138,41 +139,48 @@ pub struct NetConf {
     pub valid_attachments: Option<Vec<Attachment>>,
 }
 
+/// Stdin as one JSON value, decoded once (the command, the version an error
+/// speaks and the config all come from it): too large is 7; empty, not
+/// UTF-8 or not JSON (duplicate keys and too deep included) is 6.
+pub fn decode(bytes: &[u8]) -> CniResult<Value> {
+    if bytes.len() > MAX_STDIN_BYTES {
+        return Err(CniError::config(format!(
+            // The reader stops one byte past the limit, so the real size is unknown.
+            "network config on stdin is more than the {MAX_STDIN_BYTES} bytes a config can be: check what the runtime sends"
+        )));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(CniError::new(
+            code::DECODE_FAILED,
+            "network config on stdin is empty: the runtime must send the plugin's config",
+        ));
+    }
+    if let Err(e) = std::str::from_utf8(bytes) {
+        return Err(CniError::new(
+            code::DECODE_FAILED,
+            format!(
+                "network config on stdin is not UTF-8 (invalid byte at offset {})",
+                e.valid_up_to()
+            ),
+        ));
+    }
+    json::from_slice(bytes).map_err(|e| {
+        CniError::new(
+            code::DECODE_FAILED,
+            format!("network config on stdin is not valid JSON: {e}"),
+        )
+    })
+}
+
 impl NetConf {
     /// Decode and validate stdin. Malformed JSON is code 6, a bad key code 7,
-    /// an unsupported cniVersion code 1.
-    pub fn parse(bytes: &[u8]) -> CniResult<NetConf> {
-        if bytes.len() > MAX_STDIN_BYTES {
-            return Err(CniError::config(format!(
-                // The reader stops one byte past the limit, so the real size is unknown.
-                "network config on stdin is more than the {MAX_STDIN_BYTES} bytes a config can be: check what the runtime sends"
-            )));
-        }
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            return Err(CniError::new(
-                code::DECODE_FAILED,
-                "network config on stdin is empty: the runtime must send the plugin's config",
-            ));
-        }
-        if let Err(e) = std::str::from_utf8(bytes) {
-            return Err(CniError::new(
-                code::DECODE_FAILED,
-                format!(
-                    "network config on stdin is not UTF-8 (invalid byte at offset {})",
-                    e.valid_up_to()
-                ),
-            ));
-        }
-        let v = json::from_slice(bytes).map_err(|e| {
-            CniError::new(
-                code::DECODE_FAILED,
-                format!("network config on stdin is not valid JSON: {e}"),
-            )
-        })?;
-        Self::from_value(&v)
+    /// an unsupported cniVersion code 1. `node_config` is the file a refused
+    /// host-path key belongs in: the node config this node reads.
+    pub fn parse(bytes: &[u8], node_config: &Path) -> CniResult<NetConf> {
+        Self::from_value(&decode(bytes)?, node_config)
     }
 
-    pub fn from_value(v: &Value) -> CniResult<NetConf> {
+    pub fn from_value(v: &Value, node_config: &Path) -> CniResult<NetConf> {
         let obj = v
             .as_object()
             .ok_or_else(|| CniError::config("network config must be a JSON object"))?;
@@ -195,8 +203,8 @@ impl NetConf {
         for key in NODE_KEYS {
             if obj.contains_key(*key) {
                 return Err(CniError::config(format!(
-                    "{key} is a node setting, and a network config may not name host paths (any namespace user may write one); set {key} in the node config, {} (or the file ROCE_TUNE_NODE_CONFIG names), and remove it here",
-                    crate::node::DEFAULT_PATH
+                    "{key} is a node setting, and a network config may not name host paths (any namespace user may write one); set {key} in the node config, {}, and remove it here",
+                    node_config.display()
                 )));
             }
         }
@@ -561,8 +569,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    const NODE: &str = "/etc/cni/roce-tune/node.json";
+
     fn parse(v: Value) -> CniResult<NetConf> {
-        NetConf::parse(v.to_string().as_bytes())
+        NetConf::parse(v.to_string().as_bytes(), Path::new(NODE))
     }
 
     fn base() -> Value {
@@ -591,8 +601,11 @@ mod tests {
 
     #[test]
     fn fixture_stdin_parses() {
-        let c =
-            NetConf::parse(include_bytes!("../../tests/data/roce-tune-add-stdin.json")).unwrap();
+        let c = NetConf::parse(
+            include_bytes!("../../tests/data/roce-tune-add-stdin.json"),
+            Path::new(NODE),
+        )
+        .unwrap();
         assert_eq!(c.traffic_class, Some(41));
         assert_eq!(c.device_id.unwrap().as_str(), "0000:0c:00.2");
         assert!(c.prev_result.is_some());
@@ -686,16 +699,24 @@ mod tests {
         let mut v = base();
         v.as_object_mut().unwrap().remove("cniVersion");
         assert_eq!(parse(v).unwrap_err().code, 7);
-        assert_eq!(NetConf::parse(b"{not json").unwrap_err().code, 6);
         assert_eq!(
-            NetConf::parse(br#"{"cniVersion":"1.0.0","cniVersion":"1.0.0"}"#)
+            NetConf::parse(b"{not json", Path::new(NODE))
                 .unwrap_err()
                 .code,
             6
         );
-        assert_eq!(NetConf::parse(b"[]").unwrap_err().code, 7);
         assert_eq!(
-            NetConf::parse(&vec![b' '; MAX_STDIN_BYTES + 1])
+            NetConf::parse(
+                br#"{"cniVersion":"1.0.0","cniVersion":"1.0.0"}"#,
+                Path::new(NODE)
+            )
+            .unwrap_err()
+            .code,
+            6
+        );
+        assert_eq!(NetConf::parse(b"[]", Path::new(NODE)).unwrap_err().code, 7);
+        assert_eq!(
+            NetConf::parse(&vec![b' '; MAX_STDIN_BYTES + 1], Path::new(NODE))
                 .unwrap_err()
                 .code,
             7

@@ -78,6 +78,41 @@ impl CniEnv {
         Self::from_lookup(|k| std::env::var_os(k))
     }
 
+    /// DEL's reading: only what names the attachment (CNI_CONTAINERID and
+    /// CNI_IFNAME) must be valid. The netns is often gone, and neither it nor
+    /// CNI_ARGS is needed to give anything back, so a value ADD would have
+    /// refused there cannot stop a DEL (libcni's DelNetworkList stops at the
+    /// first plugin that fails, stranding the VF of the plugins after it).
+    pub fn for_del(get: impl Fn(&str) -> Option<OsString>) -> CniResult<Self> {
+        let var = |name: &str| match get(name) {
+            Some(v) if !v.is_empty() => v
+                .into_string()
+                .map(Some)
+                .map_err(|_| CniError::env(format!("{name} is not valid UTF-8"))),
+            _ => Ok(None),
+        };
+        let container_id = var("CNI_CONTAINERID")?.ok_or_else(|| missing("CNI_CONTAINERID"))?;
+        validate_container_id(&container_id)?;
+        let ifname = var("CNI_IFNAME")?.ok_or_else(|| missing("CNI_IFNAME"))?;
+        validate_ifname(&ifname)?;
+        let netns = var("CNI_NETNS")
+            .ok()
+            .flatten()
+            .filter(|ns| validate_netns_path(ns).is_ok());
+        let args = var("CNI_ARGS")
+            .ok()
+            .flatten()
+            .and_then(|a| parse_args(&a).ok())
+            .unwrap_or_default();
+        Ok(CniEnv {
+            command: Command::Del,
+            container_id: Some(container_id),
+            netns,
+            ifname: Some(ifname),
+            args,
+        })
+    }
+
     fn validate(&self) -> CniResult<()> {
         let needs_netns = matches!(self.command, Command::Add | Command::Check);
         let needs_attachment = needs_netns || self.command == Command::Del;
