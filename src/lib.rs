@@ -25,9 +25,11 @@ pub mod orphans;
 pub mod ownership;
 pub mod plugin;
 pub mod rdma;
+pub mod safe_dir;
 pub mod state;
 pub mod sysctl;
 pub mod sysfs;
+pub mod undo;
 
 /// An open or stat that failed because the path is not there (ENOENT), or a
 /// component of it is not a directory (ENOTDIR): "missing", not an error.

@@ -15,12 +15,11 @@
 //! bind mount can be gone while its file stays, and a `/proc/<pid>/ns/net`
 //! path can name another process's netns once the pid is reused.
 
-use crate::cni::{code, CniError, CniResult};
 use nix::sched::{setns, CloneFlags};
 use serde::{Deserialize, Serialize};
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// The identity of a netns: device and inode of its nsfs inode.
@@ -46,22 +45,43 @@ pub enum Lookup {
     NotNetns,
 }
 
+/// `include/uapi/linux/magic.h`: the filesystem of namespace files.
+const NSFS_MAGIC: i64 = 0x6e73_6673;
+
 impl NetNs {
-    /// Open `path` and prove it is a network namespace (NS_GET_NSTYPE).
-    pub fn lookup(path: &Path) -> CniResult<Lookup> {
-        let file = match File::open(path) {
+    /// Open `path` and prove it is a network namespace. A recorded path may
+    /// name anything by now (a FIFO, whose plain open blocks until a writer
+    /// comes; a device node, whose open has side effects), so it is first
+    /// opened with O_PATH, which neither blocks nor touches what it names,
+    /// and must be on nsfs; only then is the namespace file itself opened
+    /// (through /proc/self/fd: setns and NS_GET_NSTYPE refuse O_PATH
+    /// descriptors) and asked its type (NS_GET_NSTYPE).
+    pub fn lookup(path: &Path) -> Result<Lookup, NsError> {
+        let fail = |err: std::io::Error| NsError::Open {
+            path: path.to_owned(),
+            err,
+        };
+        let probe = match OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_PATH | nix::libc::O_CLOEXEC)
+            .open(path)
+        {
             Ok(f) => f,
             Err(e) if crate::is_missing(&e) => return Ok(Lookup::Missing),
-            Err(e) => return Err(CniError::io(format!("open netns {}", path.display()), e)),
+            Err(e) => return Err(fail(e)),
         };
+        match nix::sys::statfs::fstatfs(&probe) {
+            Ok(st) if st.filesystem_type().0 == NSFS_MAGIC => {}
+            Ok(_) => return Ok(Lookup::NotNetns),
+            Err(e) => return Err(fail(e.into())),
+        }
+        let file = File::open(format!("/proc/self/fd/{}", probe.as_raw_fd())).map_err(fail)?;
         // SAFETY: an ioctl without arguments on a descriptor we own.
         let kind = unsafe { nix::libc::ioctl(file.as_raw_fd(), nix::libc::NS_GET_NSTYPE) };
         if kind != nix::libc::CLONE_NEWNET {
             return Ok(Lookup::NotNetns);
         }
-        let meta = file
-            .metadata()
-            .map_err(|e| CniError::io(format!("stat netns {}", path.display()), e))?;
+        let meta = file.metadata().map_err(fail)?;
         let id = NsId {
             dev: meta.dev(),
             ino: meta.ino(),
@@ -73,29 +93,11 @@ impl NetNs {
         }))
     }
 
-    /// CNI_NETNS of ADD and CHECK: it must exist and be a network namespace.
-    pub fn open_required(path: &Path) -> CniResult<NetNs> {
-        match Self::lookup(path)? {
-            Lookup::Netns(ns) => Ok(ns),
-            Lookup::Missing => Err(CniError::new(
-                code::CONTAINER_UNKNOWN,
-                format!(
-                    "netns {} does not exist: the pod sandbox is gone or CNI_NETNS is wrong",
-                    path.display()
-                ),
-            )),
-            Lookup::NotNetns => Err(CniError::env(format!(
-                "CNI_NETNS {} is not a network namespace (neither an nsfs bind mount nor /proc/<pid>/ns/net)",
-                path.display()
-            ))),
-        }
-    }
-
     /// The netns an entry recorded, if it is still that one: the same path
     /// and the same nsfs inode. `None` means gone: missing, not a network
     /// namespace, or another one. An entry without an identity (written by
     /// 0.1.0) is alive while its path is a network namespace.
-    pub fn still(path: &Path, id: Option<NsId>) -> CniResult<Option<NetNs>> {
+    pub fn still(path: &Path, id: Option<NsId>) -> Result<Option<NetNs>, NsError> {
         Ok(match Self::lookup(path)? {
             Lookup::Netns(ns) if id.is_none_or(|id| id == ns.id) => Some(ns),
             _ => None,
@@ -112,20 +114,45 @@ impl NetNs {
 
     /// Run `f` on a thread inside this netns; the thread dies afterwards, so
     /// the caller's thread never changes namespace.
-    pub fn run<T: Send>(&self, f: impl FnOnce() -> CniResult<T> + Send) -> CniResult<T> {
+    pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, NsError> {
         std::thread::scope(|s| {
             s.spawn(|| {
-                setns(&self.file, CloneFlags::CLONE_NEWNET)
-                    .map_err(|e| CniError::io(format!("enter netns {}", self.path.display()), e))?;
-                f()
+                setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|errno| NsError::Enter {
+                    path: self.path.clone(),
+                    errno,
+                })?;
+                Ok(f())
             })
             .join()
-            .unwrap_or_else(|_| {
-                Err(CniError::new(
-                    code::IO_FAILURE,
-                    "a netns worker thread panicked",
-                ))
-            })
+            .unwrap_or(Err(NsError::Panicked))
         })
     }
 }
+
+/// Why a netns could not be used. Callers turn it into their own error.
+#[derive(Debug)]
+pub enum NsError {
+    /// Opening or examining the path failed (not "missing": that is a Lookup).
+    Open { path: PathBuf, err: std::io::Error },
+    /// setns(2) refused it.
+    Enter {
+        path: PathBuf,
+        errno: nix::errno::Errno,
+    },
+    /// The worker thread panicked.
+    Panicked,
+}
+
+impl std::fmt::Display for NsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NsError::Open { path, err } => write!(f, "open netns {}: {err}", path.display()),
+            NsError::Enter { path, errno } => {
+                write!(f, "enter netns {}: {}", path.display(), errno.desc())
+            }
+            NsError::Panicked => f.write_str("a netns worker thread panicked"),
+        }
+    }
+}
+
+impl std::error::Error for NsError {}

@@ -9,11 +9,11 @@
 //! --orphans` repairs all once, and `--every SECONDS` repairs in a loop, so a
 //! draining node with no ADDs still gets every class back.
 
-use crate::commands::{release_entry, Done};
 use crate::node::NodeConfig;
-use crate::ownership::is_live;
-use crate::state::{ReadError, StateDir};
-use crate::sysfs::View;
+use crate::ownership::{is_live, release_entry, Done, Place};
+use crate::rdma::reach::Sysfs;
+use crate::state::ReadError;
+use crate::state::StateDir;
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {
@@ -29,13 +29,13 @@ pub struct Report {
 /// Entries of `skip_container` (the pod being added, whose netns exists) are
 /// passed over by name, without a read.
 pub fn sweep(
-    state: &StateDir,
-    host: &View,
+    place: Place,
     skip_container: Option<&str>,
     max_examine: usize,
     max_release: usize,
 ) -> Report {
     let mut report = Report::default();
+    let state = place.state;
     let Ok(names) = state.attachments() else {
         return report;
     };
@@ -67,7 +67,7 @@ pub fn sweep(
         if is_live(&entry) {
             continue;
         }
-        match release_entry(state, &entry, host) {
+        match release_entry(place, &entry) {
             done @ Done::Released(_) => {
                 crate::info!("orphan {cid}/{ifname} (netns {} gone): {done}", entry.netns);
                 report.released.push(format!("{cid}/{ifname}"));
@@ -83,8 +83,8 @@ pub fn sweep(
 
 /// The share of orphan repair each ADD does before its own work: reading an
 /// entry costs about 6 us (`make bench`), so 16 keep it under 0.1 ms.
-pub fn sweep_bounded(state: &StateDir, host: &View, container_id: &str) {
-    sweep(state, host, Some(container_id), 16, 4);
+pub fn sweep_bounded(place: Place, container_id: &str) {
+    sweep(place, Some(container_id), 16, 4);
 }
 
 /// Every entry. A refused dir (a link, open to others) must not look like a
@@ -99,8 +99,15 @@ pub fn sweep_all(node: &NodeConfig) -> Report {
         Ok(None) => return Report::default(),
         Err(e) => return failed(format!("state dir: {}", e.msg)),
     };
-    match View::open(&node.sysfs_root) {
-        Ok(host) => sweep(&state, &host, None, usize::MAX, usize::MAX),
+    match Sysfs::open(&node.sysfs_root) {
+        Ok(sysfs) => {
+            let place = Place {
+                state: &state,
+                sysfs: &sysfs,
+                device_info_dir: &node.device_info_dir,
+            };
+            sweep(place, None, usize::MAX, usize::MAX)
+        }
         Err(e) => failed(format!("sysfs root {}: {e}", node.sysfs_root.display())),
     }
 }

@@ -14,9 +14,11 @@
 
 use crate::cni::{code, CniError, CniResult};
 use crate::netns::NetNs;
+use crate::rdma::device::{self, Resolved};
+use crate::rdma::reach::{Reach, Sysfs};
 use crate::rdma::traffic_class::{self, describe};
 use crate::rdma::{rdma_cm, RdmaPort};
-use crate::state::{self, Entry, Owned, ReadError, StateDir, FORMAT};
+use crate::state::{self, DeviceInfoFile, Entry, Owned, ReadError, StateDir, FORMAT};
 use crate::sysfs::View;
 use std::path::Path;
 
@@ -98,7 +100,9 @@ pub struct Claim<'a> {
     pub container_id: &'a str,
     pub ifname: &'a str,
     pub netns: &'a NetNs,
-    pub exclusive: bool,
+    pub reach: Reach,
+    /// The device-info file this ADD is about to make, recorded first.
+    pub device_info: Option<DeviceInfoFile>,
 }
 
 /// Record the originals, then write each wanted value and read it back. On
@@ -140,13 +144,18 @@ pub fn take(
         ifname: claim.ifname.to_owned(),
         netns: claim.netns.path().to_string_lossy().into_owned(),
         netns_id: Some(claim.netns.id()),
-        exclusive: claim.exclusive,
+        reach: claim.reach,
         device: port.device.clone(),
         port: port.port,
         pci: port.pci.clone(),
         guid: port.guid.clone(),
         traffic_class: None,
         rdma_cm_tos: None,
+        // A repeated ADD keeps the record of a file the first one made.
+        device_info: claim
+            .device_info
+            .clone()
+            .or_else(|| own.as_ref().and_then(|e| e.device_info.clone())),
         created_ns: state::now_ns(),
     };
     let own = own.filter(|e| e.same_device(&entry));
@@ -275,16 +284,15 @@ impl std::fmt::Display for Outcome {
     }
 }
 
-/// Give every recorded file back and drop the entry. `view` and `port` show
-/// the device where it is now (its identity already checked). An error keeps
-/// the entry, so a later repair can finish.
-pub fn release(
+/// Give every recorded file back, under the device's lock (held by the
+/// caller). `view` and `port` show the device where it is now (its identity
+/// already checked). An error keeps the entry, so a later repair can finish.
+fn release_locked(
     state: &StateDir,
     entry: &Entry,
     view: Views,
     port: &RdmaPort,
 ) -> CniResult<Vec<(Knob, Outcome)>> {
-    let _lock = state.lock(&entry.lock_key())?;
     let mut heirs: Option<Vec<Entry>> = None;
     let mut done = Vec::new();
     for knob in Knob::ALL {
@@ -341,6 +349,148 @@ pub fn release(
     }
     #[cfg(feature = "fault-injection")]
     crate::fault::point("del-before-state-remove");
-    state.remove(&entry.container_id, &entry.ifname)?;
     Ok(done)
+}
+
+/// Where an entry's device and files are given back: the state dir, the
+/// node's sysfs, and the node's deviceInfoDir.
+#[derive(Clone, Copy)]
+pub struct Place<'a> {
+    pub state: &'a StateDir,
+    pub sysfs: &'a Sysfs,
+    pub device_info_dir: &'a Path,
+}
+
+/// What became of an entry.
+#[derive(Debug)]
+pub enum Done {
+    /// Its files were given back (or were gone) and the entry dropped.
+    Released(Vec<(Knob, Outcome)>),
+    /// Nothing could be restored now; the entry stays for the orphan repair.
+    Kept(String),
+}
+
+impl std::fmt::Display for Done {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Done::Released(list) if list.is_empty() => f.write_str("nothing left to restore"),
+            Done::Released(list) => {
+                let parts: Vec<String> = list
+                    .iter()
+                    .map(|(k, o)| format!("{} {o}", k.name()))
+                    .collect();
+                f.write_str(&parts.join(", "))
+            }
+            Done::Kept(why) => write!(f, "kept for the orphan repair: {why}"),
+        }
+    }
+}
+
+/// Give back an entry's files where its device is now: inside the pod (the
+/// sysfs of its netns) for a device reached there whose pod still lives,
+/// else the host's view (the kernel returns a device to the host netns when
+/// its netns dies). Never fails: what cannot be done now is `Kept`. DEL, GC,
+/// the orphan repair and a repeated ADD all release through here.
+pub fn release_entry(place: Place, entry: &Entry) -> Done {
+    let mut seen_invisible = false;
+    if entry.reach == Reach::Pod {
+        match NetNs::still(Path::new(&entry.netns), entry.netns_id) {
+            Ok(Some(ns)) => match place.sysfs.pod_side_of(&ns) {
+                Ok(Some(pod)) => match device::resolve(&pod, entry.identity()) {
+                    Resolved::Here(port) => {
+                        let views = Views {
+                            device: &pod,
+                            host: place.sysfs.host(),
+                        };
+                        return release_in(place, entry, views, &port);
+                    }
+                    Resolved::Invisible => seen_invisible = true,
+                    Resolved::Gone => {}
+                },
+                Ok(None) => {}
+                Err(e) => crate::warn!(
+                    "the sysfs of netns {} could not be made ({e}); trying the host's view",
+                    entry.netns
+                ),
+            },
+            Ok(None) => {}
+            Err(e) => crate::warn!("{e}; trying the host's view"),
+        }
+    }
+    let host = place.sysfs.host();
+    match device::resolve(host, entry.identity()) {
+        Resolved::Here(port) => release_in(place, entry, Views { device: host, host }, &port),
+        Resolved::Invisible if entry.reach == Reach::Pod || seen_invisible => Done::Kept(format!(
+            "{} (PCI {}) shows no RDMA device from here: in exclusive mode it is still in a netns that has not finished exiting",
+            entry.device,
+            entry.pci.as_deref().unwrap_or("?")
+        )),
+        Resolved::Invisible | Resolved::Gone => {
+            crate::info!(
+                "{} port {} is gone (removed, re-created or renamed away): nothing to restore",
+                entry.device,
+                entry.port
+            );
+            forget_device_info(place, entry);
+            match place.state.remove(&entry.container_id, &entry.ifname) {
+                Ok(()) => Done::Released(Vec::new()),
+                Err(e) => Done::Kept(e.msg),
+            }
+        }
+    }
+}
+
+fn release_in(place: Place, entry: &Entry, view: Views, port: &RdmaPort) -> Done {
+    let _lock = match place.state.lock(&entry.lock_key()) {
+        Ok(l) => l,
+        Err(e) => return Done::Kept(e.msg),
+    };
+    match release_locked(place.state, entry, view, port) {
+        Ok(list) => {
+            forget_device_info(place, entry);
+            match place.state.remove(&entry.container_id, &entry.ifname) {
+                Ok(()) => Done::Released(list),
+                Err(e) => Done::Kept(e.msg),
+            }
+        }
+        Err(e) => Done::Kept(e.msg),
+    }
+}
+
+/// The device-info file this attachment's ADD made goes with it (sriov-cni
+/// removes the one it made itself, on its own DEL).
+fn forget_device_info(place: Place, entry: &Entry) {
+    if let Some(file) = &entry.device_info {
+        crate::device_info::remove(place.device_info_dir, file);
+    }
+}
+
+/// A failed ADD gives back what it wrote: the entry it recorded says what
+/// (and its originals), so the device ends as ADD found it and no state stays.
+pub fn undo_take(
+    state: &StateDir,
+    views: Views,
+    port: &RdmaPort,
+    container_id: &str,
+    ifname: &str,
+) {
+    let entry = match state.read(container_id, ifname) {
+        Ok(e) => e,
+        Err(ReadError::Missing) => return,
+        Err(e) => {
+            crate::error!("ADD failed and its state entry is unreadable: {e:?}");
+            return;
+        }
+    };
+    let undone = state.lock(&entry.lock_key()).and_then(|_lock| {
+        let done = release_locked(state, &entry, views, port)?;
+        state.remove(container_id, ifname)?;
+        Ok(done)
+    });
+    match undone {
+        Ok(r) => crate::info!("ADD failed: rolled back ({r:?})"),
+        Err(e) => crate::error!(
+            "ADD failed and its rollback failed too: {e}; the entry is kept for DEL and the orphan repair"
+        ),
+    }
 }

@@ -19,15 +19,19 @@
 use crate::cni::env::{validate_container_id, validate_ifname};
 use crate::cni::{code, CniError, CniResult};
 use crate::netns::NsId;
+use crate::rdma::device::Identity;
+use crate::rdma::reach::Reach;
 use crate::rdma::{is_guid, is_safe_component};
+use crate::safe_dir::DirError;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-/// The entry format this binary writes.
-pub const FORMAT: u32 = 2;
+/// The entry format this binary writes: 3 says how the device is reached
+/// (`reach`, was `exclusive`) and records a device-info file roce-tune made.
+pub const FORMAT: u32 = 3;
 /// A state entry is a few hundred bytes; anything larger is not ours.
 const MAX_ENTRY_BYTES: u64 = 64 * 1024;
 const SUFFIX: &str = ".state";
@@ -59,9 +63,9 @@ pub struct Entry {
     pub netns: String,
     /// `None` only for entries written by 0.1.0.
     pub netns_id: Option<NsId>,
-    /// The device was inside the pod (exclusive mode): reach it through a
-    /// sysfs made in the pod netns while the pod lives.
-    pub exclusive: bool,
+    /// Where the device's files are: the host's sysfs, or (exclusive mode)
+    /// the sysfs of the pod's netns while the pod lives.
+    pub reach: Reach,
     pub device: String,
     pub port: u32,
     /// The device's PCI function and node GUID at ADD: a name can move to
@@ -70,8 +74,74 @@ pub struct Entry {
     pub guid: Option<String>,
     pub traffic_class: Option<Owned>,
     pub rdma_cm_tos: Option<Owned>,
+    /// The device-info file roce-tune made for this attachment (it goes on
+    /// release); `None` when it made none.
+    pub device_info: Option<DeviceInfoFile>,
     /// Nanoseconds since the epoch: orders co-owners.
     pub created_ns: u64,
+}
+
+/// A device-info file roce-tune created, by its name in the node's
+/// deviceInfoDir (never a path: the dir is the node config's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeviceInfoFile {
+    pub name: String,
+    /// The PCI function it names: it is removed only while it still does.
+    pub pci: String,
+}
+
+/// The version 2 layout (0.1.0's successor), read so an upgrade loses no
+/// restore.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct EntryV2 {
+    #[allow(dead_code)]
+    version: u32,
+    network: String,
+    container_id: String,
+    ifname: String,
+    netns: String,
+    netns_id: Option<NsId>,
+    exclusive: bool,
+    device: String,
+    port: u32,
+    pci: Option<String>,
+    guid: Option<String>,
+    traffic_class: Option<Owned>,
+    rdma_cm_tos: Option<Owned>,
+    created_ns: u64,
+}
+
+impl From<EntryV2> for Entry {
+    fn from(v: EntryV2) -> Entry {
+        Entry {
+            version: 2,
+            network: v.network,
+            container_id: v.container_id,
+            ifname: v.ifname,
+            netns: v.netns,
+            netns_id: v.netns_id,
+            reach: reach_of(v.exclusive),
+            device: v.device,
+            port: v.port,
+            pci: v.pci,
+            guid: v.guid,
+            traffic_class: v.traffic_class,
+            rdma_cm_tos: v.rdma_cm_tos,
+            device_info: None,
+            created_ns: v.created_ns,
+        }
+    }
+}
+
+/// Formats 1 and 2 said `exclusive` (recorded only on the real /sys).
+fn reach_of(exclusive: bool) -> Reach {
+    if exclusive {
+        Reach::Pod
+    } else {
+        Reach::Host
+    }
 }
 
 /// The version 1 layout (0.1.0), read so an upgrade loses no restore.
@@ -104,7 +174,7 @@ impl From<EntryV1> for Entry {
             ifname: v.ifname,
             netns: v.netns,
             netns_id: None,
-            exclusive: v.exclusive,
+            reach: reach_of(v.exclusive),
             device: v.device,
             port: v.port,
             pci: None,
@@ -114,6 +184,7 @@ impl From<EntryV1> for Entry {
                 written: v.written,
             }),
             rdma_cm_tos: None,
+            device_info: None,
             created_ns: v.created.saturating_mul(1_000_000_000),
         }
     }
@@ -145,10 +216,30 @@ impl Entry {
         if !ns.is_absolute() || ns.components().any(|c| matches!(c, Component::ParentDir)) {
             return Err("its netns is not a clean absolute path".into());
         }
-        if self.traffic_class.is_none() && self.rdma_cm_tos.is_none() {
+        if let Some(d) = &self.device_info {
+            let name_ok = d.name.len() <= 255
+                && d.name != "."
+                && d.name != ".."
+                && d.name.bytes().all(|b| b.is_ascii_graphic() && b != b'/');
+            if !name_ok || crate::cni::config::PciAddr::parse(&d.pci).is_none() {
+                return Err("its device-info file is not a file name and a PCI address".into());
+            }
+        }
+        if self.traffic_class.is_none() && self.rdma_cm_tos.is_none() && self.device_info.is_none()
+        {
             return Err("it records nothing to restore".into());
         }
         Ok(())
+    }
+
+    /// What identifies the recorded device port.
+    pub fn identity(&self) -> Identity<'_> {
+        Identity {
+            device: &self.device,
+            port: self.port,
+            pci: self.pci.as_deref(),
+            guid: self.guid.as_deref(),
+        }
     }
 
     /// The lock key and port (co-owners share one device file).
@@ -239,6 +330,7 @@ pub fn decode(bytes: &[u8]) -> Result<Entry, ReadError> {
         .ok_or_else(|| ReadError::Corrupt("it has no format version".into()))?;
     let entry = match version {
         1 => Entry::from(serde_json::from_value::<EntryV1>(v).map_err(not_entry)?),
+        2 => Entry::from(serde_json::from_value::<EntryV2>(v).map_err(not_entry)?),
         n if n == u64::from(FORMAT) => serde_json::from_value::<Entry>(v).map_err(not_entry)?,
         n if n > u64::from(FORMAT) => return Err(ReadError::Newer(n.min(u32::MAX as u64) as u32)),
         _ => return Err(ReadError::Corrupt("its format version is 0".into())),
@@ -260,63 +352,15 @@ impl StateDir {
     }
 
     fn open(dir: &Path, create: bool) -> CniResult<Option<StateDir>> {
-        if !dir.is_absolute() || dir.components().any(|c| matches!(c, Component::ParentDir)) {
-            return Err(refused(dir, "it is not a clean absolute path".into()));
-        }
         // Every ancestor, from the root down, then the dir itself: a parent
         // that others can write lets them swap the dir for their own.
-        let mut path = PathBuf::new();
-        for c in dir.components() {
-            path.push(c);
-            let meta = match std::fs::symlink_metadata(&path) {
-                Ok(m) => m,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    if !create {
-                        return Ok(None);
-                    }
-                    match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                        Err(e) => return Err(io_err("create state dir", &path, e)),
-                    }
-                    std::fs::symlink_metadata(&path)
-                        .map_err(|e| io_err("stat state dir", &path, e))?
-                }
-                Err(e) => return Err(io_err("stat state dir", &path, e)),
-            };
-            let ft = meta.file_type();
-            if ft.is_symlink() {
-                return Err(refused(
-                    dir,
-                    format!("{} is a symbolic link", path.display()),
-                ));
+        match crate::safe_dir::check_chain(dir, create) {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(DirError::Io { what, path, err }) => {
+                return Err(io_err(&format!("{what} state dir"), &path, err))
             }
-            if !ft.is_dir() {
-                return Err(refused(
-                    dir,
-                    format!("{} is not a directory", path.display()),
-                ));
-            }
-            if meta.uid() != 0 {
-                return Err(refused(
-                    dir,
-                    format!(
-                        "{} is owned by uid {}, not root",
-                        path.display(),
-                        meta.uid()
-                    ),
-                ));
-            }
-            if meta.mode() & 0o022 != 0 {
-                return Err(refused(
-                    dir,
-                    format!(
-                        "{} is writable by group or others (mode {:o})",
-                        path.display(),
-                        meta.mode() & 0o7777
-                    ),
-                ));
-            }
+            Err(e) => return Err(refused(dir, e.to_string())),
         }
         let meta = std::fs::symlink_metadata(dir).map_err(|e| io_err("stat state dir", dir, e))?;
         if create && meta.mode() & 0o077 != 0 {
@@ -563,7 +607,7 @@ mod tests {
                 dev: 4,
                 ino: 4026532000,
             }),
-            exclusive: false,
+            reach: Reach::Host,
             device: "mlx5_2".into(),
             port: 1,
             pci: Some("0000:0c:00.2".into()),
@@ -573,6 +617,7 @@ mod tests {
                 written: 41,
             }),
             rdma_cm_tos: None,
+            device_info: None,
             created_ns: 1,
         }
     }
@@ -619,10 +664,19 @@ mod tests {
         );
         assert_eq!(old.netns_id, None);
         assert_eq!(old.created_ns, 7_000_000_000);
-        let newer = json!({"version": 3, "whatever": "a later binary wrote"});
+        let mut v2 = serde_json::to_value(&e).unwrap();
+        v2["version"] = json!(2);
+        v2["exclusive"] = json!(true);
+        let m = v2.as_object_mut().unwrap();
+        m.remove("reach");
+        m.remove("deviceInfo");
+        let two = decode(v2.to_string().as_bytes()).unwrap();
+        assert_eq!((two.version, two.reach), (2, Reach::Pod));
+        assert_eq!(two.traffic_class, e.traffic_class);
+        let newer = json!({"version": 4, "whatever": "a later binary wrote"});
         assert!(matches!(
             decode(newer.to_string().as_bytes()),
-            Err(ReadError::Newer(3))
+            Err(ReadError::Newer(4))
         ));
         // serde would quote the bad value; the reason must not.
         let mut bad = serde_json::to_value(&e).unwrap();

@@ -140,10 +140,6 @@ impl View {
         const FSCONFIG_CMD_CREATE: i32 = 6;
         const FSOPEN_CLOEXEC: u32 = 1;
         const FSMOUNT_CLOEXEC: u32 = 1;
-        #[cfg(feature = "fault-injection")]
-        if crate::fault::refused("pod-sysfs") {
-            return Err(SysfsError::Os(Errno::EPERM));
-        }
         let name = c"sysfs";
         // SAFETY: plain syscalls with valid pointers; each returned fd is
         // owned exactly once below.
@@ -167,6 +163,18 @@ impl View {
             dir: unsafe { OwnedFd::from_raw_fd(m) },
             real: true,
             label: label.to_owned(),
+        })
+    }
+
+    /// The directory `rel` beneath this view as a view of its own (a test
+    /// tree's `netns/<inode>/`: the sysfs a pod netns sees, docs/design.md
+    /// "Test trees"). Resolved like every path here; `Missing` when absent.
+    pub fn open_beneath(&self, rel: &Path) -> SysfsResult<View> {
+        let dir = self.open_at(rel, OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+        Ok(View {
+            dir,
+            real: self.real,
+            label: self.show(rel),
         })
     }
 

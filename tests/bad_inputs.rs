@@ -419,7 +419,7 @@ fn cases() -> Vec<Case> {
             "deviceID of no device",
             |c| c["deviceID"] = json!("0000:0c:1f.7"),
             100,
-            "no RDMA device",
+            "deviceID 0000:0c:1f.7 is not the pod's net1, which is the PCI function 0000:0c:00.2",
         ),
         // sysctl keys and values.
         Case::conf(

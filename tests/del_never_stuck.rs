@@ -171,7 +171,7 @@ fn an_invisible_exclusive_device_is_kept_until_it_comes_back() {
     let (pod, tree, state, c) = setup("Global tclass=106\n");
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
     let mut e = state.entry("c1", "net1").unwrap();
-    e["exclusive"] = json!(true);
+    e["reach"] = json!("pod");
     state.plant(&e);
     vanish(pod);
     let ib = tree.root.join(format!("bus/pci/devices/{PCI}/infiniband"));
@@ -291,7 +291,7 @@ fn an_entry_from_a_newer_release_is_left_alone() {
     let (pod, tree, state, c) = setup("Global tclass=106\n");
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
     let mut e = state.entry("c1", "net1").unwrap();
-    e["version"] = json!(3);
+    e["version"] = json!(4);
     e["somethingNew"] = json!({"a": 1});
     state.plant(&e);
     let planted = std::fs::read(state.0.join("c1:net1.state")).unwrap();

@@ -7,8 +7,9 @@
 
 mod common;
 use common::*;
-use roce_tune::netns::NetNs;
-use roce_tune::rdma::{needs_pod_sysfs, NetnsMode};
+use roce_tune::netns::{Lookup, NetNs, NsId};
+use roce_tune::rdma::reach::{Reach, Sysfs};
+use roce_tune::rdma::NetnsMode;
 use roce_tune::sysfs::View;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -55,12 +56,13 @@ fn a_fresh_sysfs_shows_the_pod_and_mounts_nothing() {
         .trim()
         .to_string();
 
-    let ns = NetNs::open_required(Path::new(&pod.path())).unwrap();
+    let Lookup::Netns(ns) = NetNs::lookup(Path::new(&pod.path())).unwrap() else {
+        panic!("{} is no netns", pod.path());
+    };
     let (view, inside_mounts, seen_inside_host_sysfs) = ns
         .run(|| {
-            let v = View::fresh_sysfs("<pod>")
-                .map_err(|e| roce_tune::cni::CniError::io("fsmount", e))?;
-            Ok((v, sysfs_mounts("/proc/thread-self/mountinfo"), host_sees()))
+            let v = View::fresh_sysfs("<pod>").expect("fsmount");
+            (v, sysfs_mounts("/proc/thread-self/mountinfo"), host_sees())
         })
         .unwrap();
     // Read on THIS thread, which never left the host's namespaces.
@@ -103,29 +105,45 @@ fn a_fresh_sysfs_shows_the_pod_and_mounts_nothing() {
     );
 }
 
+/// A test tree stands for the kernel: each netns sees `netns/<inode>/`
+/// (docs/design.md, "Test trees"), and exclusive mode reaches the device
+/// there, as it does on the real /sys through a sysfs made in the pod.
 #[test]
-fn a_test_tree_never_needs_the_pod_sysfs() {
+fn a_test_tree_gives_each_netns_its_own_view() {
     let tree = Tree::new();
     std::fs::write(
         tree.root.join("module/ib_core/parameters/netns_mode"),
         "N\n",
     )
     .unwrap();
-    let view = View::open(&tree.root).unwrap();
-    assert_eq!(NetnsMode::read(&view), NetnsMode::Exclusive);
+    let sysfs = Sysfs::open(&tree.root).unwrap();
+    assert_eq!(NetnsMode::read(sysfs.host()), NetnsMode::Exclusive);
+    assert_eq!(sysfs.reach(), Reach::Pod, "the same reach as on the kernel");
+    let ns = NsId {
+        dev: 4,
+        ino: 4026531999,
+    };
     assert!(
-        !needs_pod_sysfs(&view),
-        "a test tree is both the host and the pod view"
+        sysfs.pod_side(ns, "<pod>").unwrap().is_none(),
+        "nothing given"
     );
-    // On the real /sys it follows the module parameter.
-    let sys = View::open(Path::new("/sys")).unwrap();
-    assert_eq!(
-        needs_pod_sysfs(&sys),
-        NetnsMode::read(&sys) == NetnsMode::Exclusive
-    );
+    std::fs::create_dir_all(tree.root.join("netns/4026531999/class/net/net1")).unwrap();
+    let pod = sysfs
+        .pod_side(ns, "<pod>")
+        .unwrap()
+        .expect("the netns's view");
+    assert_eq!(pod.list(Path::new("class/net")).unwrap(), ["net1"]);
+    // On the real /sys the reach follows the module parameter.
+    let sys = Sysfs::open(Path::new("/sys")).unwrap();
+    let want = match NetnsMode::read(sys.host()) {
+        NetnsMode::Exclusive => Reach::Pod,
+        NetnsMode::Shared => Reach::Host,
+    };
+    assert_eq!(sys.reach(), want);
 }
 
-/// A tree in exclusive mode, one VF with its GID, and a config for `pod`.
+/// A tree in exclusive mode, one VF with its GID moved into `pod` (as the
+/// rdma plugin does), and a config for `pod`.
 fn exclusive_tree(pod: &Pod, state: &StateDirPath) -> (Tree, Value) {
     let tree = Tree::new();
     std::fs::write(
@@ -136,6 +154,7 @@ fn exclusive_tree(pod: &Pod, state: &StateDirPath) -> (Tree, Value) {
     tree.add_device("0000:0c:00.2", "mlx5_2", "Global tclass=106\n");
     tree.set_ipv4_gids("mlx5_2", "192.168.0.34");
     let c = rail_conf(&tree, state, "0000:0c:00.2", pod, 41, &["192.168.0.34/16"]);
+    tree.move_into(pod, "0000:0c:00.2", "mlx5_2");
     (tree, c)
 }
 
@@ -148,17 +167,70 @@ fn exclusive_mode_test_tree_add_and_del() {
     let state = StateDirPath::new();
     let (tree, c) = exclusive_tree(&pod, &state);
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
-    assert_eq!(tree.tc("mlx5_2"), "tclass=41");
     assert_eq!(
-        state.entry("c1", "net1").unwrap()["exclusive"],
-        json!(false),
-        "the tree was written directly, not through a pod sysfs"
+        tree.tc_in(pod.ino(), "mlx5_2"),
+        "tclass=41",
+        "the pod's device"
+    );
+    assert_eq!(
+        state.entry("c1", "net1").unwrap()["reach"],
+        json!("pod"),
+        "reached through the pod's sysfs, as on the kernel"
     );
     run_conf(&state, "CHECK", "c1", &pod, &c).ok();
     run_conf(&state, "DEL", "c1", &pod, &c).ok();
+    assert_eq!(tree.tc_in(pod.ino(), "mlx5_2"), "tclass=106");
+    // Without the rdma plugin the device stays on the host: not the pod's.
+    let other = Pod::new("net1", Some("192.168.0.34/16"));
+    tree.move_back(pod.ino(), "0000:0c:00.2", "mlx5_2");
+    let c = rail_conf(
+        &tree,
+        &state,
+        "0000:0c:00.2",
+        &other,
+        41,
+        &["192.168.0.34/16"],
+    );
+    let r = run_conf(&state, "ADD", "c2", &other, &c);
+    assert_eq!(r.code(), 100, "{}", r.stdout);
+    assert!(r.msg().contains("rdma plugin"), "{}", r.msg());
     assert_eq!(tree.tc("mlx5_2"), "tclass=106");
 }
 
+/// The kernel moves a device back to the host only in the asynchronous
+/// netns exit, after the netns path is gone: a DEL that sees it nowhere must
+/// keep the entry ("invisible" is not "gone"), and the repair restores the
+/// original once the device shows again.
+#[test]
+fn an_invisible_exclusive_device_is_kept_and_restored_when_it_returns() {
+    if !have_root("an_invisible_exclusive_device_is_kept_and_restored_when_it_returns") {
+        return;
+    }
+    let pod = Pod::new("net1", Some("192.168.0.34/16"));
+    let state = StateDirPath::new();
+    let (tree, c) = exclusive_tree(&pod, &state);
+    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    let ino = pod.ino();
+    pod.delete();
+    std::mem::forget(pod);
+    // The netns is gone (its view is no one's now), the device not yet back
+    // on the host: no view shows it.
+    let r = run_plugin(&state, "DEL", "c1", "", "net1", c.to_string().as_bytes());
+    r.ok();
+    assert!(
+        r.stderr.contains("kept for the orphan repair"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(state.entries(), ["c1:net1.state"], "the original is kept");
+    assert!(gc_orphans(&state).status != 0, "not restorable yet");
+    // The netns exit finishes: the device is the host's again.
+    tree.move_back(ino, "0000:0c:00.2", "mlx5_2");
+    let r = gc_orphans(&state);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(tree.tc("mlx5_2"), "tclass=106");
+    assert!(state.entries().is_empty());
+}
 /// An entry recorded as exclusive is first looked for in a sysfs mounted in
 /// the pod; where the device is not there (a test tree, or a device the
 /// kernel already returned to the host) the recorded host view restores it.
@@ -170,6 +242,7 @@ fn exclusive_entry_falls_back_to_the_host_view() {
     let pod = Pod::new("net1", Some("192.168.0.34/16"));
     let state = StateDirPath::new();
     let (tree, c) = exclusive_tree(&pod, &state);
+    tree.move_back(pod.ino(), "0000:0c:00.2", "mlx5_2");
     let mounts_before = sysfs_mounts("/proc/self/mountinfo");
     for (cid, pod_alive) in [("c1", true), ("c2", false)] {
         tree.set_tc("mlx5_2", "tclass=41");

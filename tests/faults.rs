@@ -97,6 +97,7 @@ fn run(
 
 fn conf(tree: &Tree, state: &StateDirPath, pod: &Pod) -> String {
     write_node_config(state, Some(tree), json!({}));
+    tree.bind(pod, "net1", PCI);
     json!({
         "cniVersion": "1.1.0", "name": "rail", "type": "roce-tune",
         "trafficClass": CLASS, "deviceID": PCI, "gidTimeoutMs": 2000,
@@ -427,10 +428,10 @@ fn a_refused_pod_sysfs_never_fails_del() {
         .succeeded("ADD")
         .unwrap();
     let mut e = state.entry(&cid, "net1").unwrap();
-    e["exclusive"] = json!(true);
+    e["reach"] = json!("pod");
     state.plant(&e);
-    let ib = tree.root.join(format!("bus/pci/devices/{PCI}/infiniband"));
-    std::fs::rename(ib.join(DEV), tree.root.join("in-the-pod")).unwrap();
+    // Exclusive mode: the device is in the pod, whose sysfs is refused.
+    tree.move_into(&pod, PCI, DEV);
     let out = Exec::cni(
         fault_bin(),
         &node_config(&state),
@@ -450,8 +451,9 @@ fn a_refused_pod_sysfs_never_fails_del() {
     );
     assert!(stderr.contains("kept for the orphan repair"), "{stderr}");
     assert_eq!(state.entries().len(), 1, "the original stays recorded");
+    let ino = pod.ino();
     pod.delete();
-    std::fs::rename(tree.root.join("in-the-pod"), ib.join(DEV)).unwrap();
+    tree.move_back(ino, PCI, DEV);
     gc_orphans(&state).succeeded("gc --orphans").unwrap();
     assert_eq!(class(&tree), Ok(Some(106)));
     assert!(state.entries().is_empty());

@@ -372,15 +372,20 @@ fn device_info_outside_the_nodes_dir_is_never_written() {
     let host = state.base().join("host");
     std::fs::create_dir_all(&host).unwrap();
     std::fs::write(host.join("precious"), "do not touch\n").unwrap();
-    std::os::unix::fs::symlink(host.join("precious"), dir.join("linked.json")).unwrap();
+    // This attachment's name, but a link to a host file.
+    let linked = dir.join("default-rail-c1_net1");
+    std::os::unix::fs::symlink(host.join("precious"), &linked).unwrap();
     for (path, why) in [
         (path_str(&host.join("precious")), "not directly inside"),
         (
             format!("{}/../host/precious", path_str(&dir)),
             "not directly inside",
         ),
-        (path_str(&dir.join("linked.json")), "symbolic link"),
-        (path_str(&host.join("new.json")), "not directly inside"),
+        (path_str(&linked), "symbolic link"),
+        (
+            path_str(&host.join("default-rail-c1_net1")),
+            "not directly inside",
+        ),
     ] {
         c["runtimeConfig"] = json!({"CNIDeviceInfoFile": path});
         let r = run_conf(&state, "ADD", "c1", &pod, &c);
@@ -392,12 +397,12 @@ fn device_info_outside_the_nodes_dir_is_never_written() {
         std::fs::read_to_string(host.join("precious")).unwrap(),
         "do not touch\n"
     );
-    assert!(!host.join("new.json").exists());
+    assert!(!host.join("default-rail-c1_net1").exists());
     let names: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .collect();
-    assert_eq!(names, ["linked.json"]);
+    assert_eq!(names, ["default-rail-c1_net1"]);
 }
 
 // ------------------------------------------------------------ idle VFs

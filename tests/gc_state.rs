@@ -14,6 +14,7 @@ fn conf(
     pod: &Pod,
 ) -> serde_json::Value {
     write_node_config(state, Some(tree), json!({}));
+    tree.bind(pod, "net1", pci);
     json!({
         "cniVersion": "1.1.0", "name": network, "type": "roce-tune", "trafficClass": 41,
         "deviceID": pci,

@@ -65,6 +65,10 @@ fn seed_case(seed: &(&str, &str, [(&str, &str); 4]), netns_mode: &str) -> (Tree,
         tree.set_gid(dev, i as u32, g, t);
     }
     let pod = Pod::new("net1", Some(&format!("{ip}/24")));
+    if netns_mode == "N" {
+        // Exclusive mode: the rdma plugin moved the device into the pod.
+        tree.move_into(&pod, "0000:0c:00.2", dev);
+    }
     (tree, pod)
 }
 
@@ -147,7 +151,7 @@ fn seed_exclusive_example_is_reported_and_passes() {
         .contains("RDMA netns mode: N (Y = shared, N = exclusive)"));
     assert!(r
         .stdout
-        .contains("a test tree: both views, nothing mounted"));
+        .contains("a test tree: the pod's view is netns/<inode>/, nothing mounted"));
     assert_seed_gids(&r, &SEED_EXCLUSIVE.2);
     assert!(r
         .stdout
@@ -589,45 +593,29 @@ fn without_device_the_lookup_add_uses_finds_it_and_says_how() {
     if !have_root("without_device_the_lookup_add_uses_finds_it_and_says_how") {
         return;
     }
-    let dev_link = std::path::Path::new("/sys/class/net/eth0/device");
-    let (Ok(target), Ok(subsystem)) = (
-        std::fs::read_link(dev_link),
-        std::fs::read_link(dev_link.join("subsystem")),
-    ) else {
-        eprintln!(
-            "SKIPPED the parent-device lookup: {} is not a link (no eth0, or eth0 has no parent device)",
-            dev_link.display()
-        );
-        return;
-    };
-    let name = |p: &std::path::Path| p.file_name().unwrap().to_str().unwrap().to_string();
-    let (parent, bus) = (name(&target), name(&subsystem));
+    // The tree plays the kernel: the pod's net1 is the PCI function
+    // 0000:0c:00.7, whose RDMA device is mlx5_9 (no RDMA netlink here).
     let tree = Tree::new();
-    tree.add_device("0000:0c:00.9", "mlx5_9", "tclass=41");
-    std::fs::create_dir_all(
-        tree.root
-            .join(format!("bus/{bus}/devices/{parent}/infiniband/mlx5_9")),
-    )
-    .unwrap();
-    let pid = std::process::id().to_string();
+    tree.add_device("0000:0c:00.7", "mlx5_9", "tclass=41");
+    let pod = Pod::new("net1", Some("192.168.0.34/24"));
+    tree.bind(&pod, "net1", "0000:0c:00.7");
+    let path = pod.path();
     let root = path_str(&tree.root);
     let mut a = vec![
-        "--pid",
-        &pid,
+        "--netns",
+        &path,
         "--ifname",
-        "eth0",
+        "net1",
         "--sysfs-root",
         &root,
         "--traffic-class",
         "41",
     ];
     let r = inspect(&a);
-    let line = lines_starting(&r, "Interface eth0:");
+    let line = lines_starting(&r, "Interface net1:");
     assert_eq!(line.len(), 1, "{}{}", r.stdout, r.stderr);
     assert!(
-        line[0].contains(&format!(
-            "rdma_device=mlx5_9 (by parent device {bus} {parent}) port=1 "
-        )),
+        line[0].contains("rdma_device=mlx5_9 (by its PCI function 0000:0c:00.7) port=1 "),
         "{}",
         line[0]
     );
@@ -641,14 +629,14 @@ fn without_device_the_lookup_add_uses_finds_it_and_says_how() {
     assert_eq!(j["interfaces"][0]["device"], "mlx5_9");
     assert_eq!(
         j["interfaces"][0]["device_source"],
-        format!("parent device {bus} {parent}")
+        "its PCI function 0000:0c:00.7"
     );
 
-    // A second device on the same parent: the lookup refuses to guess, as
+    // A second device on the same function: the lookup refuses to guess, as
     // it does for ADD, and says which.
     std::fs::create_dir_all(
         tree.root
-            .join(format!("bus/{bus}/devices/{parent}/infiniband/mlx5_10")),
+            .join("bus/pci/devices/0000:0c:00.7/infiniband/mlx5_10"),
     )
     .unwrap();
     a.pop();
@@ -684,7 +672,7 @@ fn pod_without_an_rdma_interface_fails_rdma_device() {
     assert_eq!(r.status, 1, "{}", r.stdout);
     let fails = lines_starting(&r, "FAIL rdma-device: no RDMA interface in the pod (net1: ");
     assert_eq!(fails.len(), 1, "{}", r.stdout);
-    assert!(fails[0].contains("no parent device"), "{}", fails[0]);
+    assert!(fails[0].contains("net1 is not a VF"), "{}", fails[0]);
     let r = inspect(&["--netns", &path, "--ifname", "net9", "--sysfs-root", root]);
     assert_eq!(r.status, 1);
     assert!(

@@ -18,6 +18,7 @@ fn dev(i: usize) -> (String, String) {
 
 fn conf(tree: &Tree, state: &StateDirPath, pci: &str, pod: &Pod) -> String {
     write_node_config(state, Some(tree), json!({}));
+    tree.bind(pod, "net1", pci);
     json!({
         "cniVersion": "1.1.0", "name": "rail", "type": "roce-tune", "trafficClass": 41,
         "deviceID": pci,

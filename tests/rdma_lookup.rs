@@ -5,8 +5,11 @@
 
 mod common;
 use common::*;
-use roce_tune::netlink::Netlink;
-use roce_tune::rdma::device;
+use roce_tune::netlink::{Link, Netlink};
+use roce_tune::netns::{Lookup, NetNs};
+use roce_tune::rdma::device::{self, Parent};
+use roce_tune::rdma::lookup;
+use roce_tune::rdma::reach::{PodSide, Sysfs};
 use roce_tune::sysfs::View;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -77,7 +80,7 @@ fn device_id_without_pci_dir_is_100() {
     let msg = lookup_fails(&pod, &tree, &state, &c);
     let dir = tree.root.join("bus/pci/devices/0000:0c:00.7/infiniband");
     assert!(
-        msg.contains("deviceID 0000:0c:00.7") && msg.contains(&path_str(&dir)),
+        msg.contains("its PCI function 0000:0c:00.7") && msg.contains(&path_str(&dir)),
         "{msg}"
     );
     assert!(state.entries().is_empty());
@@ -133,11 +136,10 @@ fn veth_without_device_id_has_no_parent() {
     let state = StateDirPath::new();
     let mut c = rail_conf(&tree, &state, "0000:0c:00.2", &pod, 41, &[ADDR]);
     c.as_object_mut().unwrap().remove("deviceID");
+    // The tree gives the pod's net1 no PCI function: a plain veth.
+    tree.unbind(&pod, "net1");
     let msg = lookup_fails(&pod, &tree, &state, &c);
-    assert!(
-        msg.contains("netlink reports no parent device") && msg.contains("net1"),
-        "{msg}"
-    );
+    assert!(msg.starts_with("net1 is not a VF"), "{msg}");
 
     // An interface the pod does not have is named as such (the class alone
     // needs the device; prevResult knows no address of net9).
@@ -185,31 +187,49 @@ fn netlink_parent_of_a_real_netdev_finds_its_rdma_device() {
         "{link:?}"
     );
 
+    // On the kernel, the pod's side is rtnetlink's answer (Linux 5.14+)...
+    let sysfs = Sysfs::open(Path::new("/sys")).unwrap();
+    let Lookup::Netns(me) = NetNs::lookup(Path::new("/proc/self/ns/net")).unwrap() else {
+        panic!("/proc/self/ns/net is no netns");
+    };
+    let want = Parent {
+        bus: want_bus.clone(),
+        dev: want_dev.clone(),
+    };
+    let mut side = PodSide::new(&sysfs, me.id(), "<sysfs>".into());
+    assert_eq!(
+        lookup::parent_of(&mut side, &link).unwrap(),
+        Some(want.clone())
+    );
+    // ... and, where rtnetlink has no parent attributes (older kernels), the
+    // `class/net/<ifname>/device` link of a sysfs made in the netns.
+    let bare = Link {
+        parent_dev: None,
+        parent_bus: None,
+        ..link.clone()
+    };
+    let mut side = PodSide::new(&sysfs, me.id(), "<sysfs>".into());
+    assert_eq!(
+        lookup::parent_of(&mut side, &bare).unwrap(),
+        Some(want.clone())
+    );
+
     let tree = Tree::new();
     std::fs::create_dir_all(tree.root.join(format!(
         "bus/{want_bus}/devices/{want_dev}/infiniband/mlx5_9"
     )))
     .unwrap();
-    let found = device::by_link(&View::open(&tree.root).unwrap(), &link).unwrap();
-    assert_eq!(
-        (
-            found.device.as_str(),
-            found.bus.as_str(),
-            found.parent.as_str()
-        ),
-        ("mlx5_9", want_bus.as_str(), want_dev.as_str())
-    );
-    // Same rules as by deviceID: a second entry makes it ambiguous.
+    let view = View::open(&tree.root).unwrap();
+    assert_eq!(device::of_parent(&view, &want).unwrap(), "mlx5_9");
+    // A second entry makes it ambiguous, as for every parent.
     std::fs::create_dir_all(tree.root.join(format!(
         "bus/{want_bus}/devices/{want_dev}/infiniband/mlx5_10"
     )))
     .unwrap();
-    let e = device::by_link(&View::open(&tree.root).unwrap(), &link).unwrap_err();
-    assert_eq!(e.code, 100);
+    let e = device::of_parent(&view, &want).unwrap_err().to_string();
     assert!(
-        e.msg.contains("ambiguous") && e.msg.contains("eth0"),
-        "{}",
-        e.msg
+        e.contains("ambiguous") && e.contains("mlx5_10, mlx5_9"),
+        "{e}"
     );
 
     // A name that does not exist is None, not an error.

@@ -77,6 +77,7 @@ fn stress_many_workers_many_devices() {
         }
         tree.add_device(&pci(d), &dev(d), &original(d));
         tree.set_ipv4_gids(&dev(d), &ip(d));
+        tree.bind(&pod, &rail(d), &pci(d));
     }
     write_node_config(&state, Some(&tree), json!({}));
     let netns = pod.path();

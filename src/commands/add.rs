@@ -1,25 +1,26 @@
-//! ADD: validate everything; make ONE trip into the pod netns to find the RDMA
-//! port, set the sysctls and prove the GID (nothing on the device is changed
-//! if any of that fails); then take the device's files from this thread,
-//! through the view that shows the device. Any failure undoes what this ADD
-//! did.
+//! ADD: validate everything; make ONE trip into the pod netns to find the
+//! pod's RDMA port (as the kernel shows it from there), set the sysctls and
+//! prove the GID (nothing on the device is changed if any of that fails);
+//! then take the device's files from this thread, through the view that
+//! shows the device. Each change pushes its undo on a guard, so any failure
+//! leaves the node as ADD found it.
 
-use super::locate_port;
 use crate::cni::config::{GidCheck, NetConf};
 use crate::cni::env::CniEnv;
 use crate::cni::result::NetResult;
 use crate::cni::{code, CniError, CniResult};
-use crate::netns::NetNs;
+use crate::device_info::{self, Plan, Request};
 use crate::node::NodeConfig;
 use crate::ownership::{self, Claim, Knob, Views};
 use crate::rdma::gid::{self, Verdict, Want};
-use crate::rdma::{NetnsMode, RdmaPort};
-use crate::state::{ReadError, StateDir};
+use crate::rdma::lookup::Found;
+use crate::rdma::reach::{PodSide, Reach};
+use crate::state::{DeviceInfoFile, StateDir};
 use crate::sysctl;
 use crate::sysfs::View;
+use crate::undo::Undo;
 use serde_json::Value;
 use std::net::{IpAddr, Ipv6Addr};
-use std::path::Path;
 use std::time::Duration;
 
 pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> {
@@ -34,7 +35,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     let expected = expected_gid(conf, &result, ifname)?;
     let sysctls = sysctl::resolve(&conf.sysctls, ifname);
     sysctl::check_allowlist(&conf.sysctls, ifname, node)?;
-    let netns = NetNs::open_required(Path::new(env.netns.as_deref().unwrap_or_default()))?;
+    let netns = super::open_netns(env)?;
     let wants: Vec<(Knob, u8)> = [
         conf.traffic_class.map(|tc| (Knob::TrafficClass, tc)),
         conf.rdma_cm_tos.map(|tos| (Knob::RdmaCmTos, tos)),
@@ -42,102 +43,139 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     .into_iter()
     .flatten()
     .collect();
-    // Opened once for both the record and the orphan sweep; without anything
-    // to record, a missing or refused dir only means nothing to sweep.
-    let state = if wants.is_empty() {
+    // The device-info file is judged by its name now, by its content once
+    // the pod's device is known; a refusal is logged, never fatal.
+    let info_request = conf
+        .device_info_file
+        .as_deref()
+        .filter(|_| conf.needs_rdma())
+        .and_then(|f| {
+            device_info::request(node, f, env.container_id(), ifname)
+                .inspect_err(|why| {
+                    crate::warn!("device info {}: not written: {why}", crate::log::escape(f))
+                })
+                .ok()
+        });
+    // Opened once for the record and the orphan sweep; without anything to
+    // record, a missing or refused dir only means nothing to sweep.
+    let state = if wants.is_empty() && info_request.is_none() {
         StateDir::existing(&node.state_dir).ok().flatten()
     } else {
         Some(StateDir::create(&node.state_dir)?)
     };
-    let host = if conf.needs_rdma() || state.is_some() {
-        Some(super::host_view(node)?)
+    let sysfs = if conf.needs_rdma() || state.is_some() {
+        Some(super::sysfs(node)?)
     } else {
         None
     };
-    if let (Some(state), Some(host)) = (&state, &host) {
-        crate::orphans::sweep_bounded(state, host, env.container_id());
+    if let (Some(state), Some(sysfs)) = (&state, &sysfs) {
+        crate::orphans::sweep_bounded(super::place(state, sysfs, node), env.container_id());
     }
-    // Exclusive mode on the real sysfs: the device is reachable only through
-    // a sysfs made in the pod (a test tree stands for both views).
-    let exclusive_mode = conf.needs_rdma()
-        && host
-            .as_ref()
-            .is_some_and(|h| NetnsMode::read(h) == NetnsMode::Exclusive);
-    let exclusive = exclusive_mode && host.as_ref().is_some_and(View::is_real);
+    // Decided once: where this rail's device is reached.
+    let reach = sysfs.as_ref().map_or(Reach::Host, |s| s.reach());
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-validation");
 
     // The trip: everything that needs the pod's netns. Its thread dies with
     // it; this thread never leaves the host's namespaces.
-    let pod = netns.run(|| {
-        let view = match (&host, exclusive) {
-            (Some(_), true) => Some(pod_sysfs(&netns)?),
-            (Some(h), false) => Some(h.try_clone().map_err(|e| CniError::io("sysfs", e))?),
-            (None, _) => None,
-        };
-        let port = match &view {
-            Some(v) if conf.needs_rdma() => Some(locate_port(conf, ifname, v, exclusive_mode)?),
-            _ => None,
-        };
-        let undo = sysctl::apply(&sysctls)?;
-        crate::debug!("sysctls applied: {}", sysctls.len());
-        #[cfg(feature = "fault-injection")]
-        crate::fault::point("add-after-sysctls");
-        if let (Some((want, addr)), Some(port), Some(view)) = (&expected, &port, &view) {
-            if let Err(e) = check_gid(conf, view, port, want, addr) {
-                sysctl::revert(&undo);
-                return Err(e);
-            }
-        }
-        Ok((view, port, undo))
-    })?;
-    let (view, port, undo) = pod;
-
-    if let (Some(state), Some(view), Some(port), false) = (&state, &view, &port, wants.is_empty()) {
-        let claim = Claim {
-            network: &conf.name,
-            container_id: env.container_id(),
-            ifname,
-            netns: &netns,
-            exclusive,
-        };
-        let previous = match &host {
-            Some(host) => release_previous_device(state, host, env, port),
-            None => Ok(()),
-        };
-        let taken = previous.and_then(|()| {
-            let views = Views {
-                device: view,
-                host: host.as_ref().unwrap_or(view),
+    let trip = netns
+        .run(|| -> CniResult<_> {
+            let Some(sysfs) = sysfs.as_ref().filter(|_| conf.needs_rdma()) else {
+                let undo = sysctl::apply(&sysctls)?;
+                return Ok((None, None, undo));
             };
-            ownership::take(state, views, port, &claim, &wants).inspect_err(|_| {
-                roll_back(state, views, port, env);
-            })
-        });
-        if let Err(e) = taken {
-            if let Err(r) = netns.run(|| {
-                sysctl::revert(&undo);
-                Ok(())
-            }) {
-                crate::error!("ADD failed and its sysctls could not be put back: {r}");
+            let label = format!("<sysfs of netns {}>", netns.path().display());
+            let mut side = PodSide::new(sysfs, netns.id(), label);
+            let link = super::pod_link(ifname)?;
+            let found = super::locate(conf, &mut side, reach, &link)?;
+            let undo = sysctl::apply(&sysctls)?;
+            crate::debug!("sysctls applied: {}", sysctls.len());
+            #[cfg(feature = "fault-injection")]
+            crate::fault::point("add-after-sysctls");
+            let pod_view = match reach {
+                Reach::Pod => side
+                    .into_view()
+                    .map_err(|e| CniError::io("the pod's sysfs", e))?,
+                Reach::Host => None,
+            };
+            if let Some((want, addr)) = &expected {
+                let view = pod_view.as_ref().unwrap_or(sysfs.host());
+                if let Err(e) = check_gid(conf, view, &found.port, want, addr) {
+                    sysctl::revert(&undo);
+                    return Err(e);
+                }
             }
-            return Err(e);
+            Ok((Some(found), pod_view, undo))
+        })
+        .map_err(super::ns_error)??;
+    let (found, pod_view, applied) = trip;
+    let views = sysfs.as_ref().map(|s| Views {
+        device: pod_view.as_ref().unwrap_or(s.host()),
+        host: s.host(),
+    });
+    let mut undo = Undo::new();
+    undo.push(|| {
+        let put_back = netns.run(|| sysctl::revert(&applied));
+        if let Err(e) = put_back {
+            crate::error!("ADD failed and its sysctls could not be put back: {e}");
+        }
+    });
+
+    let (Some(found), Some(sysfs), Some(views)) = (&found, &sysfs, views) else {
+        undo.disarm();
+        return Ok(output);
+    };
+    let info = info_request.and_then(|r| plan_device_info(node, r, found));
+    if let Some(state) = &state {
+        let created = info.as_ref().filter(|(_, plan, _)| *plan == Plan::Create);
+        if !wants.is_empty() || created.is_some() {
+            let claim = Claim {
+                network: &conf.name,
+                container_id: env.container_id(),
+                ifname,
+                netns: &netns,
+                reach,
+                device_info: created.map(|(r, _, pci)| DeviceInfoFile {
+                    name: r.name.clone(),
+                    pci: pci.clone(),
+                }),
+            };
+            release_previous_device(super::place(state, sysfs, node), env, &found.port)?;
+            // Recorded before the first write; a failure gives back what
+            // this ADD wrote (the entry says what), before the sysctls.
+            let port = &found.port;
+            undo.push(move || ownership::undo_take(state, views, port, env.container_id(), ifname));
+            ownership::take(state, views, &found.port, &claim, &wants)?;
         }
     }
-    if let (Some(file), Some(port)) = (&conf.device_info_file, &port) {
-        crate::device_info::update(node, file, port);
+    if let Some((req, plan, pci)) = &info {
+        device_info::apply(node, req, plan, &found.port, pci);
     }
+    undo.disarm();
     Ok(output)
 }
 
-/// The pod's own sysfs, made on the trip's thread (see `netns`).
-fn pod_sysfs(netns: &NetNs) -> CniResult<View> {
-    View::fresh_sysfs(&format!("<sysfs of netns {}>", netns.path().display())).map_err(|e| {
-        CniError::new(
-            code::RDMA_DEVICE,
-            format!("exclusive RDMA mode: the pod's sysfs could not be made ({e}); roce-tune needs CAP_SYS_ADMIN"),
-        )
-    })
+/// This attachment's device-info file, judged against the PCI function the
+/// pod's netdev proved to be; a refusal is logged and the file left alone.
+fn plan_device_info(
+    node: &NodeConfig,
+    req: Request,
+    found: &Found,
+) -> Option<(Request, Plan, String)> {
+    let Some(pci) = found.parent.as_ref().and_then(|p| p.pci_address()) else {
+        crate::warn!(
+            "device info {}: not written: the pod's netdev is no PCI function's, so no pci-address can be proved",
+            req.name
+        );
+        return None;
+    };
+    match device_info::plan(node, &req, &found.port, pci) {
+        Ok(plan) => Some((req, plan, pci.to_owned())),
+        Err(why) => {
+            crate::warn!("device info {}: not written: {why}", req.name);
+            None
+        }
+    }
 }
 
 /// The GID the pod's address must have, or `None` when the check is off (or
@@ -176,7 +214,7 @@ pub fn wanted_index(conf: &NetConf) -> Want {
 fn check_gid(
     conf: &NetConf,
     view: &View,
-    port: &RdmaPort,
+    port: &crate::rdma::RdmaPort,
     want: &Ipv6Addr,
     addr: &IpAddr,
 ) -> CniResult<()> {
@@ -210,50 +248,39 @@ fn check_gid(
 /// be lost. If it cannot be given back now, the ADD fails (11, try again):
 /// overwriting the entry would lose that original.
 fn release_previous_device(
-    state: &StateDir,
-    host: &View,
+    place: ownership::Place,
     env: &CniEnv,
-    port: &RdmaPort,
+    port: &crate::rdma::RdmaPort,
 ) -> CniResult<()> {
-    if let Ok(old) = state.read(env.container_id(), env.ifname()) {
-        let same = old.port == port.port
-            && match (&old.pci, &port.pci) {
-                (Some(a), Some(b)) => a == b,
-                _ => old.device == port.device,
-            };
-        if !same {
-            crate::warn!(
-                "repeated ADD now on {} port {}: first giving back {} port {}",
-                port.device,
-                port.port,
-                old.device,
-                old.port
-            );
-            match super::release_entry(state, &old, host) {
-                super::Done::Kept(why) => {
-                    return Err(CniError::new(
-                        code::TRY_AGAIN_LATER,
-                        format!(
-                            "this attachment's previous device {} cannot be given back yet ({why}); its original is kept, retry the ADD",
-                            old.device
-                        ),
-                    ))
-                }
-                done => crate::info!("previous device {}: {done}", old.device),
-            }
-        }
+    let Ok(old) = place.state.read(env.container_id(), env.ifname()) else {
+        return Ok(());
+    };
+    let same = old.port == port.port
+        && match (&old.pci, &port.pci) {
+            (Some(a), Some(b)) => a == b,
+            _ => old.device == port.device,
+        };
+    if same {
+        return Ok(());
     }
-    Ok(())
-}
-
-/// A failed ADD leaves the device as it found it and no state behind.
-fn roll_back(state: &StateDir, view: Views, port: &RdmaPort, env: &CniEnv) {
-    match state.read(env.container_id(), env.ifname()) {
-        Ok(entry) => match ownership::release(state, &entry, view, port) {
-            Ok(r) => crate::info!("ADD failed: rolled back ({r:?})"),
-            Err(e) => crate::error!("ADD failed and its rollback failed too: {e}; the entry is kept for DEL and the orphan repair"),
-        },
-        Err(ReadError::Missing) => {}
-        Err(e) => crate::error!("ADD failed and its state entry is unreadable: {e:?}"),
+    crate::warn!(
+        "repeated ADD now on {} port {}: first giving back {} port {}",
+        port.device,
+        port.port,
+        old.device,
+        old.port
+    );
+    match ownership::release_entry(place, &old) {
+        ownership::Done::Kept(why) => Err(CniError::new(
+            code::TRY_AGAIN_LATER,
+            format!(
+                "this attachment's previous device {} cannot be given back yet ({why}); its original is kept, retry the ADD",
+                old.device
+            ),
+        )),
+        done => {
+            crate::info!("previous device {}: {done}", old.device);
+            Ok(())
+        }
     }
 }

@@ -12,10 +12,10 @@
 
 use crate::cni::env::CniEnv;
 use crate::cni::{code, CniError, CniResult};
-use crate::commands::{release_entry, Done};
 use crate::node::NodeConfig;
+use crate::ownership::{release_entry, Done};
+use crate::rdma::reach::Sysfs;
 use crate::state::{ReadError, StateDir};
-use crate::sysfs::View;
 
 pub fn run(env: &CniEnv, node: &NodeConfig) -> CniResult<()> {
     let state = match StateDir::existing(&node.state_dir) {
@@ -75,8 +75,8 @@ pub fn run(env: &CniEnv, node: &NodeConfig) -> CniResult<()> {
     };
     #[cfg(feature = "fault-injection")]
     crate::fault::point("del-after-read-state");
-    let done = match View::open(&node.sysfs_root) {
-        Ok(host) => release_entry(&state, &entry, &host),
+    let done = match Sysfs::open(&node.sysfs_root) {
+        Ok(sysfs) => release_entry(super::place(&state, &sysfs, node), &entry),
         Err(e) => Done::Kept(format!("sysfs root {}: {e}", node.sysfs_root.display())),
     };
     match &done {

@@ -4,10 +4,9 @@
 
 use crate::cni::config::NetConf;
 use crate::cni::{code, CniError, CniResult};
-use crate::commands::Done;
 use crate::node::NodeConfig;
+use crate::ownership::{release_entry, Done};
 use crate::state::{ReadError, StateDir};
-use crate::sysfs::View;
 
 pub fn run(conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
     let valid = conf.valid_attachments.as_ref().ok_or_else(|| {
@@ -19,8 +18,9 @@ pub fn run(conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
     let Some(state) = StateDir::existing(&node.state_dir)? else {
         return Ok(());
     };
-    let host = View::open(&node.sysfs_root)
+    let sysfs = crate::rdma::reach::Sysfs::open(&node.sysfs_root)
         .map_err(|e| CniError::io(format!("sysfs root {}", node.sysfs_root.display()), e))?;
+    let place = super::place(&state, &sysfs, node);
     let is_valid = |cid: &str, ifname: &str| {
         valid
             .iter()
@@ -47,7 +47,7 @@ pub fn run(conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
         .iter()
         .filter(|e| e.network == conf.name && !is_valid(&e.container_id, &e.ifname))
     {
-        match super::release_entry(&state, entry, &host) {
+        match release_entry(place, entry) {
             done @ Done::Released(_) => crate::info!(
                 "GC: released {}/{} on {}: {done}",
                 entry.container_id,

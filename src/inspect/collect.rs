@@ -15,9 +15,10 @@ use crate::netlink::{Link, Netlink};
 use crate::netns::{Lookup, NetNs};
 use crate::node::NodeConfig;
 use crate::rdma::gid::{self, GidEntry};
-use crate::rdma::lookup::{self, Asker, How, Wanted};
+use crate::rdma::lookup::{self, CrossCheck, How, Names};
+use crate::rdma::reach::{PodSide, Reach, Sysfs};
 use crate::rdma::traffic_class::{self, TrafficClass};
-use crate::rdma::{class_dir, is_safe_component, needs_pod_sysfs, port_state, NetnsMode, RdmaPort};
+use crate::rdma::{class_dir, is_safe_component, port_state, NetnsMode, RdmaPort};
 use crate::sysctl;
 use crate::sysfs::{SysfsError, View};
 use anyhow::{bail, Context, Result};
@@ -121,10 +122,10 @@ pub struct PodView {
     pub not_rails: Vec<(String, String)>,
 }
 
-/// The host's sysfs view: what stops the inspection when it cannot be had.
-pub fn open_sysfs(root: &Path) -> Result<View> {
-    match View::open(root) {
-        Ok(view) => Ok(view),
+/// The node's sysfs: what stops the inspection when it cannot be had.
+pub fn open_sysfs(root: &Path) -> Result<Sysfs> {
+    match Sysfs::open(root) {
+        Ok(sysfs) => Ok(sysfs),
         // ENOENT and ENOTDIR alike: there is no tree to read.
         Err(SysfsError::Missing) => bail!("sysfs root {} is not a directory", root.display()),
         Err(e) => Err(cause(e)).with_context(|| format!("sysfs root {}", root.display())),
@@ -217,8 +218,8 @@ fn pci_holding(view: &View, dev: &str, pci_dirs: &mut Option<Vec<String>>) -> Op
 // ---------------------------------------------------------------------------
 // Pod view
 
-pub fn pod(opts: &Options, host: &View, netns: PathBuf) -> Result<PodView> {
-    let ns = match NetNs::lookup(&netns).map_err(message)? {
+pub fn pod(opts: &Options, sysfs: &Sysfs, netns: PathBuf) -> Result<PodView> {
+    let ns = match NetNs::lookup(&netns).map_err(cause)? {
         Lookup::Netns(ns) => ns,
         Lookup::Missing => match opts.pid {
             Some(p) => bail!("no process {p} ({} does not exist)", netns.display()),
@@ -226,26 +227,23 @@ pub fn pod(opts: &Options, host: &View, netns: PathBuf) -> Result<PodView> {
         },
         Lookup::NotNetns => bail!("{} is not a network namespace", netns.display()),
     };
-    let mode = NetnsMode::read(host);
-    let mount = needs_pod_sysfs(host);
-    let sysfs = if !host.is_real() {
+    let mode = NetnsMode::read(sysfs.host());
+    // The same reach as ADD's, so inspect sees what ADD sees.
+    let reach = sysfs.reach();
+    let shown = if sysfs.is_test_tree() {
         PodSysfs::TestTree
-    } else if mount {
+    } else if reach == Reach::Pod {
         PodSysfs::PodMount
     } else {
         PodSysfs::Host
     };
     let in_pod = ns
         .run(|| {
-            let view = if mount {
-                View::fresh_sysfs("<pod sysfs>")
-                    .map_err(|e| CniError::io("make the pod's sysfs", e))?
-            } else {
-                host.try_clone().map_err(|e| CniError::io("sysfs", e))?
-            };
-            in_pod(opts, &view, mode == NetnsMode::Exclusive)
+            let mut side = PodSide::new(sysfs, ns.id(), "<pod sysfs>".into());
+            in_pod(opts, &mut side, reach)
         })
-        .map_err(message)
+        .map_err(cause)
+        .and_then(|r| r.map_err(message))
         .with_context(|| format!("inside netns {}", netns.display()))?;
     let char_devices = opts.pid.and_then(|p| {
         // The pod's /dev, not sysfs: through the process's root.
@@ -262,7 +260,7 @@ pub fn pod(opts: &Options, host: &View, netns: PathBuf) -> Result<PodView> {
         pid: opts.pid,
         sysfs_root: opts.sysfs_root.clone(),
         mode,
-        sysfs,
+        sysfs: shown,
         visible_devices: in_pod.visible_devices,
         char_devices,
         interfaces: in_pod.interfaces,
@@ -281,13 +279,12 @@ type Found = Result<(RdmaPort, DeviceSource), String>;
 
 /// Runs on the thread inside the pod netns: rtnetlink, RDMA netlink,
 /// /proc/sys/net and the GID files all answer for the reading thread's netns.
-fn in_pod(opts: &Options, view: &View, exclusive: bool) -> CniResult<InPod> {
+fn in_pod(opts: &Options, side: &mut PodSide, reach: Reach) -> CniResult<InPod> {
     let mut nl = Netlink::open()?;
-    let wanted = Wanted {
+    let cross = CrossCheck {
         device_id: None,
         rdma_port: opts.port,
-        exclusive,
-        asker: Asker::Inspect,
+        names: Names::Inspect,
     };
     let mut not_rails = Vec::new();
     let mut rails: Vec<(Link, Found)> = Vec::new();
@@ -295,8 +292,11 @@ fn in_pod(opts: &Options, view: &View, exclusive: bool) -> CniResult<InPod> {
         Some(name) => match nl.link_by_name(name)? {
             Some(link) => {
                 let found = match &opts.device {
-                    Some(dev) => forced(view, dev, opts),
-                    None => look_up(view, &link, &wanted),
+                    Some(dev) => match device_view(side, reach)? {
+                        Some(view) => forced(view, dev, opts),
+                        None => Err(no_pod_side()),
+                    },
+                    None => look_up(side, reach, &link, &cross),
                 };
                 rails.push((link, found));
             }
@@ -310,7 +310,7 @@ fn in_pod(opts: &Options, view: &View, exclusive: bool) -> CniResult<InPod> {
                 if link.name == "lo" {
                     continue;
                 }
-                match look_up(view, &link, &wanted) {
+                match look_up(side, reach, &link, &cross) {
                     Ok((port, _)) if opts.device.as_ref().is_some_and(|d| *d != port.device) => {
                         let why = format!("its RDMA device is {}", port.device);
                         not_rails.push((link.name.clone(), why));
@@ -321,6 +321,9 @@ fn in_pod(opts: &Options, view: &View, exclusive: bool) -> CniResult<InPod> {
             }
         }
     }
+    // None: a test tree that gives this netns nothing, so no rail was found
+    // and there is nothing to read.
+    let view = device_view(side, reach)?;
     let settings: Vec<SysctlSetting> = DEFAULT_SYSCTLS
         .iter()
         .map(|(k, v)| SysctlSetting {
@@ -343,24 +346,19 @@ fn in_pod(opts: &Options, view: &View, exclusive: bool) -> CniResult<InPod> {
             Ok((port, source)) => (Ok((port.device.clone(), source)), Some(port)),
             Err(why) => (Err(why), None),
         };
+        let at = port.as_ref().zip(view);
         interfaces.push(Iface {
             ifname: link.name,
             device,
             port: port
                 .as_ref()
                 .map_or(opts.port.unwrap_or(DEFAULT_PORT), |p| p.port),
-            port_state: port.as_ref().and_then(|p| port_state(view, p)),
+            port_state: at.and_then(|(p, v)| port_state(v, p)),
             addrs,
-            gids: port
-                .as_ref()
-                .map(|p| gid::table(view, p))
-                .unwrap_or_default(),
-            tc: port
-                .as_ref()
-                .map_or(TcState::NoFile, |p| read_class(view, p)),
-            tc_path: port
-                .as_ref()
-                .map(|p| PathBuf::from(view.show(&p.traffic_class_path())))
+            gids: at.map(|(p, v)| gid::table(v, p)).unwrap_or_default(),
+            tc: at.map_or(TcState::NoFile, |(p, v)| read_class(v, p)),
+            tc_path: at
+                .map(|(p, v)| PathBuf::from(v.show(&p.traffic_class_path())))
                 .unwrap_or_default(),
             sysctls,
         });
@@ -368,15 +366,29 @@ fn in_pod(opts: &Options, view: &View, exclusive: bool) -> CniResult<InPod> {
     Ok(InPod {
         interfaces,
         not_rails,
-        visible_devices: device_names(view),
+        visible_devices: view.map(device_names).unwrap_or_default(),
     })
 }
 
-/// The device ADD would find: RDMA netlink first, then the parent device.
-fn look_up(view: &View, link: &Link, wanted: &Wanted) -> Found {
-    lookup::locate_link(view, link, wanted)
-        .map(|(port, how)| (port, DeviceSource::Lookup(how)))
-        .map_err(|e| e.msg)
+/// The device ADD would find, by the same lookup.
+fn look_up(side: &mut PodSide, reach: Reach, link: &Link, cross: &CrossCheck) -> Found {
+    lookup::locate(side, reach, link, cross)
+        .map(|f| (f.port, DeviceSource::Lookup(f.how)))
+        .map_err(|e| e.to_string())
+}
+
+/// Where the pod's devices are read: the host's sysfs, or the pod's side.
+fn device_view<'s>(side: &'s mut PodSide, reach: Reach) -> CniResult<Option<&'s View>> {
+    match reach {
+        Reach::Host => Ok(Some(side.sysfs().host())),
+        Reach::Pod => side
+            .view()
+            .map_err(|e| CniError::io("make the pod's sysfs", e)),
+    }
+}
+
+fn no_pod_side() -> String {
+    "the test tree gives this pod's netns no view (netns/<inode>/): no device is visible from the pod".into()
 }
 
 /// `--device`: taken as given, as long as the view has it.

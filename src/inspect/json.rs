@@ -13,7 +13,22 @@ use std::path::Path;
 
 /// Pretty JSON and a newline, as every `--json` run ends.
 pub fn text(v: &impl Serialize) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_default() + "\n"
+    terminal_safe(&(serde_json::to_string_pretty(v).unwrap_or_default() + "\n"))
+}
+
+/// serde_json escapes C0 controls only; C1 (U+0080..U+009F: U+009B is the
+/// 8-bit CSI) and the line separators reach a terminal raw. Outside strings
+/// JSON holds none of them, so escaping every one keeps the JSON valid.
+fn terminal_safe(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        if ('\u{80}'..='\u{9f}').contains(&c) || c == '\u{2028}' || c == '\u{2029}' {
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// What stopped the inspection, on one line, for a script that reads
@@ -23,7 +38,7 @@ pub fn stopped(error: &str) -> String {
     struct Stopped<'a> {
         error: &'a str,
     }
-    serde_json::to_string(&Stopped { error }).unwrap_or_default() + "\n"
+    terminal_safe(&(serde_json::to_string(&Stopped { error }).unwrap_or_default() + "\n"))
 }
 
 #[derive(Serialize)]

@@ -44,7 +44,7 @@ pub fn run(args: &[String]) -> i32 {
     };
     match inspect(&opts) {
         Ok((out, checks)) => {
-            print!("{out}");
+            print!("{}", terminal_safe(&out));
             verdicts::exit_code(&checks)
         }
         Err(e) => {
@@ -53,17 +53,30 @@ pub fn run(args: &[String]) -> i32 {
             if opts.json {
                 print!("{}", json::stopped(&msg));
             }
-            eprintln!("roce-tune inspect: {msg}");
+            eprintln!("roce-tune inspect: {}", crate::log::escape(&msg));
             2
         }
     }
 }
 
+/// A pod names its interfaces itself, with any byte but '/', ':',
+/// whitespace and NUL (the kernel's dev_valid_name): an ESC sequence in a
+/// name would move the operator's cursor or forge a PASS line. Every line
+/// is escaped as the log's are; JSON output is escaped by its encoder.
+fn terminal_safe(out: &str) -> String {
+    out.split_inclusive('\n')
+        .map(|l| {
+            let (body, end) = l.strip_suffix('\n').map_or((l, ""), |b| (b, "\n"));
+            format!("{}{end}", crate::log::escape(body))
+        })
+        .collect()
+}
+
 /// Collect, judge, render: the output and the checks it shows.
 fn inspect(opts: &Options) -> Result<(String, Vec<verdicts::Check>)> {
-    let host = collect::open_sysfs(&opts.sysfs_root)?;
+    let sysfs = collect::open_sysfs(&opts.sysfs_root)?;
     let Some(netns) = opts.netns_path() else {
-        let node = collect::node(opts, &host);
+        let node = collect::node(opts, sysfs.host());
         let checks = verdicts::node_checks(&node, opts);
         let out = if opts.json {
             json::text(&json::node(&node, &checks))
@@ -72,7 +85,7 @@ fn inspect(opts: &Options) -> Result<(String, Vec<verdicts::Check>)> {
         };
         return Ok((out, checks));
     };
-    let pod = collect::pod(opts, &host, netns)?;
+    let pod = collect::pod(opts, &sysfs, netns)?;
     let checks = verdicts::pod_checks(&pod, opts);
     let out = if opts.json {
         json::text(&json::pod(&pod, opts, &checks))

@@ -115,7 +115,7 @@ pub fn node_text(node: &NodeView, checks: &[Check]) -> String {
 
 pub fn sysfs_text(s: PodSysfs) -> &'static str {
     match s {
-        PodSysfs::TestTree => "a test tree: both views, nothing mounted",
+        PodSysfs::TestTree => "a test tree: the pod's view is netns/<inode>/, nothing mounted",
         PodSysfs::Host => "the host's /sys, read from a thread inside the pod netns",
         PodSysfs::PodMount => "a private sysfs mounted inside the pod netns",
     }

@@ -424,13 +424,13 @@ fn the_pod_view_says_how_each_device_was_found() {
         "Interface net1: ip=192.168.0.34 rdma_device=mlx5_2 (by RDMA netlink) port=1 state=4: ACTIVE traffic_class=41"
     );
     assert_eq!(json, "RDMA netlink");
-    let parent = How::Parent("pci 0000:0c:00.2".into());
+    let parent = How::Parent(crate::rdma::device::Parent::pci("0000:0c:00.2"));
     let (text, json) = line(Ok(("mlx5_2".into(), DeviceSource::Lookup(parent))));
     assert!(
-        text.contains("rdma_device=mlx5_2 (by parent device pci 0000:0c:00.2) "),
+        text.contains("rdma_device=mlx5_2 (by its PCI function 0000:0c:00.2) "),
         "{text}"
     );
-    assert_eq!(json, "parent device pci 0000:0c:00.2");
+    assert_eq!(json, "its PCI function 0000:0c:00.2");
     let (text, json) = line(Ok(("mlx5_2".into(), DeviceSource::Forced)));
     assert!(
         text.contains("rdma_device=mlx5_2 (from --device) "),

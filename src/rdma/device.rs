@@ -1,112 +1,135 @@
-//! From the VF to its RDMA device through sysfs: by PCI address when Multus
-//! gave one (`deviceID`/`pciBusID`), else by the netdev's parent device as
-//! netlink reports it inside the pod (IFLA_PARENT_DEV_NAME/_BUS_NAME), then
-//! `bus/<bus>/devices/<dev>/infiniband/` must hold exactly one entry.
+//! From a netdev's parent device to its RDMA device through sysfs:
+//! `bus/<bus>/devices/<dev>/infiniband/` must hold exactly one entry; and
+//! where a recorded device is now, checked by its identity.
 
-use super::lookup::Asker;
 use super::{is_safe_component, RdmaPort};
-use crate::cni::config::PciAddr;
-use crate::cni::{code, CniError, CniResult};
-use crate::netlink::Link;
-use crate::sysfs::View;
+use crate::sysfs::{SysfsError, View};
+use std::fmt;
 use std::path::PathBuf;
 
-/// How the device was found, for logs and messages.
+/// A netdev's parent device, as the kernel shows it from the netdev's netns:
+/// a VF's PCI function (`pci`, `0000:0c:00.2`), an SF's auxiliary device.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Found {
-    pub device: String,
+pub struct Parent {
     pub bus: String,
-    pub parent: String,
+    pub dev: String,
 }
 
-/// The RDMA device of the PCI function `pci`.
-pub fn by_pci(view: &View, pci: &PciAddr) -> CniResult<Found> {
-    by_parent(view, "pci", pci.as_str(), &format!("deviceID {pci}"))
-}
+impl Parent {
+    pub fn pci(dev: &str) -> Parent {
+        Parent {
+            bus: "pci".into(),
+            dev: dev.into(),
+        }
+    }
 
-/// The RDMA device of a netdev's parent, as netlink reported it.
-pub fn by_link(view: &View, link: &Link) -> CniResult<Found> {
-    by_link_for(view, link, Asker::Plugin)
-}
-
-/// `by_link`, whose failure for a netdev without a parent names what `asker`
-/// can give instead.
-pub fn by_link_for(view: &View, link: &Link, asker: Asker) -> CniResult<Found> {
-    match (&link.parent_bus, &link.parent_dev) {
-        (Some(bus), Some(dev)) => by_parent(view, bus, dev, &format!("the parent device of {}", link.name)),
-        _ => Err(CniError::new(
-            code::RDMA_DEVICE,
-            format!(
-                "no RDMA device for {}: netlink reports no parent device for it (a veth or a kernel before 5.14?); {}",
-                link.name,
-                asker.instead_of_parent()
-            ),
-        )),
+    /// The PCI address, when the parent is a PCI function.
+    pub fn pci_address(&self) -> Option<&str> {
+        (self.bus == "pci").then_some(self.dev.as_str())
     }
 }
 
-pub fn by_parent(view: &View, bus: &str, dev: &str, what: &str) -> CniResult<Found> {
-    if !is_safe_component(bus) || !is_safe_component(dev) {
-        return Err(CniError::new(
-            code::RDMA_DEVICE,
-            format!(
-                "no RDMA device for {what}: the bus or device name netlink gave is not a sysfs name"
+impl fmt::Display for Parent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.pci_address() {
+            Some(pci) => write!(f, "PCI function {pci}"),
+            None => write!(f, "{} device {}", self.bus, self.dev),
+        }
+    }
+}
+
+/// Why a parent has no usable RDMA device. The directory is named as the
+/// view shows it; names read from it are quoted only when they are names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FindError {
+    /// The bus or device name is not a sysfs name.
+    BadName,
+    Unreadable {
+        dir: String,
+        why: SysfsError,
+    },
+    Empty {
+        dir: String,
+    },
+    NotADeviceName {
+        dir: String,
+        len: usize,
+    },
+    Ambiguous {
+        dir: String,
+        names: Vec<String>,
+    },
+}
+
+impl fmt::Display for FindError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FindError::BadName => f.write_str("its bus or device name is not a sysfs name"),
+            FindError::Unreadable { dir, why } => write!(
+                f,
+                "{dir} is unreadable ({why}); is the VF bound to mlx5_core, and in exclusive mode did the rdma plugin run before roce-tune?"
             ),
-        ));
+            FindError::Empty { dir } => write!(f, "{dir} is empty"),
+            FindError::NotADeviceName { dir, len } => write!(
+                f,
+                "{dir} holds a name of {len} bytes that is not a device name"
+            ),
+            FindError::Ambiguous { dir, names } => write!(
+                f,
+                "it is ambiguous: {dir} holds {}; expected exactly one",
+                names.join(", ")
+            ),
+        }
+    }
+}
+
+/// The RDMA device of `parent`, as `view` shows it.
+pub fn of_parent(view: &View, parent: &Parent) -> Result<String, FindError> {
+    if !is_safe_component(&parent.bus) || !is_safe_component(&parent.dev) {
+        return Err(FindError::BadName);
     }
     let dir = PathBuf::from("bus")
-        .join(bus)
+        .join(&parent.bus)
         .join("devices")
-        .join(dev)
+        .join(&parent.dev)
         .join("infiniband");
-    let entries = view.list(&dir).map_err(|e| {
-        CniError::new(
-            code::RDMA_DEVICE,
-            format!(
-                "no RDMA device for {what}: {} is unreadable ({e}); is the VF bound to mlx5_core, and in exclusive mode did the rdma plugin run before roce-tune?",
-                view.show(&dir)
-            ),
-        )
+    let entries = view.list(&dir).map_err(|why| FindError::Unreadable {
+        dir: view.show(&dir),
+        why,
     })?;
     match entries.as_slice() {
-        [one] if is_safe_component(one) => Ok(Found {
-            device: one.clone(),
-            bus: bus.to_owned(),
-            parent: dev.to_owned(),
+        [one] if is_safe_component(one) => Ok(one.clone()),
+        [one] => Err(FindError::NotADeviceName {
+            dir: view.show(&dir),
+            len: one.len(),
         }),
-        [one] => Err(CniError::new(
-            code::RDMA_DEVICE,
-            format!(
-                "no RDMA device for {what}: {} holds a name of {} bytes that is not a device name",
-                view.show(&dir),
-                one.len()
-            ),
-        )),
-        [] => Err(CniError::new(
-            code::RDMA_DEVICE,
-            format!("no RDMA device for {what}: {} is empty", view.show(&dir)),
-        )),
-        many => {
-            let names: Vec<&str> = many
+        [] => Err(FindError::Empty {
+            dir: view.show(&dir),
+        }),
+        many => Err(FindError::Ambiguous {
+            dir: view.show(&dir),
+            names: many
                 .iter()
                 .map(|n| {
                     if is_safe_component(n) {
-                        n.as_str()
+                        n.clone()
                     } else {
-                        "(not a device name)"
+                        "(not a device name)".into()
                     }
                 })
-                .collect();
-            Err(CniError::new(
-                code::RDMA_DEVICE,
-                format!(
-                    "RDMA device for {what} is ambiguous: {} holds {}; expected exactly one",
-                    view.show(&dir),
-                    names.join(", ")
-                ),
-            ))
-        }
+                .collect(),
+        }),
     }
+}
+
+/// What identifies a device port beyond its name: names change (a rename, a
+/// re-created device), the PCI function and the node GUID do not.
+#[derive(Debug, Clone, Copy)]
+pub struct Identity<'a> {
+    pub device: &'a str,
+    pub port: u32,
+    pub pci: Option<&'a str>,
+    pub guid: Option<&'a str>,
 }
 
 /// Where a recorded device is in a view, checked by identity.
@@ -123,45 +146,42 @@ pub enum Resolved {
     Gone,
 }
 
-/// Find the device an entry recorded: by its PCI function when recorded
-/// (a rename or re-creation keeps it), else by name; the node GUID, when
-/// both sides know it, must agree.
-pub fn resolve(view: &View, entry: &crate::state::Entry) -> Resolved {
-    let same_guid = |p: &RdmaPort| match (&entry.guid, &p.guid) {
+/// Find a recorded device: by its PCI function when recorded (a rename or
+/// re-creation keeps it), else by name; the node GUID, when both sides know
+/// it, must agree.
+pub fn resolve(view: &View, id: Identity) -> Resolved {
+    let same_guid = |p: &RdmaPort| match (id.guid, &p.guid) {
         (Some(a), Some(b)) => a == b,
         _ => true,
     };
-    match &entry.pci {
+    let name = match id.pci {
         Some(pci) => {
             let func = PathBuf::from("bus/pci/devices").join(pci);
             if !view.exists(&func) {
                 return Resolved::Gone;
             }
-            let names = view.list(&func.join("infiniband")).unwrap_or_default();
-            match names.as_slice() {
-                [one] if is_safe_component(one) => {
-                    let p = RdmaPort::identify(view, one, entry.port);
-                    if same_guid(&p) {
-                        Resolved::Here(p)
-                    } else {
-                        Resolved::Gone
-                    }
-                }
-                [] => Resolved::Invisible,
-                _ => Resolved::Gone,
+            match view
+                .list(&func.join("infiniband"))
+                .unwrap_or_default()
+                .as_slice()
+            {
+                [one] if is_safe_component(one) => one.clone(),
+                [] => return Resolved::Invisible,
+                _ => return Resolved::Gone,
             }
         }
         None => {
-            if !view.exists(&super::class_dir(&entry.device)) {
+            if !view.exists(&super::class_dir(id.device)) {
                 return Resolved::Gone;
             }
-            let p = RdmaPort::identify(view, &entry.device, entry.port);
-            if same_guid(&p) {
-                Resolved::Here(p)
-            } else {
-                Resolved::Gone
-            }
+            id.device.to_owned()
         }
+    };
+    let p = RdmaPort::identify(view, &name, id.port);
+    if same_guid(&p) {
+        Resolved::Here(p)
+    } else {
+        Resolved::Gone
     }
 }
 
@@ -169,57 +189,45 @@ pub fn resolve(view: &View, entry: &crate::state::Entry) -> Resolved {
 mod tests {
     use super::*;
 
-    fn tree(name: &str) -> std::path::PathBuf {
-        let d = std::env::temp_dir().join(format!("rt-dev-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        d
-    }
-
     #[test]
     fn exactly_one_entry() {
-        let root = tree("one");
+        let root = std::env::temp_dir().join(format!("rt-dev-one-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
         let view = View::open(&root).unwrap();
-        let pci = PciAddr::parse("0000:0c:00.2").unwrap();
+        let vf = Parent::pci("0000:0c:00.2");
         let ib = root.join("bus/pci/devices/0000:0c:00.2/infiniband");
-        let e = by_pci(&view, &pci).unwrap_err();
-        assert_eq!(e.code, 100);
+        let e = of_parent(&view, &vf).unwrap_err();
         assert!(
-            e.msg.contains("deviceID 0000:0c:00.2") && e.msg.contains("unreadable"),
-            "{}",
-            e.msg
+            matches!(&e, FindError::Unreadable { dir, .. } if dir.ends_with("0000:0c:00.2/infiniband")),
+            "{e:?}"
         );
         std::fs::create_dir_all(&ib).unwrap();
-        assert!(by_pci(&view, &pci).unwrap_err().msg.contains("is empty"));
+        assert!(matches!(
+            of_parent(&view, &vf),
+            Err(FindError::Empty { .. })
+        ));
         std::fs::create_dir(ib.join("mlx5_2")).unwrap();
-        assert_eq!(by_pci(&view, &pci).unwrap().device, "mlx5_2");
+        assert_eq!(of_parent(&view, &vf).unwrap(), "mlx5_2");
         std::fs::create_dir(ib.join("mlx5_3")).unwrap();
-        let e = by_pci(&view, &pci).unwrap_err();
-        assert!(
-            e.msg.contains("ambiguous") && e.msg.contains("mlx5_2, mlx5_3"),
-            "{}",
-            e.msg
-        );
+        let e = of_parent(&view, &vf).unwrap_err();
+        assert!(e.to_string().contains("ambiguous") && e.to_string().contains("mlx5_2, mlx5_3"));
+        let climb = Parent::pci("../x");
+        assert_eq!(of_parent(&view, &climb), Err(FindError::BadName));
         std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
-    fn link_without_parent_is_100() {
-        let l = Link {
-            index: 3,
-            name: "net1".into(),
-            parent_dev: None,
-            parent_bus: None,
+    fn parents_say_what_they_are() {
+        assert_eq!(
+            Parent::pci("0000:0c:00.2").to_string(),
+            "PCI function 0000:0c:00.2"
+        );
+        let sf = Parent {
+            bus: "auxiliary".into(),
+            dev: "mlx5_core.sf.2".into(),
         };
-        let view = View::open(std::path::Path::new("/")).unwrap();
-        let e = by_link(&view, &l).unwrap_err();
-        assert_eq!(e.code, 100);
-        assert!(e.msg.contains("net1") && e.msg.contains("deviceID"));
-        let l = Link {
-            parent_dev: Some("../x".into()),
-            parent_bus: Some("pci".into()),
-            ..l
-        };
-        assert_eq!(by_link(&view, &l).unwrap_err().code, 100);
+        assert_eq!(sf.pci_address(), None);
+        assert_eq!(sf.to_string(), "auxiliary device mlx5_core.sf.2");
     }
 }

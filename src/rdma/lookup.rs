@@ -1,71 +1,89 @@
-//! From the pod's netdev to its RDMA device and port, asked from a thread
-//! inside the pod netns, in this order:
+//! From the pod's netdev to its RDMA device and port. The rule
+//! (docs/design.md, "Which device is the pod's"): **the device roce-tune
+//! touches is the one whose netdev is CNI_IFNAME in the pod's own netns, as
+//! the kernel says from inside that netns.** A network config is tenant
+//! input, so its `deviceID`/`pciBusID` and `rdmaPort` are cross-checks,
+//! never the source:
 //!
-//! 1. RDMA netlink (`nldev`): the port whose netdev is `CNI_IFNAME`, by index
-//!    AND name. The kernel's own answer, for every RoCE driver (a VF, an SF, a
-//!    bond, soft-RoCE) in both netns modes; it also gives the port.
-//! 2. Where RDMA netlink is unavailable (no ib_core; kernels and OFED builds
-//!    that answer only in the initial netns) or knows no port for the netdev:
-//!    the PCI address Multus gave (`deviceID`/`pciBusID`), through sysfs.
-//! 3. Else the netdev's parent device as rtnetlink reports it.
+//! 1. RDMA netlink (`nldev`), asked from inside the pod netns: the port whose
+//!    netdev is the pod's, by index AND name. The kernel reports a port's
+//!    netdev only to a socket in that netdev's netns, so the answer is the
+//!    pod's own (a VF, an SF, a bond, soft-RoCE, in both netns modes).
+//! 2. Where RDMA netlink has no port for the netdev (or is unusable: no
+//!    ib_core; kernels and OFED builds that answer only in the initial
+//!    netns), the netdev must prove to be a device's from the pod's side:
+//!    rtnetlink's parent device asked in the pod netns, or the
+//!    `class/net/<ifname>/device` link of the sysfs the pod netns sees; the
+//!    RDMA device is then that parent's. A veth or a macvlan has none: no RDMA
+//!    device to tune, whatever the config says.
 //!
-//! A `deviceID` or `rdmaPort` that disagrees with RDMA netlink is an error
-//! naming both: one of them points at another rail.
+//! In both cases a `deviceID` that is not the netdev's PCI function, and an
+//! `rdmaPort` that is not the port, are errors naming both.
 //!
-//! `roce-tune inspect` asks the same way (`locate_link` with
-//! `Asker::Inspect`), so the device it shows is the one ADD would take; only
-//! the settings a failure names differ (its `--device` and `--port`).
+//! `roce-tune inspect` asks the same way, so the device it shows is the one
+//! ADD would take; only the names of the settings a failure mentions differ
+//! (`Names`).
 
-use super::device::{self, Found};
+use super::device::{self, FindError, Parent};
 use super::nldev::{self, PortMatch, RdmaNetlink};
-use super::RdmaPort;
+use super::reach::{PodSide, Reach};
+use super::{is_safe_component, RdmaPort};
 use crate::cni::config::PciAddr;
-use crate::cni::{code, CniError, CniResult};
-use crate::netlink::{Link, Netlink};
-use crate::sysfs::View;
+use crate::netlink::Link;
+use crate::sysfs::{SysfsError, View};
+use std::fmt;
+use std::path::PathBuf;
 
 /// How the device was found, for logs and `inspect`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum How {
     RdmaNetlink,
-    DeviceId(String),
-    Parent(String),
+    /// The netdev's parent, as the pod's side shows it.
+    Parent(Parent),
 }
 
-impl std::fmt::Display for How {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for How {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             How::RdmaNetlink => f.write_str("RDMA netlink"),
-            How::DeviceId(pci) => write!(f, "deviceID {pci}"),
-            How::Parent(p) => write!(f, "parent device {p}"),
+            How::Parent(p) => write!(f, "its {p}"),
         }
     }
 }
 
-/// Who asks, so that a failure names the setting this asker can change.
+/// What the asker calls the settings a failure names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Asker {
+pub enum Names {
     /// ADD and CHECK: the network config's `deviceID` and `rdmaPort`.
-    Plugin,
-    /// `roce-tune inspect`: its `--device` and `--port`.
+    Config,
+    /// `roce-tune inspect`: its `--port`.
     Inspect,
 }
 
-impl Asker {
-    fn port_setting(self) -> &'static str {
+impl Names {
+    fn port(self) -> &'static str {
         match self {
-            Asker::Plugin => "rdmaPort",
-            Asker::Inspect => "--port",
+            Names::Config => "rdmaPort",
+            Names::Inspect => "--port",
         }
     }
+}
 
-    /// The way round a netdev that reports no parent device.
-    pub fn instead_of_parent(self) -> &'static str {
-        match self {
-            Asker::Plugin => "give the VF's PCI address as deviceID",
-            Asker::Inspect => "give --device DEV",
-        }
-    }
+/// What the asker knows besides the netdev: each is checked, none chooses.
+#[derive(Debug, Clone, Copy)]
+pub struct CrossCheck<'a> {
+    pub device_id: Option<&'a PciAddr>,
+    pub rdma_port: Option<u32>,
+    pub names: Names,
+}
+
+/// The pod's rail: its RDMA port, the netdev's parent when the pod's side
+/// showed one (the PCI function a device-info file names), and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub port: RdmaPort,
+    pub parent: Option<Parent>,
+    pub how: How,
 }
 
 /// What RDMA netlink said about the netdev.
@@ -75,14 +93,146 @@ pub enum Answer {
     Port(String, u32),
     /// It answered, and no port in this netns carries the netdev.
     NoPort { devices: usize },
-    /// It could not be asked; why, for the message if the fallback fails too.
+    /// It could not be asked; why, for the message if the netdev has no parent.
     Unusable(String),
 }
 
-/// Ask RDMA netlink from the calling thread's netns. `hint` (the device
-/// `deviceID` names, when sysfs knows it) is asked first: one port dump
-/// instead of one per device on a node with dozens of RDMA devices.
-pub fn ask_netlink(link: &Link, hint: Option<&str>) -> CniResult<Answer> {
+impl fmt::Display for Answer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Answer::Port(dev, port) => write!(f, "RDMA netlink reports {dev} port {port}"),
+            Answer::NoPort { devices: 0 } => {
+                f.write_str("RDMA netlink shows no RDMA device in the pod netns")
+            }
+            Answer::NoPort { devices } => write!(
+                f,
+                "RDMA netlink shows {devices} RDMA devices, none with it as its netdev"
+            ),
+            Answer::Unusable(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Why the pod's rail has no device roce-tune may touch. Every variant is
+/// error 100 at the CNI edge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LookupError {
+    /// The netdev has no RDMA port and is no device's (a veth, a macvlan).
+    NotAVf {
+        ifname: String,
+        netlink: String,
+        exclusive: bool,
+        /// What the config named instead, if anything.
+        device_id: Option<PciAddr>,
+    },
+    /// `deviceID` names another function than the netdev's (`None`: it has none).
+    DeviceIdDisagrees {
+        device_id: PciAddr,
+        ifname: String,
+        parent: Option<Parent>,
+    },
+    /// `rdmaPort` (or `--port`) is not the port RDMA netlink reports.
+    PortDisagrees {
+        setting: &'static str,
+        want: u32,
+        ifname: String,
+        device: String,
+        port: u32,
+    },
+    /// The parent's RDMA device cannot be had.
+    Device {
+        ifname: String,
+        parent: Parent,
+        err: Box<FindError>,
+        exclusive: bool,
+    },
+    /// RDMA netlink's answer cannot be used.
+    Netlink { ifname: String, why: String },
+    /// The pod's sysfs could not be made (exclusive mode needs it).
+    PodSysfs(SysfsError),
+}
+
+const EXCLUSIVE_HINT: &str = "; the RDMA netns mode is exclusive (netns_mode N), so the VF's RDMA device must be moved into the pod first: list the rdma plugin before roce-tune in the chain (metaPlugins)";
+
+impl fmt::Display for LookupError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LookupError::NotAVf {
+                ifname,
+                netlink,
+                exclusive,
+                device_id,
+            } => {
+                write!(
+                    f,
+                    "{ifname} is not a VF: no RDMA device to tune ({ifname} has no RDMA port and no parent device in the pod's netns: a veth or a macvlan?; {netlink})"
+                )?;
+                if let Some(id) = device_id {
+                    write!(
+                        f,
+                        "; deviceID {id} is not the pod's: roce-tune tunes only the device the kernel shows the pod"
+                    )?;
+                }
+                if *exclusive {
+                    f.write_str(EXCLUSIVE_HINT)?;
+                }
+                Ok(())
+            }
+            LookupError::DeviceIdDisagrees {
+                device_id,
+                ifname,
+                parent: Some(p),
+            } => write!(
+                f,
+                "deviceID {device_id} is not the pod's {ifname}, which is the {p} as the kernel shows it from the pod's netns: the network's deviceID and the pod's interface are different devices"
+            ),
+            LookupError::DeviceIdDisagrees {
+                device_id,
+                ifname,
+                parent: None,
+            } => write!(
+                f,
+                "deviceID {device_id} is not the pod's {ifname}: {ifname} is not a VF (no parent device in the pod's netns), so no deviceID can be its"
+            ),
+            LookupError::PortDisagrees {
+                setting,
+                want,
+                ifname,
+                device,
+                port,
+            } => write!(
+                f,
+                "{setting} is {want}, but RDMA netlink reports that {ifname} is on {device} port {port}: remove {setting} (the port comes from RDMA netlink) or fix it"
+            ),
+            LookupError::Device {
+                ifname,
+                parent,
+                err,
+                exclusive,
+            } => {
+                write!(f, "no RDMA device for {ifname} (its {parent}): {err}")?;
+                if *exclusive {
+                    f.write_str(EXCLUSIVE_HINT)?;
+                }
+                Ok(())
+            }
+            LookupError::Netlink { ifname, why } => {
+                write!(f, "RDMA device of {ifname}: {why}")
+            }
+            LookupError::PodSysfs(e) => write!(
+                f,
+                "the sysfs of the pod's netns could not be made ({e}); roce-tune needs CAP_SYS_ADMIN"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LookupError {}
+
+/// Ask RDMA netlink from the calling thread's netns. `hint` (the device of
+/// the netdev's parent, when the pod's side shows it) is asked first: one
+/// port dump instead of one per device on a node with dozens.
+pub fn ask_netlink(link: &Link, hint: Option<&str>) -> Result<Answer, LookupError> {
     let mut nl = match RdmaNetlink::open() {
         Ok(nl) => nl,
         Err(e) => return Ok(Answer::Unusable(e.to_string())),
@@ -104,142 +254,183 @@ pub fn ask_netlink(link: &Link, hint: Option<&str>) -> CniResult<Answer> {
         Ok(p) => p,
         Err(e) => return Ok(Answer::Unusable(e.to_string())),
     };
+    let unusable = |why: String| LookupError::Netlink {
+        ifname: link.name.clone(),
+        why,
+    };
     match nldev::port_for_netdev(&ports, link.index, &link.name) {
         PortMatch::One(p) => match p.dev_name.as_str() {
             Some(name) => Ok(Answer::Port(name.to_owned(), p.port)),
-            None => Err(CniError::new(
-                code::RDMA_DEVICE,
-                format!(
-                    "RDMA netlink names the device of {} with {}",
-                    link.name, p.dev_name
-                ),
-            )),
+            None => Err(unusable(format!(
+                "RDMA netlink names its device with {}",
+                p.dev_name
+            ))),
         },
         PortMatch::None => Ok(Answer::NoPort {
             devices: devices.len(),
         }),
-        PortMatch::Ambiguous(list) => Err(CniError::new(
-            code::RDMA_DEVICE,
-            format!(
-                "RDMA device of {} is ambiguous: RDMA netlink reports {}",
-                link.name,
-                list.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )),
+        PortMatch::Ambiguous(list) => Err(unusable(format!(
+            "ambiguous: RDMA netlink reports {}",
+            list.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
     }
 }
 
-/// The pod's RDMA port for `ifname`, through `view` (the sysfs that shows
-/// the pod's device). Runs on a thread inside the pod netns.
-pub fn locate(
-    view: &View,
-    ifname: &str,
-    device_id: Option<&PciAddr>,
-    rdma_port: Option<u32>,
-    exclusive: bool,
-) -> CniResult<(RdmaPort, How)> {
-    let link = Netlink::open()?.link_by_name(ifname)?.ok_or_else(|| {
-        CniError::new(
-            code::RDMA_DEVICE,
-            format!("no RDMA device for {ifname}: there is no interface {ifname} in the pod netns"),
-        )
-    })?;
-    let wanted = Wanted {
-        device_id,
-        rdma_port,
-        exclusive,
-        asker: Asker::Plugin,
+/// The netdev's parent as the pod's side shows it, or `None` (a veth). On
+/// the kernel: rtnetlink's answer in the pod netns (`link`, Linux 5.14+),
+/// else the `class/net/<ifname>/device` link of the pod's sysfs. On a test
+/// tree: that link in the tree's view of the pod netns, and nothing else (the
+/// tree stands for the kernel). Only the link is read, never followed.
+pub fn parent_of(pod: &mut PodSide, link: &Link) -> Result<Option<Parent>, LookupError> {
+    let test_tree = pod.sysfs().is_test_tree();
+    if !test_tree {
+        if let (Some(bus), Some(dev)) = (&link.parent_bus, &link.parent_dev) {
+            return Ok(Some(Parent {
+                bus: bus.clone(),
+                dev: dev.clone(),
+            }));
+        }
+    }
+    let Some(view) = pod.view().map_err(LookupError::PodSysfs)? else {
+        return Ok(None);
     };
-    locate_link(view, &link, &wanted)
+    if link.name.contains('/') || link.name == "." || link.name == ".." {
+        return Ok(None);
+    }
+    let net = PathBuf::from("class/net").join(&link.name);
+    let Ok(dev) = view.link_name(&net.join("device")) else {
+        return Ok(None);
+    };
+    // A test tree's binding is a PCI function (docs/design.md, "Test
+    // trees"); the kernel's `device/subsystem` link names the bus.
+    let bus = if test_tree {
+        "pci".to_string()
+    } else {
+        match view.link_name(&net.join("device/subsystem")) {
+            Ok(b) => b,
+            Err(_) => return Ok(None),
+        }
+    };
+    let parent = Parent { bus, dev };
+    let valid = is_safe_component(&parent.bus)
+        && is_safe_component(&parent.dev)
+        && parent
+            .pci_address()
+            .is_none_or(|p| PciAddr::parse(p).is_some());
+    Ok(valid.then_some(parent))
 }
 
-/// What the asker knows besides the netdev, each of which RDMA netlink's
-/// answer is checked against.
-#[derive(Debug, Clone, Copy)]
-pub struct Wanted<'a> {
-    pub device_id: Option<&'a PciAddr>,
-    pub rdma_port: Option<u32>,
-    /// The RDMA netns mode is exclusive: a failure then names the rdma plugin.
-    pub exclusive: bool,
-    pub asker: Asker,
-}
-
-/// `locate` for a link already read from rtnetlink (`inspect` reads them
-/// all). Runs on a thread inside the pod netns.
-pub fn locate_link(view: &View, link: &Link, wanted: &Wanted) -> CniResult<(RdmaPort, How)> {
-    let by_pci = wanted.device_id.map(|pci| (pci, device::by_pci(view, pci)));
-    let hint = match &by_pci {
-        Some((_, Ok(f))) => Some(f.device.as_str()),
+/// The pod's rail for `link`. Runs on a thread inside the pod netns (RDMA
+/// netlink and rtnetlink answer for the asking thread's netns); `reach`
+/// says where the device is (the host's sysfs, or the pod's side).
+pub fn locate(
+    pod: &mut PodSide,
+    reach: Reach,
+    link: &Link,
+    cross: &CrossCheck,
+) -> Result<Found, LookupError> {
+    let parent = parent_of(pod, link)?;
+    let hint = match (&parent, device_view(pod, reach)?) {
+        (Some(p), Some(view)) => device::of_parent(view, p).ok(),
         _ => None,
     };
-    let answer = ask_netlink(link, hint)?;
-    let (device, port, how) = decide(link, &answer, by_pci, view, wanted)?;
-    Ok((RdmaPort::identify(view, &device, port), how))
+    let answer = ask_netlink(link, hint.as_deref())?;
+    let (device, port, how) = decide(link, &answer, parent.as_ref(), cross, reach, || {
+        device_view(pod, reach)
+    })?;
+    let view = device_view(pod, reach)?.ok_or(LookupError::NotAVf {
+        ifname: link.name.clone(),
+        netlink: answer.to_string(),
+        exclusive: reach == Reach::Pod,
+        device_id: None,
+    })?;
+    Ok(Found {
+        port: RdmaPort::identify(view, &device, port),
+        parent,
+        how,
+    })
 }
 
-/// Netlink's answer first, cross-checked; the sysfs lookups where it has none.
-fn decide(
+/// Where the device's files are: the host's sysfs, or the pod's side.
+fn device_view<'p>(pod: &'p mut PodSide, reach: Reach) -> Result<Option<&'p View>, LookupError> {
+    match reach {
+        Reach::Host => Ok(Some(pod.sysfs().host())),
+        Reach::Pod => pod.view().map_err(LookupError::PodSysfs),
+    }
+}
+
+/// Netlink's answer first, cross-checked; the parent where it has none.
+fn decide<'v>(
     link: &Link,
     answer: &Answer,
-    by_pci: Option<(&PciAddr, CniResult<Found>)>,
-    view: &View,
-    wanted: &Wanted,
-) -> CniResult<(String, u32, How)> {
-    if let Answer::Port(dev, port) = answer {
-        if let Some((pci, Ok(found))) = &by_pci {
-            if found.device != *dev {
-                return Err(CniError::new(
-                    code::RDMA_DEVICE,
-                    format!(
-                        "deviceID {pci} is RDMA device {}, but RDMA netlink reports that {} is on {dev} port {port}: the network's deviceID and the pod's interface are different VFs",
-                        found.device, link.name
-                    ),
-                ));
+    parent: Option<&Parent>,
+    cross: &CrossCheck,
+    reach: Reach,
+    view: impl FnOnce() -> Result<Option<&'v View>, LookupError>,
+) -> Result<(String, u32, How), LookupError> {
+    let ifname = || link.name.clone();
+    if let Some(id) = cross.device_id {
+        if parent.and_then(Parent::pci_address) != Some(id.as_str()) {
+            if parent.is_none() && !matches!(answer, Answer::Port(..)) {
+                // Neither netlink nor the pod's side knows the netdev as
+                // anything's: that is what the tenant must hear.
+                return Err(LookupError::NotAVf {
+                    ifname: ifname(),
+                    netlink: answer.to_string(),
+                    exclusive: reach == Reach::Pod,
+                    device_id: Some(id.clone()),
+                });
             }
+            return Err(LookupError::DeviceIdDisagrees {
+                device_id: id.clone(),
+                ifname: ifname(),
+                parent: parent.cloned(),
+            });
         }
-        if let Some(want) = wanted.rdma_port.filter(|p| p != port) {
-            let setting = wanted.asker.port_setting();
-            return Err(CniError::new(
-                code::RDMA_DEVICE,
-                format!(
-                    "{setting} is {want}, but RDMA netlink reports that {} is on {dev} port {port}: remove {setting} (the port comes from RDMA netlink) or fix it",
-                    link.name
-                ),
-            ));
+    }
+    if let Answer::Port(dev, port) = answer {
+        if let Some(want) = cross.rdma_port.filter(|p| p != port) {
+            return Err(LookupError::PortDisagrees {
+                setting: cross.names.port(),
+                want,
+                ifname: ifname(),
+                device: dev.clone(),
+                port: *port,
+            });
         }
         return Ok((dev.clone(), *port, How::RdmaNetlink));
     }
-    let port = wanted.rdma_port.unwrap_or(1);
-    let found = match by_pci {
-        Some((pci, found)) => found.map(|f| (f, How::DeviceId(pci.to_string()))),
-        None => device::by_link_for(view, link, wanted.asker).map(|f| {
-            let how = How::Parent(format!("{} {}", f.bus, f.parent));
-            (f, how)
-        }),
+    let Some(parent) = parent else {
+        return Err(LookupError::NotAVf {
+            ifname: ifname(),
+            netlink: answer.to_string(),
+            exclusive: reach == Reach::Pod,
+            device_id: None,
+        });
     };
-    found
-        .map(|(f, how)| (f.device, port, how))
-        .map_err(|e| {
-            let netlink = match answer {
-                Answer::NoPort { devices: 0 } => "RDMA netlink shows no RDMA device in the pod netns".to_string(),
-                Answer::NoPort { devices } => format!(
-                    "RDMA netlink shows {devices} RDMA devices, none with {} as its netdev",
-                    link.name
-                ),
-                Answer::Unusable(why) => why.clone(),
-                Answer::Port(..) => unreachable!("handled above"),
-            };
-            let mut msg = format!("{}; {netlink}", e.msg);
-            if wanted.exclusive {
-                msg.push_str(
-                    "; the RDMA netns mode is exclusive (netns_mode N), so the VF's RDMA device must be moved into the pod first: list the rdma plugin before roce-tune in the chain (metaPlugins)",
-                );
-            }
-            CniError::new(code::RDMA_DEVICE, msg)
-        })
+    let err = |err| LookupError::Device {
+        ifname: ifname(),
+        parent: parent.clone(),
+        err: Box::new(err),
+        exclusive: reach == Reach::Pod,
+    };
+    let device = match view()? {
+        Some(v) => device::of_parent(v, parent).map_err(err)?,
+        None => {
+            return Err(err(FindError::Unreadable {
+                dir: "the pod's sysfs".into(),
+                why: SysfsError::Missing,
+            }))
+        }
+    };
+    Ok((
+        device,
+        cross.rdma_port.unwrap_or(1),
+        How::Parent(parent.clone()),
+    ))
 }
 
 #[cfg(test)]
@@ -267,132 +458,152 @@ mod tests {
         (d, v)
     }
 
-    fn wanted(device_id: Option<&PciAddr>, rdma_port: Option<u32>, asker: Asker) -> Wanted<'_> {
-        Wanted {
+    fn cross(device_id: Option<&PciAddr>, rdma_port: Option<u32>, names: Names) -> CrossCheck<'_> {
+        CrossCheck {
             device_id,
             rdma_port,
-            exclusive: false,
-            asker,
+            names,
         }
     }
 
+    fn run(
+        answer: &Answer,
+        parent: Option<&Parent>,
+        c: &CrossCheck,
+        view: &View,
+    ) -> Result<(String, u32, How), LookupError> {
+        decide(&link(), answer, parent, c, Reach::Host, || Ok(Some(view)))
+    }
+
     #[test]
-    fn netlink_wins_and_is_cross_checked() {
+    fn netlink_wins_and_device_id_must_be_the_netdevs_function() {
         let (d, view) = tree(
             "x",
             &[("0000:0c:00.2", "mlx5_2"), ("0000:0c:00.3", "mlx5_3")],
         );
-        let pci = PciAddr::parse("0000:0c:00.2").unwrap();
-        let by_pci = || Some((&pci, device::by_pci(&view, &pci)));
-        let plugin = wanted(Some(&pci), None, Asker::Plugin);
+        let own = Parent::pci("0000:0c:00.2");
+        let other = PciAddr::parse("0000:0c:00.3").unwrap();
+        let mine = PciAddr::parse("0000:0c:00.2").unwrap();
         let ans = Answer::Port("mlx5_2".into(), 1);
-        let ok = decide(&link(), &ans, by_pci(), &view, &plugin);
+        let ok = run(
+            &ans,
+            Some(&own),
+            &cross(Some(&mine), None, Names::Config),
+            &view,
+        );
         assert_eq!(ok.unwrap(), ("mlx5_2".into(), 1, How::RdmaNetlink));
-        let other = Answer::Port("mlx5_3".into(), 1);
-        let e = decide(&link(), &other, by_pci(), &view, &plugin).unwrap_err();
-        assert_eq!(e.code, 100);
-        assert!(
-            e.msg.contains("mlx5_2") && e.msg.contains("mlx5_3"),
-            "{}",
-            e.msg
-        );
-        let e = decide(
-            &link(),
+        // Netlink found the port, deviceID names another function: 100
+        // naming both, whatever netlink says.
+        let e = run(
             &ans,
-            None,
+            Some(&own),
+            &cross(Some(&other), None, Names::Config),
             &view,
-            &wanted(None, Some(2), Asker::Plugin),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
-            e.msg.contains("rdmaPort is 2") && e.msg.contains("port 1"),
-            "{}",
-            e.msg
+            e.contains("0000:0c:00.3") && e.contains("0000:0c:00.2"),
+            "{e}"
         );
-        // inspect's lever is its --port option, not the config key.
-        let e = decide(
-            &link(),
-            &ans,
-            None,
-            &view,
-            &wanted(None, Some(2), Asker::Inspect),
-        )
-        .unwrap_err();
+        // A soft-RoCE netdev (no parent) with a deviceID: 100 too.
+        let e = run(&ans, None, &cross(Some(&mine), None, Names::Config), &view).unwrap_err();
         assert!(
-            e.msg.starts_with("--port is 2") && e.msg.contains("remove --port"),
-            "{}",
-            e.msg
+            matches!(e, LookupError::DeviceIdDisagrees { parent: None, .. }),
+            "{e:?}"
+        );
+        // Without a deviceID, the netlink answer stands alone.
+        assert!(run(&ans, None, &cross(None, None, Names::Config), &view).is_ok());
+        let e = run(&ans, None, &cross(None, Some(2), Names::Config), &view)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("rdmaPort is 2") && e.contains("port 1"), "{e}");
+        let e = run(&ans, None, &cross(None, Some(2), Names::Inspect), &view)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("--port is 2") && e.contains("remove --port"),
+            "{e}"
         );
         std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
-    fn without_netlink_the_pci_address_then_the_parent() {
-        let (d, view) = tree("y", &[("0000:0c:00.2", "mlx5_2")]);
-        let pci = PciAddr::parse("0000:0c:00.2").unwrap();
+    fn without_netlink_the_netdevs_parent_and_never_the_device_id() {
+        let (d, view) = tree(
+            "y",
+            &[("0000:0c:00.2", "mlx5_2"), ("0000:0c:00.3", "mlx5_3")],
+        );
+        let own = Parent::pci("0000:0c:00.2");
         let gone = Answer::Unusable("no ib_core".into());
-        let r = decide(
-            &link(),
+        let r = run(
             &gone,
-            Some((&pci, device::by_pci(&view, &pci))),
+            Some(&own),
+            &cross(None, Some(2), Names::Config),
             &view,
-            &wanted(Some(&pci), Some(2), Asker::Plugin),
         );
-        assert_eq!(
-            r.unwrap(),
-            ("mlx5_2".into(), 2, How::DeviceId(pci.to_string()))
-        );
-        // No deviceID and a veth (no parent): 100, naming what netlink said,
-        // and in exclusive mode the rdma plugin.
-        let none = Answer::NoPort { devices: 0 };
-        let exclusive = Wanted {
-            exclusive: true,
-            ..wanted(None, None, Asker::Plugin)
-        };
-        let e = decide(&link(), &none, None, &view, &exclusive).unwrap_err();
-        assert_eq!(e.code, 100);
-        assert!(
-            e.msg.contains("no RDMA device in the pod netns"),
-            "{}",
-            e.msg
-        );
-        assert!(
-            e.msg.contains("exclusive") && e.msg.contains("rdma plugin"),
-            "{}",
-            e.msg
-        );
-        assert!(e.msg.contains("as deviceID"), "{}", e.msg);
-        // The same miss, asked by inspect, names inspect's --device.
-        let e = decide(
-            &link(),
+        assert_eq!(r.unwrap(), ("mlx5_2".into(), 2, How::Parent(own.clone())));
+        // A veth naming another pod's VF: not a VF, and the VF is not taken.
+        let victim = PciAddr::parse("0000:0c:00.3").unwrap();
+        let e = run(
             &gone,
             None,
+            &cross(Some(&victim), None, Names::Config),
             &view,
-            &wanted(None, None, Asker::Inspect),
         )
         .unwrap_err();
+        let msg = e.to_string();
         assert!(
-            e.msg.contains("no parent device") && e.msg.contains("give --device DEV; no ib_core"),
-            "{}",
-            e.msg
+            msg.starts_with("net1 is not a VF: no RDMA device to tune"),
+            "{msg}"
         );
-        assert!(!e.msg.contains("deviceID"), "{}", e.msg);
+        assert!(
+            msg.contains("no ib_core") && msg.contains("deviceID 0000:0c:00.3"),
+            "{msg}"
+        );
+        // The pod's own VF, and a deviceID naming another: both named.
+        let e = run(
+            &gone,
+            Some(&own),
+            &cross(Some(&victim), None, Names::Config),
+            &view,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("0000:0c:00.3") && e.contains("0000:0c:00.2"),
+            "{e}"
+        );
+        // No deviceID and no parent: not a VF, and in exclusive mode the
+        // rdma plugin is named.
+        let none = Answer::NoPort { devices: 0 };
+        let e = decide(
+            &link(),
+            &none,
+            None,
+            &cross(None, None, Names::Config),
+            Reach::Pod,
+            || Ok(Some(&view)),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("no RDMA device in the pod netns"), "{e}");
+        assert!(e.contains("exclusive") && e.contains("rdma plugin"), "{e}");
         std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
-    fn a_parent_device_is_how_inspect_finds_it_without_netlink() {
-        let (d, view) = tree("z", &[("0000:0c:00.2", "mlx5_2")]);
-        let l = Link {
-            parent_dev: Some("0000:0c:00.2".into()),
-            parent_bus: Some("pci".into()),
-            ..link()
-        };
-        let none = Answer::NoPort { devices: 0 };
-        let r = decide(&l, &none, None, &view, &wanted(None, None, Asker::Inspect));
-        assert_eq!(
-            r.unwrap(),
-            ("mlx5_2".into(), 1, How::Parent("pci 0000:0c:00.2".into()))
+    fn a_parent_without_its_rdma_device_says_where_it_looked() {
+        let (d, view) = tree("z", &[]);
+        let own = Parent::pci("0000:0c:00.7");
+        let none = Answer::NoPort { devices: 2 };
+        let e = run(&none, Some(&own), &cross(None, None, Names::Config), &view)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no RDMA device for net1 (its PCI function 0000:0c:00.7)")
+                && e.contains("0000:0c:00.7/infiniband is unreadable"),
+            "{e}"
         );
         std::fs::remove_dir_all(&d).unwrap();
     }

@@ -7,6 +7,7 @@ pub mod gid;
 pub mod lookup;
 pub mod nldev;
 pub mod rdma_cm;
+pub mod reach;
 pub mod traffic_class;
 
 use crate::cni::config::PciAddr;
@@ -37,12 +38,6 @@ impl NetnsMode {
             NetnsMode::Exclusive => 'N',
         }
     }
-}
-
-/// Whether the pod's RDMA device is reachable only through a sysfs made in
-/// the pod netns: exclusive mode on the real sysfs. A test tree is both views.
-pub fn needs_pod_sysfs(host: &View) -> bool {
-    host.is_real() && NetnsMode::read(host) == NetnsMode::Exclusive
 }
 
 /// One port of one RDMA device, with what identifies the device beyond its

@@ -243,6 +243,37 @@ impl Tree {
         .unwrap();
     }
 
+    /// Play the rdma plugin in exclusive mode: `dev` (on the VF `pci`) moves
+    /// into `pod`'s netns, so only the sysfs made there shows it; the host's
+    /// `bus/pci/devices/<pci>/infiniband/` is left empty, as the kernel's is.
+    pub fn move_into(&self, pod: &Pod, pci: &str, dev: &str) {
+        self.move_device(&self.root, &self.netns_dir(pod.ino()), pci, dev);
+    }
+
+    /// Play the kernel's netns exit: the device comes back to the host.
+    pub fn move_back(&self, ino: u64, pci: &str, dev: &str) {
+        self.move_device(&self.netns_dir(ino), &self.root, pci, dev);
+    }
+
+    fn move_device(&self, from: &Path, to: &Path, pci: &str, dev: &str) {
+        for rel in [
+            format!("class/infiniband/{dev}"),
+            format!("bus/pci/devices/{pci}/infiniband/{dev}"),
+        ] {
+            let dst = to.join(&rel);
+            std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+            std::fs::rename(from.join(&rel), &dst).unwrap();
+        }
+    }
+
+    /// The traffic class file of `dev` as the netns `ino` sees it.
+    pub fn tc_in(&self, ino: u64, dev: &str) -> String {
+        let p = self
+            .netns_dir(ino)
+            .join(format!("class/infiniband/{dev}/tc/1/traffic_class"));
+        std::fs::read_to_string(p).unwrap()
+    }
+
     /// Remove the binding of `ifname` in `pod`'s netns (the netdev left it).
     pub fn unbind(&self, pod: &Pod, ifname: &str) {
         let _ = std::fs::remove_dir_all(self.netns_dir(pod.ino()).join("class/net").join(ifname));
