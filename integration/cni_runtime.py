@@ -37,10 +37,14 @@ are all optional, so a 1.0.0 result is a valid 1.1.0 one). For the first plugin,
 interface plugin, it fills in interfaces[].mtu from the real link, as a 1.1.0 sriov-cni
 would report it. roce-tune itself speaks 1.1.0 and always gets the list's version.
 
-Left out, because no scenario needs them: runtimeConfig (no capability arguments are
-given, so there is nothing to insert), CNI_ARGS (always empty), and what libcni adds on
-top of the spec (GC first DELs the cached attachments missing from the valid list; here
-GC only sends GC, so a scenario sees what the plugins' own GC does).
+--cni-args and --capability-args give CNI_ARGS and the capability arguments, as Multus
+hands them over (integration/lib.sh, multus_cni_args); runtimeConfig is inserted only into
+the plugins that declare a capability (S3 Deriving runtimeConfig, libcni's
+injectRuntimeConfig).
+
+Left out, because no scenario needs it: what libcni adds on top of the spec (GC first DELs
+the cached attachments missing from the valid list; here GC only sends GC, so a scenario
+sees what the plugins' own GC does).
 """
 
 import argparse
@@ -70,6 +74,7 @@ class Runtime:
         self.supported = {}  # plugin type -> the versions its VERSION reply lists
         self.failed, self.skipped, self.outputs = [], [], {}
         self.rc, self.error = 0, ""
+        self.caps = json.loads(a.capability_args) if a.capability_args else {}
         with open(a.conflist) as f:
             self.conflist = json.load(f)
         self.name = self.conflist["name"]
@@ -153,7 +158,7 @@ class Runtime:
         # the unused ones empty; the rest of the environment passes through.
         e = dict(os.environ)
         e.update(CNI_COMMAND=command, CNI_CONTAINERID=cid, CNI_NETNS=netns,
-                 CNI_IFNAME=ifname, CNI_ARGS="", CNI_PATH=self.path)
+                 CNI_IFNAME=ifname, CNI_ARGS=self.a.cni_args, CNI_PATH=self.path)
         return e
 
     def request(self, plugin, version, extra):
@@ -164,6 +169,14 @@ class Runtime:
         conf = {k: v for k, v in plugin.items()
                 if k != "capabilities" and not k.startswith("cni.dev/")}
         conf.update(cniVersion=version, name=self.name)
+        # S3 Deriving runtimeConfig: "for every capability the plugin declares (true), the
+        # runtime inserts the matching capability argument" into runtimeConfig; libcni 1.1.2
+        # (api.go, injectRuntimeConfig) replaces the key with that map when it is not empty,
+        # and leaves a runtimeConfig the config carries itself when it is.
+        declared = plugin.get("capabilities") or {}
+        rc = {c: self.caps[c] for c, on in declared.items() if on and c in self.caps}
+        if rc:
+            conf["runtimeConfig"] = rc
         conf.update(extra)
         return conf
 
@@ -330,6 +343,9 @@ def main():
     ap.add_argument("--cache", default="/var/lib/cni/roce-tune-test-runtime")
     ap.add_argument("--log", default=None)
     ap.add_argument("--timeout", type=float, default=60)
+    ap.add_argument("--cni-args", default="", help="CNI_ARGS for every plugin")
+    ap.add_argument("--capability-args", default="",
+                    help="capability arguments (JSON object), as CAP_ARGS for cnitool")
     a = ap.parse_args()
     if a.command in ("ADD", "CHECK", "DEL") and not (a.cid and a.ifname):
         usage(f"{a.command} needs --cid and --ifname (--netns may be empty on DEL)")

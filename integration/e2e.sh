@@ -20,7 +20,13 @@
 #                  lets the same ADD through, gidCheck off does not wait
 #   gid-late       the GID appears 800 ms after the address (and, on a second rail, its type
 #                  reads "RoCE v2" while the GID still reads zeros): ADD waits and succeeds
-#   exclusive-tree netns_mode N in the test tree: the same chain works (nothing is mounted)
+#   exclusive-tree netns_mode N in the test tree: the rdma plugin's stand-in (tree-rdma) moves the
+#                  device into the pod's view; roce-tune reaches it there, restores it on DEL; without
+#                  the rdma plugin ADD is 100 naming it
+#   not-the-pods   a tenant's NAD names another pod's VF for a veth: 100 "not a VF"; for its own VF:
+#                  100 naming both; the other pod's class untouched
+#   del-refused-input  an ifname the kernel takes but roce-tune refuses (né1): ADD fails, and DEL still
+#                  reaches host-device, so the VF goes back to the host
 #   version-0.4.0  cnitool with a 0.4.0 conflist: ADD/CHECK/DEL, 0.4.0 result
 #   version-1.1.0  cnitool (libcni 1.1.2) stops at 1.0.0, so a small runtime
 #                  (integration/cni_runtime.py) drives the chain like a spec-1.1.0 runtime:
@@ -59,11 +65,17 @@ V4_GID() { local a b c d; IFS=. read -r a b c d <<<"${1%/*}"; printf '0000:0000:
 s_add() {
     pod_create pod || return 1
     rail_create 1 pod net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "" 41 || return 1
-    local net; net="$(rail_write_conf 1 1.0.0 sbr)" || return 1
+    # roce-tune declares the CNIDeviceInfoFile capability; Multus (resourceName set) passes the
+    # file it names <NAD namespace>-<NAD name>-<container id>_<ifname> (delegateRuntimeConfig).
+    local net; net="$(rail_write_conf 1 1.0.0 sbr '{"capabilities": {"CNIDeviceInfoFile": true}}')" || return 1
+    local info; info="$NODE_DEVINFO/e2e-$NODE-${R_NET[1]}-$(cnitool_cid pod)_net1"
     expect_eq "precondition: pod all.rp_filter" "$(pod_sysctl pod net.ipv4.conf.all.rp_filter)" 1 || return 1
     expect_eq "precondition: traffic class" "$(tc_value 1)" unset || return 1
 
-    cnitool_run add "$net" pod net1; expect_rc0 "cnitool add" || return 1
+    CNI_CAP_ARGS="$(jq -cn --arg f "$info" '{CNIDeviceInfoFile: $f, deviceID: "0000:0c:00.2"}')" \
+        cnitool_run add "$net" pod net1; expect_rc0 "cnitool add" || return 1
+    expect_eq "device info pci.rdma-device" "$(jq -r '.pci["rdma-device"]' "$info" 2>&1)" mlx5_2 || return 1
+    expect_eq "device info pci.pci-address" "$(jq -r '.pci["pci-address"]' "$info" 2>&1)" 0000:0c:00.2 || return 1
     expect_eq "result cniVersion" "$(jq -r .cniVersion <<<"$CNI_OUT")" 1.0.0 || return 1
     expect_eq "result interface names" "$(jq -r '[.interfaces[].name] | join(",")' <<<"$CNI_OUT")" net1 || return 1
     expect_eq "result sandbox" "$(jq -r '.interfaces[0].sandbox' <<<"$CNI_OUT")" "$(pod_path pod)" || return 1
@@ -82,7 +94,9 @@ s_add() {
     ip -n "$(pod_ns pod)" route show table "$table" | grep "default via 192.168.0.1 dev net1" >/dev/null \
         || { fail "sbr: no default route via 192.168.0.1 in table $table"; return 1; }
 
-    cnitool_run del "$net" pod net1; expect_rc0 "cnitool del (cleanup)" || return 1
+    CNI_CAP_ARGS="$(jq -cn --arg f "$info" '{CNIDeviceInfoFile: $f}')" \
+        cnitool_run del "$net" pod net1; expect_rc0 "cnitool del (cleanup)" || return 1
+    [ ! -e "$info" ] || { fail "the device-info file roce-tune made outlived its attachment"; return 1; }
 }
 
 # ============================================================== 2. check
@@ -333,19 +347,84 @@ s_gid_late() {
 }
 
 # ============================================================== 5c. exclusive-tree
-# netns_mode N (exclusive RDMA mode) in a test tree: docs/design.md ("Test trees") says the
-# tree is both the host and the pod view (nothing is mounted), so the chain behaves as in
-# shared mode.
+# netns_mode N (exclusive RDMA mode) in a test tree: the rdma plugin (tree-rdma, its stand-in)
+# moves the device into the pod's view, <root>/netns/<inode>/ (docs/design.md, "Test trees"),
+# and roce-tune reaches it there, as it does through a sysfs made in the pod on a kernel.
 s_exclusive_tree() {
     echo N >"$NODE_SYS/module/ib_core/parameters/netns_mode"
     pod_create pod || return 1
     rail_create 1 pod net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "Global tclass=106\n" 41 || return 1
-    local net; net="$(rail_write_conf 1 1.0.0 sbr)" || return 1
+    local net; net="$(RAIL_RDMA=1 rail_write_conf 1 1.0.0 sbr)" || return 1
     cnitool_run add "$net" pod net1; expect_rc0 "cnitool add (netns_mode N)" || return 1
+    local ino; ino="$(stat -L -c %i "$(pod_path pod)")"
+    expect_eq "the device is in the pod's view" "$(tc_file 1)" \
+        "$NODE_SYS/netns/$ino/class/infiniband/mlx5_2/ports/1/../../tc/1/traffic_class" || return 1
     expect_eq "traffic_class file" "$(tc_raw 1)" "tclass=41" || return 1
+    expect_eq "the host shows no RDMA device on the VF" \
+        "$(ls "$NODE_SYS/bus/pci/devices/0000:0c:00.2/infiniband" | wc -l)" 0 || return 1
+    expect_eq "the entry's reach" "$(jq -r .reach "$NODE_STATE/$(cnitool_cid pod):net1.state")" pod || return 1
     cnitool_run del "$net" pod net1; expect_rc0 "cnitool del (netns_mode N)" || return 1
-    expect_eq "traffic class after DEL" "$(tc_value 1)" 106 || return 1
+    expect_eq "traffic class after DEL (the device back on the host)" "$(tc_value 1)" 106 || return 1
     expect_eq "state records after DEL" "$(state_count)" 0 || return 1
+    # Without the rdma plugin the device never reaches the pod: 100, naming it.
+    net="$(rail_write_conf 1 1.0.0 sbr)" || return 1
+    cnitool_run add "$net" pod net1
+    [ "$CNI_RC" != 0 ] || { fail "ADD succeeded in exclusive mode without the rdma plugin"; return 1; }
+    expect_contains "the message names the rdma plugin" "$CNI_ERR" "rdma plugin" || return 1
+    expect_eq "traffic class untouched" "$(tc_value 1)" 106 || return 1
+    cnitool_run del "$net" pod net1; expect_rc0 "cnitool del after the failed ADD" || return 1
+}
+
+# ============================================================== 5d. not-the-pods
+# A tenant's NAD names another pod's VF as deviceID for a pod whose net1 is a plain veth (the
+# tree gives it no PCI function): 100 "not a VF", and the other pod's class is untouched;
+# the tenant's own VF named with another deviceID is 100 naming both.
+s_not_the_pods() {
+    pod_create victim || return 1
+    pod_create tenant || return 1
+    rail_create v victim net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "Global tclass=106\n" 41 || return 1
+    RAIL_BIND=0 rail_create t tenant net1 0000:0c:00.3 mlx5_3 192.168.0.35/16 192.168.0.1 "" 41 || return 1
+    local vnet; vnet="$(rail_write_conf v 1.0.0 sbr)" || return 1
+    cnitool_run add "$vnet" victim net1; expect_rc0 "the victim's ADD" || return 1
+    # The tenant's conflist: its own veth, the victim's PCI address, class 0, no GID check.
+    local tnet; tnet="$(rail_write_conf t 1.0.0 nosbr '{"trafficClass": 0, "gidCheck": "off"}')" || return 1
+    jq --arg pci 0000:0c:00.2 '.plugins[1] += {deviceID: $pci, pciBusID: $pci}' \
+        "$NODE_NETD/$tnet.conflist" >"$E2E_TMP/t.json" && mv "$E2E_TMP/t.json" "$NODE_NETD/$tnet.conflist"
+    cni_runtime ADD "$NODE_NETD/$tnet.conflist" "$(pod_path tenant)" net1 e2e-tenant
+    expect_eq "the tenant's ADD failed at" "$RT_FAILED" roce-tune || return 1
+    expect_eq "roce-tune's code" "$(jq -r .code <<<"$PL_OUT")" 100 || return 1
+    expect_contains "the message" "$(jq -r .msg <<<"$PL_OUT")" "net1 is not a VF.*deviceID 0000:0c:00.2" || return 1
+    expect_eq "the victim's class" "$(tc_raw v)" "tclass=41" || return 1
+    cni_runtime DEL "$NODE_NETD/$tnet.conflist" "$(pod_path tenant)" net1 e2e-tenant
+    expect_eq "the tenant's DEL failed at" "${RT_FAILED:-none}" none || return 1
+    # Bound to its own VF, the tenant still may not name another.
+    tree_bind tenant net1 0000:0c:00.3
+    cni_runtime ADD "$NODE_NETD/$tnet.conflist" "$(pod_path tenant)" net1 e2e-tenant
+    expect_eq "roce-tune's code (own VF, other deviceID)" "$(jq -r .code <<<"$PL_OUT")" 100 || return 1
+    expect_contains "the message names both" "$(jq -r .msg <<<"$PL_OUT")" "0000:0c:00.2.*0000:0c:00.3" || return 1
+    expect_eq "the victim's class" "$(tc_raw v)" "tclass=41" || return 1
+    expect_eq "the tenant's class" "$(tc_value t)" unset || return 1
+    cni_runtime DEL "$NODE_NETD/$tnet.conflist" "$(pod_path tenant)" net1 e2e-tenant
+    cnitool_run del "$vnet" victim net1; expect_rc0 "the victim's DEL" || return 1
+    expect_eq "the victim's class after its DEL" "$(tc_value v)" 106 || return 1
+}
+
+# ============================================================== 5e. del-refused-input
+# An interface name the kernel accepts but roce-tune refuses (a pod annotation's "interface":
+# "né1"): ADD fails at roce-tune with 4, and the runtime's DEL must still reach host-device,
+# after roce-tune in DEL order (libcni's DelNetworkList stops at the first failure): the VF
+# goes back to the host instead of staying in the sandbox.
+s_del_refused_input() {
+    pod_create pod || return 1
+    rail_create 1 pod "né1" 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "" 41 || return 1
+    local net; net="$(rail_write_conf 1 1.0.0 sbr)" || return 1
+    cnitool_run add "$net" pod "né1"
+    [ "$CNI_RC" != 0 ] || { fail "ADD accepted the interface name né1"; return 1; }
+    vf_in_host 1 && { fail "precondition: host-device did not move the VF into the pod"; return 1; }
+    cnitool_run del "$net" pod "né1"; expect_rc0 "cnitool del" || return 1
+    vf_in_host 1 || { fail "the VF stayed in the sandbox after DEL"; return 1; }
+    expect_eq "traffic class" "$(tc_value 1)" unset || return 1
+    expect_eq "state records" "$(state_count)" 0 || return 1
 }
 
 # ============================================================== 6. versions
@@ -454,8 +533,8 @@ s_v110() {
 
 # ============================================================== runner
 SCENARIOS=(add:s_add check:s_check del:s_del rails-16x2:s_rails gid-timeout:s_gid_timeout
-           gid-late:s_gid_late exclusive-tree:s_exclusive_tree version-0.4.0:s_v040
-           version-1.1.0:s_v110)
+           gid-late:s_gid_late exclusive-tree:s_exclusive_tree not-the-pods:s_not_the_pods
+           del-refused-input:s_del_refused_input version-0.4.0:s_v040 version-1.1.0:s_v110)
 want=("$@")
 passed=0 failed=0 idx=0
 echo "e2e: roce-tune $E2E_BIN ($(stat -c %y "$E2E_BIN" | cut -d. -f1)), cnitool $CNITOOL, plugins $CNI_PLUGIN_DIR, run $E2E_RUN"

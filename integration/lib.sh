@@ -89,7 +89,9 @@ lib_init() {
     # CNI_PATH: the Debian plugins first, then a dir with roce-tune (a copy: a rebuild during
     # the run must not change the binary under test).
     cp "$E2E_BIN" "$E2E_TMP/bin/roce-tune"
-    E2E_CNI_PATH="$CNI_PLUGIN_DIR:$E2E_TMP/bin"
+    cp "$E2E_LIB_DIR/tree-rdma" "$E2E_TMP/bin/tree-rdma"
+    # shims/ first: host-device as it runs where pciBusID is a real VF (see the shim).
+    E2E_CNI_PATH="$E2E_LIB_DIR/shims:$CNI_PLUGIN_DIR:$E2E_TMP/bin"
     export E2E_RUN E2E_TMP E2E_RUN_DIR E2E_CNI_PATH
     kernel_start
 }
@@ -125,6 +127,7 @@ kernel_loop() {
         for f in "$E2E_TMP"/kernel.d/*; do
             [ -e "$f" ] || continue
             read -r ns ifname port mode <"$f" 2>/dev/null || continue
+            port="$(port_now "$port")"
             key="${f##*/}"
             if [ -z "${addrs[$ns]+x}" ]; then
                 addrs[$ns]="$(ip -n "$ns" -4 -o addr show 2>/dev/null | awk '{print $2" "$4}')"
@@ -166,11 +169,22 @@ kernel_loop() {
     done
 }
 
+# port_now <port dir in the tree's root>: where that port is now. In exclusive mode the rdma
+# plugin (tree-rdma) moved the device into a pod's view, <root>/netns/<inode>/.
+port_now() {
+    local root="${1%%/class/infiniband/*}" rel="class/infiniband/${1#*/class/infiniband/}" d
+    if [ -d "$1" ]; then echo "$1"; return; fi
+    for d in "$root"/netns/*/"$rel"; do
+        [ -d "$d" ] && { echo "$d"; return; }
+    done
+    echo "$1"
+}
+
 # kernel_write_gid <port dir> <index> <gid> <type>: type first, then the GID, each replaced
 # atomically (rename), so a reader never sees a half-written entry.
 kernel_write_gid() {
     local port="$1" i="$2" gid="$3" type="$4" tmp
-    tmp="${port%/class/infiniband/*}/.tmp"     # <sysfsRoot>/.tmp: same filesystem, outside the tree
+    tmp="${port%%/class/infiniband/*}"; tmp="${tmp%%/netns/*}/.tmp"  # <sysfsRoot>/.tmp: same filesystem
     mkdir -p "$tmp"
     printf '%s' "$type" >"$tmp/type.$i.$BASHPID" && mv -f "$tmp/type.$i.$BASHPID" "$port/gid_attrs/types/$i"
     printf '%s\n' "$gid" >"$tmp/gid.$i.$BASHPID" && mv -f "$tmp/gid.$i.$BASHPID" "$port/gids/$i"
@@ -220,7 +234,7 @@ kernel_mode() {
 # node_init <name> <index 0..9>: a node = a sysfs test tree, a state dir, a switch netns, and
 # the node config naming them ($NODE_CONF, passed as ROCE_TUNE_NODE_CONFIG to every run).
 # The state dir lives under /run: roce-tune refuses one with a parent others can write (/tmp).
-# Sets NODE, NODE_IDX, NODE_DIR, NODE_SYS, NODE_STATE, NODE_CONF, NODE_NETD, NODE_LOG.
+# Sets NODE, NODE_IDX, NODE_DIR, NODE_SYS, NODE_STATE, NODE_DEVINFO, NODE_CONF, NODE_NETD, NODE_LOG.
 node_init() {
     NODE="$1"
     NODE_IDX="$2"
@@ -235,7 +249,9 @@ node_init() {
              "$NODE_SYS/class/infiniband" "$NODE_SYS/.tmp" "$NODE_NETD"
     (umask 077 && mkdir -p "$NODE_STATE")
     echo Y >"$NODE_SYS/module/ib_core/parameters/netns_mode"
-    jq -n --arg sys "$NODE_SYS" --arg state "$NODE_STATE" '{sysfsRoot: $sys, stateDir: $state}' >"$NODE_CONF"
+    NODE_DEVINFO="$E2E_RUN_DIR/$NODE/devinfo"     # made by roce-tune when a rail asks for it
+    jq -n --arg sys "$NODE_SYS" --arg state "$NODE_STATE" --arg di "$NODE_DEVINFO" \
+        '{sysfsRoot: $sys, stateDir: $state, deviceInfoDir: $di}' >"$NODE_CONF"
     chmod 644 "$NODE_CONF"
     : >"$NODE_LOG"
     ip netns add "$NODE_SW" || return 1
@@ -311,6 +327,13 @@ rail_create() {
     done
     echo "$ll" >"$port/gids/0"; printf 'IB/RoCE v1' >"$port/gid_attrs/types/0"
     echo "$ll" >"$port/gids/1"; printf 'RoCE v2' >"$port/gid_attrs/types/1"
+    # The device's identity, as sysfs gives it: the link to its PCI function, the node GUID.
+    ln -sfn "../../../bus/pci/devices/$pci" "$root/device"
+    printf '%s\n' "$(guid_of "$pci")" >"$root/node_guid"
+    # The kernel's answer from inside the pod (docs/design.md, "Test trees"): the pod's
+    # <ifname> is the netdev of the PCI function <pci>.
+    # RAIL_BIND=0: the tree gives the pod's netdev no PCI function (a plain veth).
+    [ "${RAIL_BIND:-1}" = 0 ] || tree_bind "$pod" "$ifname" "$pci" || return 1
     R_POD[$rail]="$pod"; R_IF[$rail]="$ifname"; R_VF[$rail]="$vf"; R_PCI[$rail]="$pci"
     R_DEV[$rail]="$dev"; R_CIDR[$rail]="$cidr"; R_GW[$rail]="$gw"; R_TC[$rail]="$tc"
     R_NET[$rail]="rt${E2E_RUN}-${NODE}-$rail"
@@ -318,10 +341,27 @@ rail_create() {
     log "rail $rail: $vf -> $(pod_ns "$pod")/$ifname pci $pci dev $dev $cidr tc $tc original '$orig'"
 }
 
+# tree_bind <pod> <ifname> <pci>: <root>/netns/<inode of the pod's nsfs file>/class/net/<ifname>/device,
+# a link whose last component is the PCI address, as the kernel's class/net/<if>/device is.
+tree_bind() {
+    local ino d
+    ino="$(stat -L -c %i "$(pod_path "$1")")" || return 1
+    d="$NODE_SYS/netns/$ino/class/net/$2"
+    mkdir -p "$d" && ln -sfn "../../../../../bus/pci/devices/$3" "$d/device"
+}
+
+# guid_of <pci>: a node GUID made of the PCI address, so each device's differs.
+guid_of() {
+    local h; h="$(printf '%016x' "0x$(tr -dc '0-9a-f' <<<"$1")")"
+    echo "${h:0:4}:${h:4:4}:${h:8:4}:${h:12:4}"
+}
+
 # rail_conf <rail> <cniVersion> <chain: sbr|nosbr> [extra roce-tune JSON] -> conflist on stdout.
-# The chain as the operator renders it, host-device + static IPAM standing in for sriov + IPAM.
-# Multus injects deviceID and pciBusID into every plugin; NOT pciBusID into host-device: there
-# it means "move the netdev of this PCI device" and the fake PCI address does not exist.
+# The chain as the operator renders it, host-device + static IPAM standing in for sriov + IPAM,
+# with what Multus 4.2 injects: deviceID and pciBusID into EVERY plugin (multus-cni
+# pkg/types/conf.go, addDeviceIDInConfList; host-device reads /sys/bus/pci/devices/<pciBusID>,
+# which integration/shims/host-device gives it). RAIL_RDMA=1 puts the rdma plugin (tree-rdma, its
+# stand-in on a test tree) before roce-tune, as exclusive mode needs.
 rail_conf() {
     local rail="$1" ver="$2" chain="$3" extra="${4:-}"
     [ -n "$extra" ] || extra='{}'
@@ -329,13 +369,15 @@ rail_conf() {
     [ "$chain" = sbr ] || name="$name-$chain"
     jq -n --arg ver "$ver" --arg name "$name" --arg vf "${R_VF[$rail]}" --arg pci "${R_PCI[$rail]}" \
         --arg cidr "${R_CIDR[$rail]}" --arg gw "${R_GW[$rail]}" --argjson tc "${R_TC[$rail]}" \
-        --arg chain "$chain" --argjson extra "$extra" '
+        --arg chain "$chain" --argjson extra "$extra" --arg dev "${R_DEV[$rail]}" \
+        --arg rdma "${RAIL_RDMA:-0}" '
       {cniVersion: $ver, name: $name, plugins: ([
-        {type: "host-device", device: $vf, deviceID: $pci,
-         ipam: {type: "static", addresses: [{address: $cidr, gateway: $gw}]}},
-        ({type: "roce-tune", trafficClass: $tc,
-          gidTimeoutMs: 3000, deviceID: $pci, pciBusID: $pci} + $extra)
-      ] + (if $chain == "sbr" then [{type: "sbr", deviceID: $pci, pciBusID: $pci}] else [] end))}'
+        {type: "host-device", device: $vf,
+         ipam: {type: "static", addresses: [{address: $cidr, gateway: $gw}]}}]
+        + (if $rdma == "1" then [{type: "tree-rdma", rdmaDevice: $dev}] else [] end)
+        + [({type: "roce-tune", trafficClass: $tc, gidTimeoutMs: 3000} + $extra)]
+        + (if $chain == "sbr" then [{type: "sbr"}] else [] end)
+        | map(. + {deviceID: $pci, pciBusID: $pci}))}'
 }
 
 # rail_write_conf <rail> <cniVersion> <chain> [extra]: writes $NODE_NETD/<network>.conflist,
@@ -349,12 +391,26 @@ rail_write_conf() {
 
 # ------------------------------------------------------------------ drivers
 
+# multus_cni_args <pod>: CNI_ARGS as Multus 4.2 in thin mode hands them to every plugin: its own
+# five pairs (IgnoreUnknown, K8S_POD_NAMESPACE, K8S_POD_NAME, K8S_POD_INFRA_CONTAINER_ID,
+# K8S_POD_UID), then the runtime's pairs again (multus-cni pkg/types/conf.go, createRuntimeConf
+# and newCNIRuntimeConf: a runtime pair is added unless it fills an empty one).
+multus_cni_args() {
+    local ns="e2e-$NODE" name="$1" sandbox uid own kubelet
+    sandbox="$(cnitool_cid "$1")"
+    uid="$(printf '%s' "$(pod_ns "$1")" | sha256sum | sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12}).*/\1-\2-\3-\4-\5/')"
+    own="IgnoreUnknown=true;K8S_POD_NAMESPACE=$ns;K8S_POD_NAME=$name;K8S_POD_INFRA_CONTAINER_ID=$sandbox;K8S_POD_UID=$uid"
+    kubelet="IgnoreUnknown=1;K8S_POD_NAMESPACE=$ns;K8S_POD_NAME=$name;K8S_POD_INFRA_CONTAINER_ID=$sandbox;K8S_POD_UID=$uid"
+    echo "$own;$kubelet"
+}
+
 # cnitool_run <add|check|del> <network> <pod> <ifname>: stdout -> $CNI_OUT, stderr -> $CNI_ERR,
 # exit code -> $CNI_RC (also returned).
 cnitool_run() {
     local cmd="$1" net="$2" pod="$3" ifname="$4" o e
     o="$E2E_TMP/out.$BASHPID"; e="$E2E_TMP/err.$BASHPID"
     NETCONFPATH="$NODE_NETD" CNI_PATH="$E2E_CNI_PATH" CNI_IFNAME="$ifname" \
+        CNI_ARGS="$(multus_cni_args "$pod")" CAP_ARGS="${CNI_CAP_ARGS:-}" \
         ROCE_TUNE_NODE_CONFIG="$NODE_CONF" \
         timeout 60 "$CNITOOL" "$cmd" "$net" "$(pod_path "$pod")" >"$o" 2>"$e"
     CNI_RC=$?
@@ -378,7 +434,7 @@ plugin_exec() {
     [ -n "$bin" ] || { PL_OUT="plugin $type not found in $E2E_CNI_PATH"; PL_RC=127; return 127; }
     o="$E2E_TMP/plout.$BASHPID"
     printf '%s' "$conf" | env CNI_COMMAND="$cmd" CNI_CONTAINERID="$cid" CNI_NETNS="$netns" \
-        CNI_IFNAME="$ifname" CNI_ARGS="" CNI_PATH="$E2E_CNI_PATH" \
+        CNI_IFNAME="$ifname" CNI_ARGS="${PL_CNI_ARGS:-}" CNI_PATH="$E2E_CNI_PATH" \
         ROCE_TUNE_NODE_CONFIG="$NODE_CONF" \
         timeout 60 "$bin" >"$o" 2>>"$NODE_LOG"
     PL_RC=$?
@@ -409,6 +465,7 @@ cni_runtime() {
     esac
     report="$(CNI_PATH="$E2E_CNI_PATH" ROCE_TUNE_NODE_CONFIG="$NODE_CONF" \
         python3 "$E2E_LIB_DIR/cni_runtime.py" "$cmd" "$file" "${args[@]}" \
+        --cni-args "${RT_CNI_ARGS:-}" --capability-args "${CNI_CAP_ARGS:-}" \
         --cache "$E2E_TMP/rtcache" --log "$NODE_LOG" 2>>"$NODE_LOG")"
     PL_RC=$?
     declare -gA RT_OUTS=()
@@ -431,7 +488,7 @@ cni_runtime() {
 
 # ------------------------------------------------------------------ observing the node
 
-tc_file() { echo "$NODE_SYS/class/infiniband/${R_DEV[$1]}/tc/1/traffic_class"; }
+tc_file() { echo "$(port_now "$NODE_SYS/class/infiniband/${R_DEV[$1]}/ports/1")/../../tc/1/traffic_class"; }
 # tc_raw <rail>: the file's content, trailing newlines stripped.
 tc_raw() { local v; v="$(cat "$(tc_file "$1")")"; printf '%s' "$v"; }
 # tc_class [content]: "unset" or the global class N of a traffic_class file's content (stdin,

@@ -115,6 +115,29 @@ class RuntimeTest(unittest.TestCase):
         with open(os.path.join(self.cache, "net-c1-net1.json")) as f:
             self.assertEqual(json.load(f), report["result"], "the final result is cached")
 
+    def test_runtime_config_goes_only_to_plugins_that_declare_the_capability(self):
+        # libcni 1.1.2 api.go injectRuntimeConfig: each declared (true) capability whose
+        # argument the runtime has; the map replaces a runtimeConfig the config carries;
+        # a plugin declaring none keeps its own runtimeConfig (tenant input, as roce-tune
+        # treats it).
+        f = self.conflist([
+            {"type": "a", "capabilities": {"deviceID": True, "mac": False}},
+            {"type": "b", "runtimeConfig": {"CNIDeviceInfoFile": "/mine"}},
+            {"type": "c", "capabilities": {"CNIDeviceInfoFile": True},
+             "runtimeConfig": {"x": 1}}])
+        caps = json.dumps({"deviceID": "0000:0c:00.2", "mac": "aa:bb:cc:dd:ee:ff",
+                           "CNIDeviceInfoFile": "/run/devinfo/f"})
+        args = "IgnoreUnknown=true;K8S_POD_NAME=p;IgnoreUnknown=1;K8S_POD_NAME=p"
+        _, rc, runs = self.run_rt("ADD", f, "--netns", "/run/netns/p", "--ifname", "net1",
+                                  "--cid", "c1", "--capability-args", caps,
+                                  "--cni-args", args)
+        self.assertEqual(rc, 0)
+        conf = {r["type"]: r["conf"] for r in runs}
+        self.assertEqual(conf["a"]["runtimeConfig"], {"deviceID": "0000:0c:00.2"})
+        self.assertEqual(conf["b"]["runtimeConfig"], {"CNIDeviceInfoFile": "/mine"})
+        self.assertEqual(conf["c"]["runtimeConfig"], {"CNIDeviceInfoFile": "/run/devinfo/f"})
+        self.assertTrue(all(r["env"]["CNI_ARGS"] == args for r in runs))
+
     def test_check_and_del_get_the_cached_result_del_in_reverse_and_drops_it(self):
         f = self.conflist([{"type": "a"}, {"type": "b"}, {"type": "c"}])
         added, _, _ = self.attach("ADD", f)
