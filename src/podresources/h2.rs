@@ -59,6 +59,7 @@ const HEADER_BLOCK_MAX: usize = 4 * HEADER_LIST_MAX;
 /// gRPC status codes this module synthesizes (grpc/grpc `doc/statuscodes.md`).
 pub const CANCELLED: u32 = 1;
 pub const UNKNOWN: u32 = 2;
+pub const DEADLINE_EXCEEDED: u32 = 4;
 pub const RESOURCE_EXHAUSTED: u32 = 8;
 pub const PERMISSION_DENIED: u32 = 7;
 pub const UNIMPLEMENTED: u32 = 12;
@@ -212,7 +213,18 @@ impl Conn {
                     let end = flags & END_STREAM != 0;
                     if let Some(done) = call.headers(h, end)? {
                         self.reusable = true;
-                        return done;
+                        return match done {
+                            // The server gave up at the deadline this client
+                            // sent it in grpc-timeout: the same timeout.
+                            Err(Error::Status {
+                                code: DEADLINE_EXCEEDED,
+                                ..
+                            }) => Err(Error::Timeout {
+                                timeout: self.timeout,
+                                stage: "the answer (the server's DEADLINE_EXCEEDED)",
+                            }),
+                            other => other,
+                        };
                     }
                 }
                 RST_STREAM if stream == id => {
