@@ -505,18 +505,28 @@ impl Call {
     /// result when the call is over.
     fn headers(&mut self, h: Headers, end: bool) -> Result<Option<Result<Vec<u8>, Error>>, Error> {
         if !self.headers {
-            self.headers = true;
             let status = h
                 .status
                 .ok_or_else(|| protocol("response headers without :status"))?;
+            if (100..200).contains(&status) {
+                // RFC 9113 §8.1: an informational block; the real one follows.
+                if end {
+                    return Err(protocol(format!("HTTP status {status} ended the stream")));
+                }
+                return Ok(None);
+            }
+            self.headers = true;
             if status != 200 {
-                // grpc/grpc doc/http-grpc-status-mapping.md.
-                let code = match status {
-                    400 => INTERNAL,
-                    401 => UNAUTHENTICATED,
-                    403 => PERMISSION_DENIED,
-                    404 => UNIMPLEMENTED,
-                    429 | 502 | 503 | 504 => UNAVAILABLE,
+                // grpc/grpc doc/http-grpc-status-mapping.md: only "for
+                // clients that received a response that did not include
+                // grpc-status. If grpc-status was provided, it must be used."
+                let code = match (end, h.grpc_status, status) {
+                    (true, Some(code), _) => code,
+                    (_, _, 400 | 431) => INTERNAL,
+                    (_, _, 401) => UNAUTHENTICATED,
+                    (_, _, 403) => PERMISSION_DENIED,
+                    (_, _, 404) => UNIMPLEMENTED,
+                    (_, _, 429 | 502 | 503 | 504) => UNAVAILABLE,
                     _ => UNKNOWN,
                 };
                 return Ok(Some(Err(Error::Status {
@@ -981,6 +991,16 @@ mod tests {
                 ..
             })
         ));
+        // A grpc-status beside a non-200 status wins; 1xx blocks are skipped.
+        let mut answer = f(SETTINGS, 0, 0, &[]);
+        answer.extend(f(HEADERS, END_HEADERS, 1, &block(&[(":status", "100")])));
+        answer.extend(f(
+            HEADERS,
+            END_STREAM | END_HEADERS,
+            1,
+            &block(&[(":status", "503"), ("grpc-status", "9")]),
+        ));
+        assert!(matches!(call(answer).0, Err(Error::Status { code: 9, .. })));
     }
 
     #[test]
