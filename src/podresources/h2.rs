@@ -86,6 +86,7 @@ pub struct Conn {
     /// False once the server sent GOAWAY or a call ended mid-stream: the
     /// connection is not used for another call.
     pub reusable: bool,
+    goaway: bool,
     timeout: Duration,
     max_message: usize,
 }
@@ -112,6 +113,7 @@ impl Conn {
             consumed: 0,
             preface_seen: false,
             reusable: true,
+            goaway: false,
             timeout,
             max_message,
         };
@@ -212,7 +214,7 @@ impl Conn {
                     }
                     let end = flags & END_STREAM != 0;
                     if let Some(done) = call.headers(h, end)? {
-                        self.reusable = true;
+                        self.reusable = !self.goaway;
                         return match done {
                             // The server gave up at the deadline this client
                             // sent it in grpc-timeout: the same timeout.
@@ -229,7 +231,7 @@ impl Conn {
                 }
                 RST_STREAM if stream == id => {
                     let code = u32_at(&payload, 0, 4, "RST_STREAM")?;
-                    self.reusable = true;
+                    self.reusable = !self.goaway;
                     return Err(Error::Status {
                         code: reset_status(code),
                         message: Some(format!("stream reset by the server (HTTP/2 error {code})")),
@@ -239,6 +241,8 @@ impl Conn {
                 CONTINUATION => return Err(protocol("CONTINUATION outside a header block")),
                 GOAWAY => {
                     let last = u32_at(&payload, 0, 8, "GOAWAY")? & 0x7fff_ffff;
+                    // §6.8: no new stream on this connection.
+                    self.goaway = true;
                     if last < id {
                         return Err(Error::Status {
                             code: UNAVAILABLE,
@@ -1106,6 +1110,30 @@ mod tests {
                 other => panic!("{what}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_call_taken_before_goaway_completes_and_the_connection_retires() {
+        let answer = [
+            f(SETTINGS, 0, 0, &[]),
+            f(GOAWAY, 0, 0, &[0, 0, 0, 1, 0, 0, 0, 0]),
+            f(HEADERS, END_HEADERS, 1, &ok_headers()),
+            f(DATA, 0, 1, &grpc_message(b"ok")),
+            f(
+                HEADERS,
+                END_STREAM | END_HEADERS,
+                1,
+                &block(&[("grpc-status", "0")]),
+            ),
+        ]
+        .concat();
+        let (path, h) = server(answer);
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut c = Conn::open(&path, Duration::from_secs(3), deadline, 1 << 20).unwrap();
+        assert_eq!(c.unary("/s/m", b"", deadline).unwrap(), b"ok");
+        assert!(!c.reusable);
+        drop(c);
+        h.join().unwrap();
     }
 
     #[test]
