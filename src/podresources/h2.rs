@@ -344,7 +344,7 @@ impl Conn {
                 // its encoder indexes nothing.
                 let mut ack = Vec::with_capacity(9);
                 frame(&mut ack, SETTINGS, ACK, 0, &[]);
-                self.send(&ack, deadline)?;
+                self.send_control(&ack, deadline)?;
             }
             PING => {
                 if len != 8 || stream != 0 {
@@ -353,7 +353,7 @@ impl Conn {
                 if flags & ACK == 0 {
                     let mut pong = Vec::with_capacity(17);
                     frame(&mut pong, PING, ACK, 0, payload);
-                    self.send(&pong, deadline)?;
+                    self.send_control(&pong, deadline)?;
                 }
             }
             _ => {}
@@ -412,6 +412,19 @@ impl Conn {
             }
         }
         Ok(())
+    }
+
+    /// An ACK the server asked for. A server that already closed its side
+    /// (EPIPE) may still have sent the whole answer, which is in the buffer:
+    /// read on, and retire the connection.
+    fn send_control(&mut self, data: &[u8], deadline: Instant) -> Result<(), Error> {
+        match self.send(data, deadline) {
+            Err(Error::Io { .. }) => {
+                self.goaway = true;
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     fn send(&mut self, mut data: &[u8], deadline: Instant) -> Result<(), Error> {
@@ -1134,6 +1147,53 @@ mod tests {
         assert!(!c.reusable);
         drop(c);
         h.join().unwrap();
+    }
+
+    #[test]
+    fn an_answer_from_a_server_that_closed_at_once_is_read() {
+        let dir = std::env::temp_dir().join(format!("rt-h2close-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        let l = UnixListener::bind(&path).unwrap();
+        let answer = [
+            f(SETTINGS, 0, 0, &[]),
+            f(PING, 0, 0, b"87654321"),
+            f(
+                HEADERS,
+                END_STREAM | END_HEADERS,
+                1,
+                &block(&[
+                    (":status", "200"),
+                    ("content-type", "application/grpc"),
+                    ("grpc-status", "5"),
+                ]),
+            ),
+        ]
+        .concat();
+        let h = thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            // Up to the request's last frame: DATA, END_STREAM, stream 1, an
+            // empty message.
+            let end = f(DATA, END_STREAM, 1, &[0; 5]);
+            let mut got = Vec::new();
+            while !got.ends_with(&end) {
+                let mut b = [0u8; 4096];
+                let n = s.read(&mut b).unwrap();
+                assert!(n > 0);
+                got.extend_from_slice(&b[..n]);
+            }
+            s.write_all(&answer).unwrap();
+            // Closed whole: the client's SETTINGS ACK and PING ACK may fail.
+        });
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut c = Conn::open(&path, Duration::from_secs(3), deadline, 1 << 20).unwrap();
+        let r = c.unary("/s/m", b"", deadline);
+        h.join().unwrap();
+        // Whether the ACKs met EPIPE depends on who ran first; the status
+        // must come through either way.
+        assert!(matches!(r, Err(Error::Status { code: 5, .. })), "{r:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
