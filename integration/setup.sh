@@ -12,7 +12,8 @@
 #      (the machine image's kubectl 1.32 conflicts with it; Debian's 1.20 embeds kustomize
 #      v2.0.3, too old for conf/deploy's components: check-conf then says so),
 #      python3-venv (1b: check-conf's pinned PyPI packages, integration/requirements-check-conf.txt,
-#      in integration/.build/venv);
+#      in integration/.build/venv; 1c: the fake kubelet's, integration/requirements-fake-kubelet.txt,
+#      in integration/.build/venv-grpc);
 #   2. builds cnitool into integration/.build/bin/cnitool (skipped when it is there).
 #      cnitool is NOT in golang-github-appc-cni-dev (that package ships libcni/ and pkg/ only,
 #      checked on 1.1.2-1); it is in the SOURCE package golang-github-appc-cni, directory
@@ -61,6 +62,21 @@ else
     cp "$req" "$venv/requirements.txt"
 fi
 "$venv/bin/python" -c 'import kubernetes_validate, yaml, jsonschema' || die "venv $venv: kubernetes_validate does not import"
+
+# ---------------------------------------------------------------- 1c. the fake kubelet's Python packages
+# grpcio + grpcio-tools (integration/fake_kubelet, tests/podresources.rs), pinned, in their own venv.
+gvenv="$build/venv-grpc"
+greq="$here/requirements-fake-kubelet.txt"
+if [ -x "$gvenv/bin/python" ] && [ -f "$gvenv/requirements.txt" ] && cmp -s "$greq" "$gvenv/requirements.txt"; then
+    say "venv: $gvenv already has $(basename "$greq"), skipping"
+else
+    say "venv: installing $(basename "$greq") into $gvenv"
+    rm -rf "$gvenv"
+    /usr/bin/python3 -m venv "$gvenv"
+    "$gvenv/bin/pip" install -q --disable-pip-version-check -r "$greq"
+    cp "$greq" "$gvenv/requirements.txt"
+fi
+"$gvenv/bin/python" -c 'import grpc, grpc_tools.protoc' || die "venv $gvenv: grpcio does not import"
 
 # ---------------------------------------------------------------- 2. cnitool
 cnitool="$build/bin/cnitool"

@@ -24,6 +24,7 @@ pub mod node;
 pub mod orphans;
 pub mod ownership;
 pub mod plugin;
+pub mod podresources;
 pub mod rdma;
 pub mod safe_dir;
 pub mod state;

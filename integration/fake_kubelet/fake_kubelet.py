@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""A fake kubelet PodResources endpoint for roce-tune's tests.
+
+Serves v1.PodResourcesLister (podresources.proto beside this file) on a unix
+socket with grpcio, answering as the kubelet's server does (kubernetes
+pkg/kubelet/apis/podresources/server_v1.go at b7fd57a):
+
+- List: every pod of --pods, each container's devices;
+- Get: the pod of that namespace and name; an unknown pod is a plain Go error,
+  which grpc-go sends as status UNKNOWN "pod %s in namespace %s not found";
+  with the KubeletPodResourcesGet gate off, UNKNOWN "PodResources API Get
+  method disabled" (--get-disabled); a kubelet older than 1.27 has no Get at
+  all, so gRPC answers UNIMPLEMENTED (--no-get);
+- GetAllocatableResources: every device of every pod.
+
+Other modes: --delay-ms N (each answer N ms late), --huge (each answer carries
+a filler over 16 MiB, Multus's receive limit), --hang (a plain socket that
+accepts and never writes), --garbage (a plain socket that writes random bytes,
+--seed, and never speaks HTTP/2).
+
+The Python code for the .proto is generated with grpcio-tools on first use,
+into integration/.build/fake_kubelet/gen-<hash of the .proto> (or under
+$ROCE_TUNE_BUILD_DIR), atomically, so parallel tests can share it.
+
+Prints "listening <socket>" on stdout once the socket accepts connections.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROTO = os.path.join(HERE, "podresources.proto")
+# Over multus-cni pkg/kubeletclient/kubeletclient.go defaultPodResourcesMaxSize.
+HUGE_BYTES = 16 * 1024 * 1024 + 64 * 1024
+
+
+def build_dir():
+    base = os.environ.get("ROCE_TUNE_BUILD_DIR") or os.path.join(HERE, "..", ".build")
+    return os.path.join(os.path.abspath(base), "fake_kubelet")
+
+
+def generated():
+    """Import the generated modules, generating them first if needed."""
+    with open(PROTO, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()[:12]
+    out = os.path.join(build_dir(), "gen-" + digest)
+    if not os.path.isfile(os.path.join(out, "podresources_pb2_grpc.py")):
+        os.makedirs(build_dir(), exist_ok=True)
+        tmp = tempfile.mkdtemp(dir=build_dir(), prefix="tmp-")
+        from grpc_tools import protoc
+
+        rc = protoc.main(
+            [
+                "protoc",
+                "-I" + HERE,
+                "--python_out=" + tmp,
+                "--grpc_python_out=" + tmp,
+                PROTO,
+            ]
+        )
+        if rc != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            sys.exit("fake_kubelet: protoc failed (%d)" % rc)
+        try:
+            os.rename(tmp, out)
+        except OSError:
+            # Another process generated the same thing first.
+            shutil.rmtree(tmp, ignore_errors=True)
+    sys.path.insert(0, out)
+    import podresources_pb2 as pb
+    import podresources_pb2_grpc as pb_grpc
+
+    return pb, pb_grpc
+
+
+def load_pods(path):
+    """{"pods": [{"name", "namespace", "cpu_ids"?, "containers": [{"name",
+    "cpu_ids"?, "devices": [{"resource", "ids", "numa"?}]}]}]}"""
+    if not path:
+        return []
+    with open(path) as f:
+        return json.load(f)["pods"]
+
+
+def to_message(pb, pod):
+    msg = pb.PodResources(
+        name=pod["name"], namespace=pod["namespace"], cpu_ids=pod.get("cpu_ids", [])
+    )
+    for c in pod.get("containers", []):
+        cr = msg.containers.add(name=c["name"], cpu_ids=c.get("cpu_ids", []))
+        for d in c.get("devices", []):
+            dev = cr.devices.add(resource_name=d["resource"], device_ids=d["ids"])
+            for n in d.get("numa", []):
+                dev.topology.nodes.add(ID=n)
+    return msg
+
+
+def filler(pb):
+    """A container whose device IDs add up to HUGE_BYTES."""
+    c = pb.ContainerResources(name="filler")
+    chunk = "f" * (1024 * 1024)
+    d = c.devices.add(resource_name="example.com/filler")
+    for _ in range(HUGE_BYTES // len(chunk) + 1):
+        d.device_ids.append(chunk)
+    return c
+
+
+def serve_grpc(args, pods):
+    import grpc
+    from concurrent import futures
+
+    pb, _ = generated()
+
+    def pause():
+        if args.delay_ms:
+            time.sleep(args.delay_ms / 1000.0)
+
+    def list_(request, context):
+        pause()
+        resp = pb.ListPodResourcesResponse()
+        for p in pods:
+            resp.pod_resources.append(to_message(pb, p))
+        if args.huge:
+            big = resp.pod_resources.add(name="filler", namespace="filler")
+            big.containers.append(filler(pb))
+        return resp
+
+    def get(request, context):
+        pause()
+        if args.get_disabled:
+            context.abort(grpc.StatusCode.UNKNOWN, "PodResources API Get method disabled")
+        for p in pods:
+            if p["name"] == request.pod_name and p["namespace"] == request.pod_namespace:
+                msg = to_message(pb, p)
+                if args.huge:
+                    msg.containers.append(filler(pb))
+                return pb.GetPodResourcesResponse(pod_resources=msg)
+        context.abort(
+            grpc.StatusCode.UNKNOWN,
+            "pod %s in namespace %s not found" % (request.pod_name, request.pod_namespace),
+        )
+
+    def allocatable(request, context):
+        pause()
+        resp = pb.AllocatableResourcesResponse()
+        for p in pods:
+            for c in p.get("containers", []):
+                for d in c.get("devices", []):
+                    resp.devices.add(resource_name=d["resource"], device_ids=d["ids"])
+        return resp
+
+    def unary(fn, req, resp):
+        return grpc.unary_unary_rpc_method_handler(
+            fn,
+            request_deserializer=req.FromString,
+            response_serializer=resp.SerializeToString,
+        )
+
+    methods = {
+        "List": unary(list_, pb.ListPodResourcesRequest, pb.ListPodResourcesResponse),
+        "GetAllocatableResources": unary(
+            allocatable, pb.AllocatableResourcesRequest, pb.AllocatableResourcesResponse
+        ),
+    }
+    if not args.no_get:
+        # Left out, the method does not exist: gRPC itself answers UNIMPLEMENTED.
+        methods["Get"] = unary(get, pb.GetPodResourcesRequest, pb.GetPodResourcesResponse)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=8),
+        options=[("grpc.max_send_message_length", -1)],
+    )
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("v1.PodResourcesLister", methods),)
+    )
+    if server.add_insecure_port("unix:" + args.socket) == 0:
+        sys.exit("fake_kubelet: cannot listen on " + args.socket)
+    server.start()
+    return server.stop
+
+
+def serve_raw(args):
+    """--hang and --garbage: a plain socket, no HTTP/2 at all."""
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lsock.bind(args.socket)
+    lsock.listen(64)
+    held = []
+    rng = random.Random(args.seed)
+
+    def loop():
+        while True:
+            try:
+                conn, _ = lsock.accept()
+            except OSError:
+                return
+            if args.garbage:
+                try:
+                    conn.sendall(bytes(rng.getrandbits(8) for _ in range(4096)))
+                except OSError:
+                    pass
+            # Held open, never read, never answered.
+            held.append(conn)
+
+    threading.Thread(target=loop, daemon=True).start()
+    return lambda grace: lsock.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--socket", required=True)
+    ap.add_argument("--pods", help="JSON file of pods")
+    get = ap.add_mutually_exclusive_group()
+    get.add_argument("--no-get", action="store_true", help="no Get method (kubelet < 1.27)")
+    get.add_argument("--get-disabled", action="store_true", help="KubeletPodResourcesGet off")
+    ap.add_argument("--delay-ms", type=int, default=0)
+    ap.add_argument("--huge", action="store_true")
+    raw = ap.add_mutually_exclusive_group()
+    raw.add_argument("--hang", action="store_true")
+    raw.add_argument("--garbage", action="store_true")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    args.socket = os.path.abspath(args.socket)
+    if os.path.exists(args.socket):
+        os.unlink(args.socket)
+
+    stop = serve_raw(args) if args.hang or args.garbage else serve_grpc(args, load_pods(args.pods))
+    done = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: done.set())
+    print("listening " + args.socket, flush=True)
+    # Bounded even if nobody stops it: a test that dies leaves no server behind.
+    done.wait(timeout=float(os.environ.get("FAKE_KUBELET_LIFETIME_S", "600")))
+    stop(0)
+    try:
+        os.unlink(args.socket)
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,362 @@
+//! The protobuf wire format (protobuf.dev, "Encoding") of the few PodResources
+//! messages this client reads, and the one it writes. Field numbers are those
+//! of k8s.io/kubelet `pkg/apis/podresources/v1/api.proto` (at 63b3249, lines
+//! 29-69 and 111-120):
+//!
+//! ```text
+//! ListPodResourcesResponse { repeated PodResources pod_resources = 1; }
+//! GetPodResourcesResponse  { PodResources pod_resources = 1; }
+//! PodResources       { string name = 1; string namespace = 2; repeated ContainerResources containers = 3; }
+//! ContainerResources { string name = 1; repeated ContainerDevices devices = 2; ... }
+//! ContainerDevices   { string resource_name = 1; repeated string device_ids = 2; TopologyInfo topology = 3; }
+//! GetPodResourcesRequest { string pod_name = 1; string pod_namespace = 2; }
+//! ```
+//!
+//! Every other field (cpu_ids, memory, dynamic_resources, topology, and
+//! whatever a newer kubelet adds, such as 1.36's pod-level cpu_ids = 4) is
+//! skipped by its wire type, as the format requires of unknown fields.
+
+use std::fmt;
+
+/// Why a message could not be decoded: the rule, and sizes, never the bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtoError(pub String);
+
+impl fmt::Display for ProtoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "protobuf: {}", self.0)
+    }
+}
+
+fn err(what: impl Into<String>) -> ProtoError {
+    ProtoError(what.into())
+}
+
+/// One field's value by wire type. Fixed-size values are skipped unread.
+enum Value<'a> {
+    Varint,
+    Bytes(&'a [u8]),
+    Fixed,
+}
+
+/// The fields of one message, in wire order.
+struct Fields<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Fields<'a> {
+    fn new(buf: &'a [u8]) -> Fields<'a> {
+        Fields { buf, pos: 0 }
+    }
+
+    fn varint(&mut self) -> Result<u64, ProtoError> {
+        let mut v = 0u64;
+        for i in 0..10 {
+            let b = *self
+                .buf
+                .get(self.pos)
+                .ok_or_else(|| err("truncated varint"))?;
+            self.pos += 1;
+            v |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(err("varint longer than 10 bytes"))
+    }
+
+    fn take(&mut self, n: u64) -> Result<&'a [u8], ProtoError> {
+        let left = self.buf.len() - self.pos;
+        if n > left as u64 {
+            return Err(err(format!(
+                "a field of {n} bytes in the {left} left of its message"
+            )));
+        }
+        let s = &self.buf[self.pos..self.pos + n as usize];
+        self.pos += n as usize;
+        Ok(s)
+    }
+
+    fn next(&mut self) -> Result<Option<(u64, Value<'a>)>, ProtoError> {
+        if self.pos == self.buf.len() {
+            return Ok(None);
+        }
+        let key = self.varint()?;
+        let number = key >> 3;
+        if number == 0 || number > (1 << 29) - 1 {
+            return Err(err(format!("field number {number}")));
+        }
+        let value = match key & 7 {
+            0 => {
+                self.varint()?;
+                Value::Varint
+            }
+            1 => {
+                self.take(8)?;
+                Value::Fixed
+            }
+            2 => {
+                let n = self.varint()?;
+                Value::Bytes(self.take(n)?)
+            }
+            5 => {
+                self.take(4)?;
+                Value::Fixed
+            }
+            // 3 and 4 are proto2 groups, which no proto3 message holds.
+            t => return Err(err(format!("wire type {t} in field {number}"))),
+        };
+        Ok(Some((number, value)))
+    }
+}
+
+/// A length-delimited field the schema fixes (string or message).
+fn bytes<'a>(number: u64, v: Value<'a>, what: &str) -> Result<&'a [u8], ProtoError> {
+    match v {
+        Value::Bytes(b) => Ok(b),
+        _ => Err(err(format!(
+            "{what} (field {number}) is not length-delimited"
+        ))),
+    }
+}
+
+fn text<'a>(number: u64, v: Value<'a>, what: &str) -> Result<&'a str, ProtoError> {
+    let b = bytes(number, v, what)?;
+    std::str::from_utf8(b).map_err(|_| err(format!("{what} is not UTF-8 ({} bytes)", b.len())))
+}
+
+/// A PodResources message, its containers left encoded until asked for:
+/// List answers every pod of the node and only one is wanted.
+#[derive(Debug)]
+pub struct Pod<'a> {
+    pub name: &'a str,
+    pub namespace: &'a str,
+    msg: &'a [u8],
+}
+
+fn pod(msg: &[u8]) -> Result<Pod<'_>, ProtoError> {
+    let mut p = Pod {
+        name: "",
+        namespace: "",
+        msg,
+    };
+    let mut f = Fields::new(msg);
+    while let Some((n, v)) = f.next()? {
+        match n {
+            1 => p.name = text(n, v, "PodResources.name")?,
+            2 => p.namespace = text(n, v, "PodResources.namespace")?,
+            _ => {}
+        }
+    }
+    Ok(p)
+}
+
+impl<'a> Pod<'a> {
+    /// Each (resource_name, device_id) of every container, in wire order.
+    pub fn devices(&self, mut each: impl FnMut(&'a str, &'a str)) -> Result<(), ProtoError> {
+        let mut pod = Fields::new(self.msg);
+        while let Some((n, v)) = pod.next()? {
+            if n != 3 {
+                continue;
+            }
+            let mut container = Fields::new(bytes(n, v, "PodResources.containers")?);
+            while let Some((n, v)) = container.next()? {
+                if n != 2 {
+                    continue;
+                }
+                // resource_name may follow the ids on the wire: read it first.
+                let devs = bytes(n, v, "ContainerResources.devices")?;
+                let mut resource = "";
+                let mut f = Fields::new(devs);
+                while let Some((n, v)) = f.next()? {
+                    if n == 1 {
+                        resource = text(n, v, "ContainerDevices.resource_name")?;
+                    }
+                }
+                let mut f = Fields::new(devs);
+                while let Some((n, v)) = f.next()? {
+                    if n == 2 {
+                        each(resource, text(n, v, "ContainerDevices.device_ids")?);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The pods of a ListPodResourcesResponse.
+pub fn list_response(msg: &[u8]) -> Result<Vec<Pod<'_>>, ProtoError> {
+    let mut pods = Vec::new();
+    let mut f = Fields::new(msg);
+    while let Some((n, v)) = f.next()? {
+        if n == 1 {
+            pods.push(pod(bytes(n, v, "pod_resources")?)?);
+        }
+    }
+    Ok(pods)
+}
+
+/// The pod of a GetPodResourcesResponse; `None` when the field is absent.
+/// A second copy of the field (which the format would merge) is refused: no
+/// kubelet writes one, and merging two pods is not a thing to guess at.
+pub fn get_response(msg: &[u8]) -> Result<Option<Pod<'_>>, ProtoError> {
+    let mut found = None;
+    let mut f = Fields::new(msg);
+    while let Some((n, v)) = f.next()? {
+        if n == 1 {
+            if found.is_some() {
+                return Err(err("GetPodResourcesResponse holds pod_resources twice"));
+            }
+            found = Some(pod(bytes(n, v, "pod_resources")?)?);
+        }
+    }
+    Ok(found)
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(0x80 | (v & 0x7f) as u8);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_text(out: &mut Vec<u8>, number: u64, s: &str) {
+    // proto3 leaves a field at its default (empty) off the wire.
+    if !s.is_empty() {
+        put_varint(out, number << 3 | 2);
+        put_varint(out, s.len() as u64);
+        out.extend_from_slice(s.as_bytes());
+    }
+}
+
+/// GetPodResourcesRequest { pod_name = 1, pod_namespace = 2 }.
+pub fn get_request(name: &str, namespace: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len() + namespace.len() + 6);
+    put_text(&mut out, 1, name);
+    put_text(&mut out, 2, namespace);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hand-built wire bytes: tag, length (a varint), payload.
+    fn ld(number: u8, payload: &[u8]) -> Vec<u8> {
+        let mut v = vec![number << 3 | 2];
+        let mut n = payload.len();
+        while n >= 0x80 {
+            v.push(0x80 | (n & 0x7f) as u8);
+            n >>= 7;
+        }
+        v.push(n as u8);
+        v.extend_from_slice(payload);
+        v
+    }
+
+    fn cat(parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    fn all(p: &Pod) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        p.devices(|r, id| out.push((r.to_string(), id.to_string())))
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn get_request_bytes() {
+        assert_eq!(
+            get_request("p", "ns"),
+            vec![0x0a, 1, b'p', 0x12, 2, b'n', b's']
+        );
+        assert_eq!(get_request("", ""), Vec::<u8>::new());
+        // A 200-byte name takes a two-byte length: 200 = 0xc8 0x01.
+        let long = "a".repeat(200);
+        assert_eq!(&get_request(&long, "")[..3], &[0x0a, 0xc8, 0x01]);
+    }
+
+    #[test]
+    fn list_with_unknown_fields_and_ids_before_resource() {
+        // ContainerDevices with the ids before resource_name and a topology (3).
+        let devs = cat(&[
+            &ld(2, b"0000:17:00.2"),
+            &ld(3, &ld(1, &[0x08, 0x01])),
+            &ld(1, b"nvidia.com/rdma_vf"),
+            &ld(2, b"0000:17:00.3"),
+        ]);
+        let gpu = cat(&[&ld(1, b"nvidia.com/gpu"), &ld(2, b"GPU-1")]);
+        let container = cat(&[
+            &ld(1, b"main"),
+            &ld(2, &devs),
+            // cpu_ids = 3, packed varints; memory = 4.
+            &ld(3, &[0x02, 0x03]),
+            &ld(4, &ld(1, b"memory")),
+            &ld(2, &gpu),
+        ]);
+        let pod_a = cat(&[
+            &ld(1, b"a"),
+            &ld(2, b"ns1"),
+            &ld(3, &container),
+            // A field this client does not know: varint field 9, fixed64 10, fixed32 11.
+            &[0x48, 0x96, 0x01],
+            &[0x51, 1, 2, 3, 4, 5, 6, 7, 8],
+            &[0x5d, 1, 2, 3, 4],
+        ]);
+        let pod_b = cat(&[&ld(2, b"ns2"), &ld(1, b"a")]);
+        let msg = cat(&[&ld(1, &pod_a), &ld(1, &pod_b), &ld(7, b"x")]);
+        assert!(pod_a.len() >= 128, "a two-byte length is exercised");
+        let pods = list_response(&msg).unwrap();
+        assert_eq!(pods.len(), 2);
+        assert_eq!((pods[0].name, pods[0].namespace), ("a", "ns1"));
+        assert_eq!((pods[1].name, pods[1].namespace), ("a", "ns2"));
+        let want: Vec<(String, String)> = [
+            ("nvidia.com/rdma_vf", "0000:17:00.2"),
+            ("nvidia.com/rdma_vf", "0000:17:00.3"),
+            ("nvidia.com/gpu", "GPU-1"),
+        ]
+        .iter()
+        .map(|(r, i)| (r.to_string(), i.to_string()))
+        .collect();
+        assert_eq!(all(&pods[0]), want);
+        assert!(all(&pods[1]).is_empty());
+    }
+
+    #[test]
+    fn get_response_present_absent_twice() {
+        let pod = cat(&[&ld(1, b"p"), &ld(2, b"n")]);
+        let msg = ld(1, &pod);
+        let got = get_response(&msg).unwrap().unwrap();
+        assert_eq!((got.name, got.namespace), ("p", "n"));
+        assert!(get_response(&[]).unwrap().is_none());
+        assert!(get_response(&cat(&[&ld(1, &pod), &ld(1, &pod)])).is_err());
+    }
+
+    #[test]
+    fn malformed_messages_are_refused() {
+        for (bad, why) in [
+            (vec![0x0a, 5, b'a'], "length beyond the message"),
+            (vec![0x0a], "truncated length"),
+            (vec![0x0b], "wire type 3 (group)"),
+            (vec![0x02, 0], "field number 0"),
+            (
+                vec![0x08; 1].into_iter().chain([0xff; 11]).collect(),
+                "11-byte varint",
+            ),
+            (vec![0x08, 1], "pod_resources as a varint"),
+        ] {
+            assert!(list_response(&bad).is_err(), "{why}");
+        }
+        // name as a varint, and a name that is not UTF-8.
+        assert!(list_response(&ld(1, &[0x08, 0x01])).is_err());
+        assert!(list_response(&ld(1, &ld(1, &[0xff, 0xfe]))).is_err());
+        // The error names sizes, not content.
+        let e = list_response(&[0x0a, 100, b's', b'e', b'c']).unwrap_err();
+        assert!(e.to_string().contains("100 bytes"), "{e}");
+        assert!(!e.to_string().contains("sec"), "{e}");
+    }
+}
