@@ -28,6 +28,7 @@ pub mod rdma;
 pub mod state;
 pub mod sysctl;
 pub mod sysfs;
+pub mod topology;
 
 /// An open or stat that failed because the path is not there (ENOENT), or a
 /// component of it is not a directory (ENOTDIR): "missing", not an error.
