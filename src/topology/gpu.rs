@@ -4,8 +4,8 @@
 //! - AMD's plugin names a GPU by its PCI address (ROCm/k8s-device-plugin,
 //!   `ListAndWatch`: `ID: id`, logged as "bus ID").
 //! - NVIDIA's plugin advertises the NVML UUID (`GPU-<uuid>`), and for a MIG
-//!   slice the MIG device's UUID: `MIG-<uuid>` from R470 drivers on, and
-//!   `MIG-GPU-<gpu uuid>/<gi>/<ci>` before (NVIDIA/k8s-device-plugin
+//!   slice the MIG device's UUID: `MIG-<uuid>`, or with older drivers
+//!   `MIG-GPU-<gpu uuid>/<gi>/<ci>` (NVIDIA/k8s-device-plugin
 //!   api/config/v1/replicas.go:121-163). Shared (time-sliced) replicas carry
 //!   `::<n>` (internal/rm/devices.go:242-245). With `deviceIDStrategy: index`
 //!   the container sees NVML indexes, `<i>` or `<i>:<mig>`
@@ -30,9 +30,9 @@ pub enum GpuId {
     Pci(Bdf),
     /// NVIDIA: `GPU-<uuid>`, lowercase.
     Uuid(String),
-    /// NVIDIA MIG, R470 and later: `MIG-<uuid>`.
+    /// NVIDIA MIG: `MIG-<uuid>`.
     Mig(String),
-    /// NVIDIA MIG before R470: `MIG-GPU-<uuid>/<gi>/<ci>`; the parent's UUID.
+    /// NVIDIA MIG, older form: `MIG-GPU-<uuid>/<gi>/<ci>`; the parent's UUID.
     MigOfGpu { gpu: String, gi: u32, ci: u32 },
     /// NVML index.
     Index(u32),

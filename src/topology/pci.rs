@@ -295,8 +295,9 @@ pub fn locate(view: &View, bdf: &str) -> Result<PciNode, LocateError> {
     })
 }
 
-/// Every function of the node with an RDMA device that is not a VF: the
-/// node's ports (a dual-port NIC has two), what a VF can be carved from.
+/// Every function of the node (that can be placed) with an RDMA device and
+/// no `physfn`: the node's ports (a dual-port NIC has two), what a VF can be
+/// carved from.
 pub fn rdma_ports(view: &View) -> Result<Vec<PciNode>, LocateError> {
     functions(view, |n| !n.rdma.is_empty() && n.physfn.is_none())
 }

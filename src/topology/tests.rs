@@ -613,3 +613,21 @@ fn gpu_ids_resolve_through_the_proc_directory() {
     fs::remove_dir_all(&dir).unwrap();
     fs::remove_file(&outside).unwrap();
 }
+
+/// The real sysfs: every PCI function of this machine is placed, through
+/// the filesystem check of a real view.
+#[test]
+fn this_machines_functions_are_placed() {
+    let v = View::open(Path::new("/sys")).unwrap();
+    let Ok(names) = v.list(Path::new("bus/pci/devices")) else {
+        eprintln!("SKIPPED this_machines_functions_are_placed: this machine's /sys has no bus/pci/devices");
+        return;
+    };
+    assert!(!names.is_empty());
+    for n in &names {
+        let node = pci::locate(&v, n).unwrap_or_else(|e| panic!("{n}: {e}"));
+        assert_eq!(node.bdf.to_string(), *n);
+        assert!(node.host.starts_with("pci"), "{n}: {}", node.host);
+        assert!(node.ids.vendor.is_some() && node.ids.class.is_some(), "{n}");
+    }
+}
