@@ -305,7 +305,9 @@ impl View {
     /// only the link itself is read, never followed. The target must be
     /// relative and made of `..` and names of printable ASCII; it is resolved
     /// against the link's directory (whose own components must be plain
-    /// names) and must stay beneath the root. The result is only a path for
+    /// names; a directory reached through a link would mislead the `..`
+    /// steps, and sysfs's `bus/pci/devices` is none) and must stay beneath
+    /// the root. The result is only a path for
     /// further reads through this view, each resolved beneath the root again,
     /// so a planted link can at worst misplace a device, never reach outside.
     pub fn link_target(&self, rel: &Path) -> SysfsResult<PathBuf> {
