@@ -30,6 +30,7 @@ pub mod safe_dir;
 pub mod state;
 pub mod sysctl;
 pub mod sysfs;
+pub mod topology;
 pub mod undo;
 
 /// An open or stat that failed because the path is not there (ENOENT), or a

@@ -306,6 +306,26 @@ impl View {
             .ok_or(SysfsError::NotAnAttribute)
     }
 
+    /// Where a symbolic link points, as a path relative to the root: sysfs
+    /// places a PCI function by its link `bus/pci/devices/<bdf>` ->
+    /// `../../../devices/pci0000:00/.../<bdf>`, and the bridges named in that
+    /// target are the function's place in the PCIe tree. As in `link_name`,
+    /// only the link itself is read, never followed. The target must be
+    /// relative and made of `..` and names of printable ASCII; it is resolved
+    /// against the link's directory (whose own components must be plain
+    /// names; a directory reached through a link would mislead the `..`
+    /// steps, and sysfs's `bus/pci/devices` is none) and must stay beneath
+    /// the root. The result is only a path for
+    /// further reads through this view, each resolved beneath the root again,
+    /// so a planted link can at worst misplace a device, never reach outside.
+    pub fn link_target(&self, rel: &Path) -> SysfsResult<PathBuf> {
+        let (parent, name) = split(rel)?;
+        let dir = self.open_at(&parent, OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+        let target =
+            nix::fcntl::readlinkat(&dir, name.as_path()).map_err(SysfsError::from_errno)?;
+        resolve_beneath(&parent, Path::new(&target))
+    }
+
     /// `mkdir` of the last component under an existing directory (configfs
     /// groups are made this way); `Ok(false)` when it already exists.
     pub fn mkdir(&self, rel: &Path) -> SysfsResult<bool> {
@@ -332,6 +352,39 @@ fn split(rel: &Path) -> SysfsResult<(PathBuf, PathBuf)> {
         (Some(p), Some(n)) => Ok((p.to_owned(), PathBuf::from(n))),
         _ => Err(SysfsError::Escapes),
     }
+}
+
+/// `target` resolved lexically against `dir` (both beneath the root), or why
+/// not: an absolute target or one climbing above the root escapes; `.`, empty
+/// or non-printable names, or a name longer than NAME_MAX, are no sysfs link.
+fn resolve_beneath(dir: &Path, target: &Path) -> SysfsResult<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Component;
+    fn plain(name: &std::ffi::OsStr) -> bool {
+        let b = name.as_bytes();
+        !b.is_empty() && b.len() <= 255 && b.iter().all(|c| (0x21..0x7f).contains(c))
+    }
+    let mut out: Vec<&std::ffi::OsStr> = Vec::new();
+    for c in dir.components() {
+        match c {
+            Component::Normal(n) if plain(n) => out.push(n),
+            _ => return Err(SysfsError::Escapes),
+        }
+    }
+    for c in target.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop().ok_or(SysfsError::Escapes)?;
+            }
+            Component::Normal(n) if plain(n) => out.push(n),
+            Component::RootDir | Component::Prefix(_) => return Err(SysfsError::Escapes),
+            _ => return Err(SysfsError::NotAnAttribute),
+        }
+    }
+    if out.is_empty() {
+        return Err(SysfsError::NotAnAttribute);
+    }
+    Ok(out.iter().collect())
 }
 
 /// A value read from a file, fit to quote in a message or a log line: short,
@@ -410,6 +463,42 @@ mod tests {
         // /sys/kernel/config is configfs only when mounted; if it is not,
         // the empty sysfs dir there must not pass for configfs.
         let _ = v.list(Path::new("kernel/config"));
+    }
+
+    #[test]
+    fn link_targets_resolve_beneath_the_root_without_following() {
+        let d = tree("target");
+        let dev = d.join("devices/pci0000:00/0000:00:01.1/0000:01:00.0");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::create_dir_all(d.join("bus/pci/devices")).unwrap();
+        let link = |name: &str, to: &str| {
+            std::os::unix::fs::symlink(to, d.join("bus/pci/devices").join(name)).unwrap()
+        };
+        link(
+            "0000:01:00.0",
+            "../../../devices/pci0000:00/0000:00:01.1/0000:01:00.0",
+        );
+        link("up", "../../../../etc");
+        link("abs", "/etc");
+        link("dot", "./x");
+        link("ctl", "../a\u{1b}b");
+        let v = View::open(&d).unwrap();
+        let at = |n: &str| v.link_target(&Path::new("bus/pci/devices").join(n));
+        assert_eq!(
+            at("0000:01:00.0").unwrap(),
+            PathBuf::from("devices/pci0000:00/0000:00:01.1/0000:01:00.0")
+        );
+        assert_eq!(at("up"), Err(SysfsError::Escapes));
+        assert_eq!(at("abs"), Err(SysfsError::Escapes));
+        assert_eq!(at("dot"), Err(SysfsError::NotAnAttribute));
+        assert_eq!(at("ctl"), Err(SysfsError::NotAnAttribute));
+        assert_eq!(at("absent"), Err(SysfsError::Missing));
+        // A directory is not a link: readlinkat says EINVAL.
+        assert_eq!(
+            v.link_target(Path::new("devices/pci0000:00")),
+            Err(SysfsError::Os(Errno::EINVAL))
+        );
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

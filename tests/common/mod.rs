@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cases;
+pub mod topology;
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

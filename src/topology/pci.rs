@@ -1,0 +1,526 @@
+//! A PCI function's place in the PCIe tree, read from sysfs the way NCCL
+//! reads it (docs/topology.md, "How sysfs becomes NCCL's tree"):
+//!
+//! - The place is the link target of `bus/pci/devices/<bdf>`: the bridges
+//!   under `devices/pciDDDD:BB/` down to the function (NCCL takes the
+//!   realpath of the same link, src/os/linux.cc:631-641).
+//! - NCCL's parent of a PCI node is the directory two levels up, so each
+//!   switch is one node, its upstream port; the downstream port in between
+//!   and the root port below the host bridge are skipped. A non-BDF component
+//!   one or two levels up ends the climb at the CPU, keyed by the top node's
+//!   `numa_node` (xml.cc:748-795, BDF test xml.cc:579-587).
+//! - Broadcom Gen4/Gen5 switches that show two levels are fused into one
+//!   (topo.cc:195-268, `ncclTopoFlattenBcmSwitches`), by the IDs NCCL packs
+//!   from `vendor`, `device`, `subsystem_vendor`, `subsystem_device`
+//!   (topo.cc:521-534).
+//! - Link speed and width: the smaller of the function's and its parent
+//!   port's `max_link_*` (xml.cc:663-728), GB/s = width x rate / 80
+//!   (topo.cc:545-557, 649-658).
+//!
+//! A VF's directory sits beside its PF's under the same downstream port, so
+//! it has the PF's place; NCCL's IB plugin also files every port and VF of a
+//! NIC under function 0 of the card (src/transport/net_ib/init.cc:60-80).
+
+use crate::sysfs::{SysfsError, View};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A PCI function address `DDDD:BB:DD.F`, lowercase, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Bdf {
+    pub domain: u16,
+    pub bus: u8,
+    pub dev: u8,
+    pub func: u8,
+}
+
+impl Bdf {
+    /// Exactly NCCL's shape (12 characters, xml.cc:579-587), plus the PCI
+    /// limits: device < 32, function < 8.
+    pub fn parse(s: &str) -> Option<Bdf> {
+        let b = s.as_bytes();
+        if b.len() != 12 || b[4] != b':' || b[7] != b':' || b[10] != b'.' {
+            return None;
+        }
+        let hex = |r: std::ops::Range<usize>| {
+            let part = s.get(r)?;
+            if !part.bytes().all(|c| c.is_ascii_hexdigit()) {
+                return None;
+            }
+            u16::from_str_radix(part, 16).ok()
+        };
+        let (domain, bus, dev, func) = (hex(0..4)?, hex(5..7)?, hex(8..10)?, hex(11..12)?);
+        if dev >= 32 || func >= 8 {
+            return None;
+        }
+        Some(Bdf {
+            domain,
+            bus: bus as u8,
+            dev: dev as u8,
+            func: func as u8,
+        })
+    }
+}
+
+impl fmt::Display for Bdf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            self.domain, self.bus, self.dev, self.func
+        )
+    }
+}
+
+impl serde::Serialize for Bdf {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The identity registers NCCL reads (`class` is the 24-bit class code).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PciIds {
+    pub class: Option<u32>,
+    pub vendor: Option<u16>,
+    pub device: Option<u16>,
+    pub subsystem_vendor: Option<u16>,
+    pub subsystem_device: Option<u16>,
+}
+
+impl PciIds {
+    /// NCCL's 64-bit device word: vendor, device, subsystem vendor and
+    /// subsystem device, 16 bits each, a missing one counting 0
+    /// (topo.cc:521-534).
+    pub fn nccl_device(&self) -> u64 {
+        let w = |v: Option<u16>, shift: u32| u64::from(v.unwrap_or(0)) << shift;
+        w(self.vendor, 48)
+            | w(self.device, 32)
+            | w(self.subsystem_vendor, 16)
+            | w(self.subsystem_device, 0)
+    }
+
+    /// Class 0x03xxxx: NCCL types such a PCI node GPU (topo.cc:536-544).
+    pub fn is_display(&self) -> bool {
+        self.class.is_some_and(|c| c >> 16 == 0x03)
+    }
+}
+
+/// A link as NCCL rates it: the slower end's rate and the narrower width.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Link {
+    /// Transfer rate in GT/s (`max_link_speed`).
+    pub gts: f32,
+    /// Lanes (`max_link_width`); NCCL counts 0 as 16 (topo.cc:655).
+    pub width: u32,
+}
+
+impl Link {
+    /// GB/s: lanes x NCCL's per-lane figure (x100 Mb/s: 2.5 GT/s -> 15 ...
+    /// 64 GT/s -> 480, anything else 60) / 80 (topo.cc:545-557, 657).
+    pub fn gbytes_per_s(&self) -> f32 {
+        // Tenths of GT/s, as the kernel prints them ("2.5", "16.0").
+        let rate = match (self.gts * 10.0).round() as u32 {
+            25 => 15.0,
+            50 => 30.0,
+            80 => 60.0,
+            160 => 120.0,
+            320 => 240.0,
+            640 => 480.0,
+            _ => 60.0,
+        };
+        let width = if self.width == 0 { 16 } else { self.width };
+        width as f32 * rate / 80.0
+    }
+}
+
+/// One of NCCL's PCI switch nodes above a function: the switch's upstream
+/// port, with the link up to its own parent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Switch {
+    pub bdf: Bdf,
+    pub ids: PciIds,
+    pub link: Option<Link>,
+}
+
+/// A PCI function and its place in the tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PciNode {
+    pub bdf: Bdf,
+    /// The directory above the topmost bridge, the host bridge (PCIe root
+    /// complex) `pciDDDD:BB`; NCCL stops its climb there.
+    pub host: String,
+    /// Every bridge from the host bridge down to the function, top first:
+    /// `bridges[0]` is the root port.
+    pub bridges: Vec<Bdf>,
+    /// NCCL's CPU node: `numa_node` of the topmost NCCL node (`None` when
+    /// unreadable; the kernel writes -1 for "no node").
+    pub numa: Option<i32>,
+    pub ids: PciIds,
+    pub link: Option<Link>,
+    /// NCCL's switch nodes above the function, nearest first, after fusing.
+    pub switches: Vec<Switch>,
+    /// Switch nodes NCCL fuses into their parent (Broadcom two-level
+    /// switches), nearest first: shown, not walked.
+    pub fused: Vec<Bdf>,
+    /// For a VF, its PF (`physfn`).
+    pub physfn: Option<Bdf>,
+    /// The RDMA devices of the function (`infiniband/<dev>`).
+    pub rdma: Vec<String>,
+}
+
+impl PciNode {
+    /// The PCIe root the function hangs from: host bridge and root port.
+    pub fn root(&self) -> String {
+        match self.bridges.first() {
+            Some(rp) => format!("{}/{rp}", self.host),
+            None => self.host.clone(),
+        }
+    }
+}
+
+/// Why a function could not be placed. Addresses are shown only once they
+/// parsed as one; file content never.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LocateError {
+    /// Not of the form `DDDD:BB:DD.F`.
+    BadAddress,
+    /// No `bus/pci/devices/<bdf>`, or not a link.
+    NotFound(Bdf),
+    /// The link could not be read, or points outside or oddly.
+    Link(Bdf, SysfsError),
+    /// The link target is not `devices/.../<bdf>` through bridges.
+    NotInTree(Bdf),
+    /// A directory that had to be listed could not be.
+    List(SysfsError),
+}
+
+impl fmt::Display for LocateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LocateError::BadAddress => f.write_str("not a PCI address of the form DDDD:BB:DD.F"),
+            LocateError::NotFound(b) => write!(f, "PCI function {b} is not in bus/pci/devices"),
+            LocateError::Link(b, e) => write!(f, "bus/pci/devices/{b} cannot be placed: {e}"),
+            LocateError::NotInTree(b) => {
+                write!(
+                    f,
+                    "bus/pci/devices/{b} does not point into devices/ through PCI bridges"
+                )
+            }
+            LocateError::List(e) => write!(f, "bus/pci/devices cannot be listed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for LocateError {}
+
+const DEVICES: &str = "bus/pci/devices";
+
+/// The function `bdf` (as the device plugin or Multus names it) placed in
+/// the tree of `view`.
+pub fn locate(view: &View, bdf: &str) -> Result<PciNode, LocateError> {
+    let bdf = Bdf::parse(&bdf.to_ascii_lowercase()).ok_or(LocateError::BadAddress)?;
+    let link = Path::new(DEVICES).join(bdf.to_string());
+    let target = view.link_target(&link).map_err(|e| match e {
+        SysfsError::Missing | SysfsError::Os(nix::errno::Errno::EINVAL) => {
+            LocateError::NotFound(bdf)
+        }
+        e => LocateError::Link(bdf, e),
+    })?;
+    let comps: Vec<String> = target
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    // devices/<host>/<bdf>.../<bdf>: the last is the function itself.
+    if comps.len() < 3 || comps[0] != "devices" || Bdf::parse(&comps[comps.len() - 1]) != Some(bdf)
+    {
+        return Err(LocateError::NotInTree(bdf));
+    }
+    // NCCL climbs while components look like BDFs; the first that does not
+    // is the CPU's (xml.cc:767).
+    let first_bdf = comps
+        .iter()
+        .rposition(|c| Bdf::parse(c).is_none())
+        .map_or(0, |i| i + 1);
+    if first_bdf < 2 {
+        return Err(LocateError::NotInTree(bdf));
+    }
+    let host = comps[first_bdf - 1].clone();
+    let chain: Vec<Bdf> = comps[first_bdf..]
+        .iter()
+        .filter_map(|c| Bdf::parse(c))
+        .collect();
+    let dir_of = |upto: usize| -> PathBuf { comps[..=upto].iter().collect() };
+    let dev_at = first_bdf + chain.len() - 1;
+    let dev_dir = dir_of(dev_at);
+
+    // NCCL's nodes: two levels up each time, while both levels are BDFs.
+    let mut switches = Vec::new();
+    let mut at = dev_at;
+    while at >= first_bdf + 2 {
+        at -= 2;
+        let sw_dir = dir_of(at);
+        switches.push(Switch {
+            bdf: Bdf::parse(&comps[at]).expect("checked above"),
+            ids: read_ids(view, &sw_dir),
+            link: read_link(view, &sw_dir, at > first_bdf),
+        });
+    }
+    let top_dir = dir_of(at);
+    let numa = view
+        .read_trimmed(&top_dir.join("numa_node"))
+        .and_then(|s| s.parse::<i32>().ok());
+    let fused = fuse_bcm(&mut switches);
+    let physfn = view
+        .link_name(&dev_dir.join("physfn"))
+        .ok()
+        .and_then(|n| Bdf::parse(&n));
+    let rdma = view
+        .list(&dev_dir.join("infiniband"))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| safe_name(n))
+        .collect();
+    Ok(PciNode {
+        bdf,
+        host,
+        bridges: chain[..chain.len() - 1].to_vec(),
+        numa,
+        ids: read_ids(view, &dev_dir),
+        link: read_link(view, &dev_dir, dev_at > first_bdf),
+        switches,
+        fused,
+        physfn,
+        rdma,
+    })
+}
+
+/// Every function of the node (that can be placed) with an RDMA device and
+/// no `physfn`: the node's ports (a dual-port NIC has two), what a VF can be
+/// carved from.
+pub fn rdma_ports(view: &View) -> Result<Vec<PciNode>, LocateError> {
+    functions(view, |n| !n.rdma.is_empty() && n.physfn.is_none())
+}
+
+/// Every GPU-class function (class 0x03) of NVIDIA (0x10de) or AMD (0x1002);
+/// the board's VGA controller is neither.
+pub fn gpus(view: &View) -> Result<Vec<PciNode>, LocateError> {
+    functions(view, |n| {
+        n.ids.is_display() && matches!(n.ids.vendor, Some(0x10de | 0x1002))
+    })
+}
+
+fn functions(view: &View, keep: impl Fn(&PciNode) -> bool) -> Result<Vec<PciNode>, LocateError> {
+    let names = view.list(Path::new(DEVICES)).map_err(LocateError::List)?;
+    Ok(names
+        .iter()
+        .filter(|n| Bdf::parse(n).is_some())
+        .filter_map(|n| locate(view, n).ok())
+        .filter(|n| keep(n))
+        .collect())
+}
+
+fn safe_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= 64
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b))
+}
+
+fn hex_attr(view: &View, dir: &Path, name: &str) -> Option<u32> {
+    let s = view.read_trimmed(&dir.join(name))?;
+    u32::from_str_radix(s.strip_prefix("0x").unwrap_or(&s), 16).ok()
+}
+
+fn read_ids(view: &View, dir: &Path) -> PciIds {
+    let h16 = |n| hex_attr(view, dir, n).and_then(|v| u16::try_from(v).ok());
+    PciIds {
+        class: hex_attr(view, dir, "class").filter(|c| *c <= 0xff_ffff),
+        vendor: h16("vendor"),
+        device: h16("device"),
+        subsystem_vendor: h16("subsystem_vendor"),
+        subsystem_device: h16("subsystem_device"),
+    }
+}
+
+/// The link as NCCL rates it: the smaller of the function's and, when the
+/// parent is a bridge, the parent port's maxima (xml.cc:679-690, 712-719).
+fn read_link(view: &View, dir: &Path, parent_is_bridge: bool) -> Option<Link> {
+    let speed = |d: &Path| {
+        let s = view.read_trimmed(&d.join("max_link_speed"))?;
+        s.split_whitespace()
+            .next()?
+            .parse::<f32>()
+            .ok()
+            .filter(|g| g.is_finite() && *g > 0.0)
+    };
+    let width = |d: &Path| {
+        view.read_trimmed(&d.join("max_link_width"))?
+            .parse::<u32>()
+            .ok()
+    };
+    let parent = dir.parent().filter(|_| parent_is_bridge);
+    let (own_s, own_w) = (speed(dir), width(dir));
+    let (up_s, up_w) = parent.map_or((None, None), |p| (speed(p), width(p)));
+    let gts = match (own_s, up_s) {
+        (Some(a), Some(b)) => a.min(b),
+        (a, b) => a.or(b)?,
+    };
+    let width = match (own_w, up_w) {
+        (Some(a), Some(b)) => a.min(b),
+        (a, b) => a.or(b).unwrap_or(0),
+    };
+    Some(Link { gts, width })
+}
+
+/// NCCL's Broadcom generation of a switch, at `level` 0 (the parent) or 1
+/// (the sub-switch): Gen4 PEX88000 shows itself as two levels with the same
+/// IDs; Gen5 PEX89000 as a parent `...0xxx` and subs `...1xxx`
+/// (topo.cc:199-203).
+fn bcm_gen(device: u64, level: u64) -> u8 {
+    let masked = device & 0xffff_ffff_ffff_f000;
+    if masked == 0x1000_c010_1000_a000 {
+        4
+    } else if masked == 0x1000_c030_1000_0000 | (level * 0x1000) {
+        5
+    } else {
+        0
+    }
+}
+
+/// `ncclTopoFlattenBcmSwitches` on one chain (nearest first): a Broadcom
+/// parent absorbs its direct sub-switch of the same generation, once; the
+/// sub's children become the parent's. NCCL visits parents before their
+/// children and marks a parent once it has merged (topo.cc:204-268), so a
+/// walk from the top down, each node judged once, decides alike for every
+/// chain through a switch. Returns the fused nodes, nearest first.
+fn fuse_bcm(chain: &mut Vec<Switch>) -> Vec<Bdf> {
+    let mut fused = Vec::new();
+    let mut i = chain.len();
+    while i >= 2 {
+        let (parent, sub) = (&chain[i - 1], &chain[i - 2]);
+        let gen = bcm_gen(parent.ids.nccl_device(), 0);
+        if gen != 0 && bcm_gen(sub.ids.nccl_device(), 1) == gen {
+            fused.push(sub.bdf);
+            chain.remove(i - 2);
+            // The parent is marked; its new child, the sub's child, is
+            // judged next as a parent of its own.
+            i -= 2;
+        } else {
+            i -= 1;
+        }
+    }
+    fused.reverse();
+    fused
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn addresses_parse_as_nccl_shapes_them() {
+        let b = Bdf::parse("0000:0c:00.1").unwrap();
+        assert_eq!(b.to_string(), "0000:0c:00.1");
+        assert_eq!(
+            Bdf::parse("0000:0C:1f.7").unwrap().to_string(),
+            "0000:0c:1f.7"
+        );
+        for bad in [
+            "0000:0c:00",
+            "10000:00:00.0",
+            "0000:0c:20.0",
+            "0000:0c:00.8",
+            "0000-0c:00.0",
+            "pci0000:00",
+            "+000:0c:00.0",
+        ] {
+            assert_eq!(Bdf::parse(bad), None, "{bad}");
+        }
+    }
+
+    fn sw(bdf: &str, v: u16, d: u16, sv: u16, sd: u16) -> Switch {
+        Switch {
+            bdf: Bdf::parse(bdf).unwrap(),
+            ids: PciIds {
+                class: Some(0x060400),
+                vendor: Some(v),
+                device: Some(d),
+                subsystem_vendor: Some(sv),
+                subsystem_device: Some(sd),
+            },
+            link: None,
+        }
+    }
+
+    #[test]
+    fn broadcom_two_level_switches_fuse_once() {
+        // GPU side of a DGX A100 root: NVIDIA-board bridge, BCM sub, BCM top.
+        let mut chain = vec![
+            sw("0000:0d:00.0", 0x1000, 0xc010, 0x10de, 0x13b8),
+            sw("0000:0a:00.0", 0x1000, 0xc010, 0x1000, 0xa096),
+            sw("0000:01:00.0", 0x1000, 0xc010, 0x1000, 0xa096),
+        ];
+        assert_eq!(
+            fuse_bcm(&mut chain),
+            vec![Bdf::parse("0000:0a:00.0").unwrap()]
+        );
+        let left: Vec<String> = chain.iter().map(|s| s.bdf.to_string()).collect();
+        assert_eq!(left, ["0000:0d:00.0", "0000:01:00.0"]);
+        // Three Gen4 levels: the top absorbs one; the next absorbs the third.
+        let mut three = vec![
+            sw("0000:04:00.0", 0x1000, 0xc010, 0x1000, 0xa096),
+            sw("0000:03:00.0", 0x1000, 0xc010, 0x1000, 0xa096),
+            sw("0000:02:00.0", 0x1000, 0xc010, 0x1000, 0xa096),
+            sw("0000:01:00.0", 0x1000, 0xc010, 0x1000, 0xa096),
+        ];
+        assert_eq!(fuse_bcm(&mut three).len(), 2);
+        assert_eq!(three.len(), 2);
+        // Gen5: the parent's subsystem device is 0x0xxx, its subs' 0x1xxx.
+        let mut g5 = vec![
+            sw("0000:02:00.0", 0x1000, 0xc030, 0x1000, 0x1100),
+            sw("0000:01:00.0", 0x1000, 0xc030, 0x1000, 0x0100),
+        ];
+        assert_eq!(fuse_bcm(&mut g5).len(), 1);
+        let mut g5_upside_down = vec![
+            sw("0000:02:00.0", 0x1000, 0xc030, 0x1000, 0x0100),
+            sw("0000:01:00.0", 0x1000, 0xc030, 0x1000, 0x1100),
+        ];
+        assert!(fuse_bcm(&mut g5_upside_down).is_empty());
+        // Another vendor's switch is never fused.
+        let mut plx = vec![
+            sw("0000:02:00.0", 0x10b5, 0x8747, 0x10b5, 0x8747),
+            sw("0000:01:00.0", 0x10b5, 0x8747, 0x10b5, 0x8747),
+        ];
+        assert!(fuse_bcm(&mut plx).is_empty());
+    }
+
+    #[test]
+    fn link_rates_follow_nccls_table() {
+        assert_eq!(
+            Link {
+                gts: 16.0,
+                width: 16
+            }
+            .gbytes_per_s(),
+            24.0
+        );
+        assert_eq!(
+            Link {
+                gts: 32.0,
+                width: 16
+            }
+            .gbytes_per_s(),
+            48.0
+        );
+        assert_eq!(Link { gts: 8.0, width: 0 }.gbytes_per_s(), 12.0);
+        assert_eq!(
+            Link {
+                gts: 12.0,
+                width: 8
+            }
+            .gbytes_per_s(),
+            6.0
+        );
+    }
+}
