@@ -185,7 +185,7 @@ fn reset_idle_vfs(node_path: &Path, dry_run: bool) -> Result<i32> {
         .map_err(cause)
         .with_context(|| format!("sysfs root {}", node.sysfs_root.display()))?;
     // Made when missing: the locks ADD and DEL take live in it.
-    let state = StateDir::create(&node.state_dir).map_err(message)?;
+    let state = StateDir::create(&node.state_dir).map_err(cause)?;
     Ok(idle::reset(&host, &state, dry_run))
 }
 

@@ -119,13 +119,18 @@ pub fn reset(host: &View, state: &StateDir, dry_run: bool) -> i32 {
             println!("would reset {what} to unset");
             continue;
         }
-        let done = state.lock(&i.port.lock_key()).and_then(|_lock| {
-            let now = entries(Some(state));
-            if now.iter().any(|e| names(e, &i.port)) {
-                return Ok(false); // a pod took it meanwhile
-            }
-            traffic_class::write_verified(host, &i.port, None).map(|()| true)
-        });
+        let done = state
+            .lock(&i.port.lock_key())
+            .map_err(|e| e.to_string())
+            .and_then(|_lock| {
+                let now = entries(Some(state));
+                if now.iter().any(|e| names(e, &i.port)) {
+                    return Ok(false); // a pod took it meanwhile
+                }
+                traffic_class::write_verified(host, &i.port, None)
+                    .map(|()| true)
+                    .map_err(|e| e.msg)
+            });
         match done {
             Ok(true) => {
                 crate::info!("reset-idle: {what}, now unset");
@@ -134,7 +139,7 @@ pub fn reset(host: &View, state: &StateDir, dry_run: bool) -> i32 {
             Ok(false) => println!("skipped {what}: a pod took it meanwhile"),
             Err(e) => {
                 failed += 1;
-                println!("failed {what}: {}", e.msg);
+                println!("failed {what}: {e}");
             }
         }
     }

@@ -12,8 +12,7 @@
 use crate::node::NodeConfig;
 use crate::ownership::{is_live, release_entry, Done, Place};
 use crate::rdma::reach::Sysfs;
-use crate::state::ReadError;
-use crate::state::StateDir;
+use crate::state::{Entry, ReadError, StateDir, FORMAT};
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {
@@ -57,14 +56,15 @@ pub fn sweep(
         let entry = match state.read(cid, ifname) {
             Ok(e) => e,
             Err(ReadError::Newer(v)) => {
-                crate::debug!(
-                    "{cid}/{ifname}: written by a newer roce-tune (format {v}): left alone"
-                );
+                crate::debug!("{cid}/{ifname}: written by a newer roce-tune ({v}): left alone");
                 continue;
             }
             Err(_) => continue,
         };
         if is_live(&entry) {
+            if entry.version < FORMAT {
+                upgrade(state, cid, ifname);
+            }
             continue;
         }
         match release_entry(place, &entry) {
@@ -79,6 +79,31 @@ pub fn sweep(
         }
     }
     report
+}
+
+/// A live entry of an older format is rewritten in this one, under its
+/// device's lock: formats 1 and 2 have no mark in the owner index, so a
+/// co-owner would not find them (`StateDir::owners_of`). The repair loop
+/// sweeps every entry each period, so a node is upgraded within one.
+fn upgrade(state: &StateDir, cid: &str, ifname: &str) {
+    let Ok(old) = state.read(cid, ifname) else {
+        return;
+    };
+    let done = state
+        .lock(&old.lock_key())
+        .and_then(|_lock| match state.read(cid, ifname) {
+            Ok(e) if e.version < FORMAT => state.write(&Entry {
+                version: FORMAT,
+                ..e
+            }),
+            _ => Ok(()),
+        });
+    match done {
+        Ok(()) => crate::debug!("{cid}/{ifname}: entry rewritten in format {FORMAT}"),
+        Err(e) => {
+            crate::warn!("{cid}/{ifname}: the entry could not be rewritten in format {FORMAT}: {e}")
+        }
+    }
 }
 
 /// The share of orphan repair each ADD does before its own work: reading an
@@ -97,7 +122,7 @@ pub fn sweep_all(node: &NodeConfig) -> Report {
     let state = match StateDir::existing(&node.state_dir) {
         Ok(Some(state)) => state,
         Ok(None) => return Report::default(),
-        Err(e) => return failed(format!("state dir: {}", e.msg)),
+        Err(e) => return failed(format!("state dir: {e}")),
     };
     match Sysfs::open(&node.sysfs_root) {
         Ok(sysfs) => {

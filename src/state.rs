@@ -17,20 +17,23 @@
 //! to it leaves newer entries untouched too.
 
 use crate::cni::env::{validate_container_id, validate_ifname};
-use crate::cni::{code, CniError, CniResult};
 use crate::netns::NsId;
 use crate::rdma::device::Identity;
 use crate::rdma::reach::Reach;
+use crate::rdma::setting::by_key;
 use crate::rdma::{is_guid, is_safe_component};
 use crate::safe_dir::DirError;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-/// The entry format this binary writes: 3 says how the device is reached
-/// (`reach`, was `exclusive`) and records a device-info file roce-tune made.
+/// The entry format this binary writes: 3 records owned settings by their
+/// key (`owned`), says how the device is reached (`reach`, was `exclusive`),
+/// and records a device-info file roce-tune made.
 pub const FORMAT: u32 = 3;
 /// A state entry is a few hundred bytes; anything larger is not ours.
 const MAX_ENTRY_BYTES: u64 = 64 * 1024;
@@ -43,9 +46,34 @@ const LEGACY_SUFFIX: &str = ".json";
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Owned {
     /// The value before the first ADD; `None` = unset.
-    pub original: Option<u8>,
+    pub original: Option<u32>,
     /// What roce-tune wrote; DEL restores only if the file still holds it.
-    pub written: u8,
+    pub written: u32,
+}
+
+/// Formats 1 and 2 kept each setting in a field of its own, as a byte.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct OwnedV2 {
+    original: Option<u8>,
+    written: u8,
+}
+
+impl From<OwnedV2> for Owned {
+    fn from(v: OwnedV2) -> Owned {
+        Owned {
+            original: v.original.map(u32::from),
+            written: u32::from(v.written),
+        }
+    }
+}
+
+/// The owned settings of a format 1 or 2 entry, by their keys.
+fn owned_of(class: Option<OwnedV2>, tos: Option<OwnedV2>) -> BTreeMap<String, Owned> {
+    [("trafficClass", class), ("rdmaCmTos", tos)]
+        .into_iter()
+        .filter_map(|(k, o)| o.map(|o| (k.to_owned(), Owned::from(o))))
+        .collect()
 }
 
 /// What ADD recorded for one attachment.
@@ -72,8 +100,8 @@ pub struct Entry {
     /// another device, these do not.
     pub pci: Option<String>,
     pub guid: Option<String>,
-    pub traffic_class: Option<Owned>,
-    pub rdma_cm_tos: Option<Owned>,
+    /// Each setting roce-tune owns (`rdma::setting`), by its key.
+    pub owned: BTreeMap<String, Owned>,
     /// The device-info file roce-tune made for this attachment (it goes on
     /// release); `None` when it made none.
     pub device_info: Option<DeviceInfoFile>,
@@ -108,8 +136,8 @@ struct EntryV2 {
     port: u32,
     pci: Option<String>,
     guid: Option<String>,
-    traffic_class: Option<Owned>,
-    rdma_cm_tos: Option<Owned>,
+    traffic_class: Option<OwnedV2>,
+    rdma_cm_tos: Option<OwnedV2>,
     created_ns: u64,
 }
 
@@ -127,8 +155,7 @@ impl From<EntryV2> for Entry {
             port: v.port,
             pci: v.pci,
             guid: v.guid,
-            traffic_class: v.traffic_class,
-            rdma_cm_tos: v.rdma_cm_tos,
+            owned: owned_of(v.traffic_class, v.rdma_cm_tos),
             device_info: None,
             created_ns: v.created_ns,
         }
@@ -179,11 +206,13 @@ impl From<EntryV1> for Entry {
             port: v.port,
             pci: None,
             guid: None,
-            traffic_class: Some(Owned {
-                original: v.original,
-                written: v.written,
-            }),
-            rdma_cm_tos: None,
+            owned: owned_of(
+                Some(OwnedV2 {
+                    original: v.original,
+                    written: v.written,
+                }),
+                None,
+            ),
             device_info: None,
             created_ns: v.created.saturating_mul(1_000_000_000),
         }
@@ -225,8 +254,7 @@ impl Entry {
                 return Err("its device-info file is not a file name and a PCI address".into());
             }
         }
-        if self.traffic_class.is_none() && self.rdma_cm_tos.is_none() && self.device_info.is_none()
-        {
+        if self.owned.is_empty() && self.device_info.is_none() {
             return Err("it records nothing to restore".into());
         }
         Ok(())
@@ -269,7 +297,8 @@ pub enum ReadError {
     /// entry. The reason never quotes the file.
     Corrupt(String),
     /// Written by a newer roce-tune: left alone, never quarantined.
-    Newer(u32),
+    /// What is newer: "format 4", or a setting this binary does not know.
+    Newer(String),
     /// The OS error, kept so DEL can tell a passing failure from a lasting one.
     Io(std::io::Error),
 }
@@ -297,18 +326,58 @@ pub fn parse_entry_name(name: &str) -> Option<(String, String)> {
         .then(|| (cid.to_owned(), ifname.to_owned()))
 }
 
-fn io_err(what: &str, path: &Path, e: impl std::fmt::Display) -> CniError {
-    CniError::io(format!("{what} {}", path.display()), e)
+/// Why the state dir, an entry or a lock could not be used. The CNI edge
+/// turns every one into code 5 (an I/O failure), a bad lock name into 100.
+#[derive(Debug)]
+pub enum StateError {
+    /// The dir is not the node's own: a link, a parent others can write, not root's.
+    Refused { dir: PathBuf, why: String },
+    /// An OS error on `path`, with what was being done.
+    Io {
+        what: String,
+        path: PathBuf,
+        err: std::io::Error,
+    },
+    /// `locks` is not a directory (a planted link?).
+    LocksNotADir(PathBuf),
+    /// A device lock named from something that is not a file name.
+    BadLockName,
 }
 
-fn refused(dir: &Path, why: String) -> CniError {
-    CniError::new(
-        code::IO_FAILURE,
-        format!(
-            "state dir {} is refused: {why}; the state dir and every parent must be owned by root, not writable by group or others, and not a symbolic link (set stateDir in the node config)",
-            dir.display()
-        ),
-    )
+impl fmt::Display for StateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StateError::Refused { dir, why } => write!(
+                f,
+                "state dir {} is refused: {why}; the state dir and every parent must be owned by root, not writable by group or others, and not a symbolic link (set stateDir in the node config)",
+                dir.display()
+            ),
+            StateError::Io { what, path, err } => write!(f, "{what} {}: {err}", path.display()),
+            StateError::LocksNotADir(p) => {
+                write!(f, "{} is not a directory (a link?): remove it", p.display())
+            }
+            StateError::BadLockName => f.write_str("the device's lock name is not a safe file name"),
+        }
+    }
+}
+
+impl std::error::Error for StateError {}
+
+pub type StateResult<T> = Result<T, StateError>;
+
+fn io_err(what: &str, path: &Path, err: impl Into<std::io::Error>) -> StateError {
+    StateError::Io {
+        what: what.to_owned(),
+        path: path.to_owned(),
+        err: err.into(),
+    }
+}
+
+fn refused(dir: &Path, why: String) -> StateError {
+    StateError::Refused {
+        dir: dir.to_owned(),
+        why,
+    }
 }
 
 /// Decode an entry, by its version first so a newer one is recognised even
@@ -332,26 +401,34 @@ pub fn decode(bytes: &[u8]) -> Result<Entry, ReadError> {
         1 => Entry::from(serde_json::from_value::<EntryV1>(v).map_err(not_entry)?),
         2 => Entry::from(serde_json::from_value::<EntryV2>(v).map_err(not_entry)?),
         n if n == u64::from(FORMAT) => serde_json::from_value::<Entry>(v).map_err(not_entry)?,
-        n if n > u64::from(FORMAT) => return Err(ReadError::Newer(n.min(u32::MAX as u64) as u32)),
+        n if n > u64::from(FORMAT) => return Err(ReadError::Newer(format!("format {n}"))),
         _ => return Err(ReadError::Corrupt("its format version is 0".into())),
     };
+    // A setting only a newer roce-tune knows: it alone can give it back.
+    if let Some(k) = entry.owned.keys().find(|k| by_key(k).is_none()) {
+        return Err(ReadError::Newer(if is_safe_component(k) {
+            format!("the setting {k}")
+        } else {
+            "a setting this binary does not know".into()
+        }));
+    }
     entry.validate().map_err(ReadError::Corrupt)?;
     Ok(entry)
 }
 
 impl StateDir {
     /// The state dir, made (0700) when missing: ADD, STATUS.
-    pub fn create(dir: &Path) -> CniResult<StateDir> {
+    pub fn create(dir: &Path) -> StateResult<StateDir> {
         Self::open(dir, true)?.ok_or_else(|| refused(dir, "it vanished as it was made".into()))
     }
 
     /// The state dir if it exists: `Ok(None)` when it does not (DEL without
     /// state: nothing to do).
-    pub fn existing(dir: &Path) -> CniResult<Option<StateDir>> {
+    pub fn existing(dir: &Path) -> StateResult<Option<StateDir>> {
         Self::open(dir, false)
     }
 
-    fn open(dir: &Path, create: bool) -> CniResult<Option<StateDir>> {
+    fn open(dir: &Path, create: bool) -> StateResult<Option<StateDir>> {
         // Every ancestor, from the root down, then the dir itself: a parent
         // that others can write lets them swap the dir for their own.
         match crate::safe_dir::check_chain(dir, create) {
@@ -439,12 +516,15 @@ impl StateDir {
 
     /// Write an entry atomically: a crash leaves either the old file or the
     /// new one, never half of one. A version 1 file of the attachment goes.
-    pub fn write(&self, entry: &Entry) -> CniResult<()> {
+    /// The entry is first marked in its device's owner index (a mark without
+    /// an entry is harmless; an entry without its mark would hide a co-owner).
+    pub fn write(&self, entry: &Entry) -> StateResult<()> {
+        self.mark_owner(&entry.lock_key(), &entry.container_id, &entry.ifname)?;
         let name = entry_name(&entry.container_id, &entry.ifname);
         let tmp = self.dir.join(format!(".{name}.tmp{}", std::process::id()));
         let path = self.dir.join(&name);
-        let body =
-            serde_json::to_vec_pretty(entry).map_err(|e| io_err("encode state", &path, e))?;
+        let body = serde_json::to_vec_pretty(entry)
+            .map_err(|e| io_err("encode state", &path, std::io::Error::other(e)))?;
         let _ = std::fs::remove_file(&tmp);
         let result = (|| -> std::io::Result<()> {
             let mut f = OpenOptions::new()
@@ -469,8 +549,10 @@ impl StateDir {
         Ok(())
     }
 
-    /// Remove an attachment's entry (both formats); a missing one is fine.
-    pub fn remove(&self, container_id: &str, ifname: &str) -> CniResult<()> {
+    /// Remove an attachment's entry (both formats) and then its owner mark;
+    /// a missing one is fine.
+    pub fn remove(&self, entry: &Entry) -> StateResult<()> {
+        let (container_id, ifname) = (&entry.container_id, &entry.ifname);
         for name in [
             entry_name(container_id, ifname),
             legacy_name(container_id, ifname),
@@ -483,12 +565,78 @@ impl StateDir {
             }
         }
         let _ = File::open(&self.dir).and_then(|d| d.sync_all());
+        self.unmark_owner(&entry.lock_key(), container_id, ifname);
         Ok(())
+    }
+
+    /// The owner index of one device port, beside its lock:
+    /// `locks/<lock key>.owners/<cid>:<ifname>`, empty files kept under that
+    /// lock, so finding a device's co-owners lists one directory instead of
+    /// reading every entry (128 live attachments cost a full ADD about 1 ms
+    /// that way; `make bench`). Entries of formats 1 and 2 have no mark
+    /// until the repair rewrites them (`orphans::sweep`).
+    fn owners_dir(&self, lock_key: &str) -> Option<PathBuf> {
+        is_safe_component(lock_key)
+            .then(|| self.dir.join("locks").join(format!("{lock_key}.owners")))
+    }
+
+    fn mark_owner(&self, lock_key: &str, container_id: &str, ifname: &str) -> StateResult<()> {
+        let dir = self.owners_dir(lock_key).ok_or(StateError::BadLockName)?;
+        let locks = self.dir.join("locks");
+        // O_NOFOLLOW guards only the last component: a planted `locks` link
+        // would put the marks wherever it points.
+        if !std::fs::symlink_metadata(&locks).is_ok_and(|m| m.file_type().is_dir()) {
+            return Err(StateError::LocksNotADir(locks));
+        }
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err("create owner index", &dir, e)),
+        }
+        let mark = dir.join(format!("{container_id}:{ifname}"));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .open(&mark)
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(io_err("mark owner", &mark, e)),
+        }
+    }
+
+    fn unmark_owner(&self, lock_key: &str, container_id: &str, ifname: &str) {
+        if let Some(dir) = self.owners_dir(lock_key) {
+            let _ = std::fs::remove_file(dir.join(format!("{container_id}:{ifname}")));
+            // The last owner's leaves the device's directory empty: drop it
+            // (a concurrent mark of another owner keeps it: rmdir fails).
+            let _ = std::fs::remove_dir(&dir);
+        }
+    }
+
+    /// The attachments marked as owners of a device port (`RdmaPort::lock_key`).
+    pub fn owners_of(&self, lock_key: &str) -> Vec<(String, String)> {
+        let Some(dir) = self.owners_dir(lock_key) else {
+            return Vec::new();
+        };
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        rd.filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let (cid, ifname) = name.split_once(':')?;
+                (validate_container_id(cid).is_ok() && validate_ifname(ifname).is_ok())
+                    .then(|| (cid.to_owned(), ifname.to_owned()))
+            })
+            .collect()
     }
 
     /// Move an untrustworthy entry aside (kept for the operator, never used):
     /// the file `read` looked at, the current format's first.
-    pub fn quarantine(&self, container_id: &str, ifname: &str) -> CniResult<PathBuf> {
+    pub fn quarantine(&self, container_id: &str, ifname: &str) -> StateResult<PathBuf> {
         let mut name = entry_name(container_id, ifname);
         if std::fs::symlink_metadata(self.dir.join(&name)).is_err() {
             name = legacy_name(container_id, ifname);
@@ -501,7 +649,7 @@ impl StateDir {
 
     /// Every attachment with an entry file (names only; files that are not
     /// ours are skipped, never opened).
-    pub fn attachments(&self) -> CniResult<Vec<(String, String)>> {
+    pub fn attachments(&self) -> StateResult<Vec<(String, String)>> {
         let rd =
             std::fs::read_dir(&self.dir).map_err(|e| io_err("list state dir", &self.dir, e))?;
         let mut out: Vec<_> = rd
@@ -514,7 +662,10 @@ impl StateDir {
     }
 
     /// Every readable entry; unreadable ones are reported through `skipped`.
-    pub fn entries(&self, mut skipped: impl FnMut(&str, &str, ReadError)) -> CniResult<Vec<Entry>> {
+    pub fn entries(
+        &self,
+        mut skipped: impl FnMut(&str, &str, ReadError),
+    ) -> StateResult<Vec<Entry>> {
         let mut out = Vec::new();
         for (cid, ifname) in self.attachments()? {
             match self.read(&cid, &ifname) {
@@ -528,12 +679,9 @@ impl StateDir {
     /// Take the exclusive lock of a device port (`RdmaPort::lock_key`);
     /// released when the guard drops or the process dies (flock), so a crash
     /// never leaves it held.
-    pub fn lock(&self, key: &str) -> CniResult<DeviceLock> {
+    pub fn lock(&self, key: &str) -> StateResult<DeviceLock> {
         if !is_safe_component(key) {
-            return Err(CniError::new(
-                code::RDMA_DEVICE,
-                "the device's lock name is not a safe file name",
-            ));
+            return Err(StateError::BadLockName);
         }
         let locks = self.dir.join("locks");
         let path = locks.join(format!("{key}.lock"));
@@ -541,13 +689,7 @@ impl StateDir {
         // O_NOFOLLOW guards only the last component: a planted `locks` link
         // would put the lock file wherever it points.
         if !std::fs::symlink_metadata(&locks).is_ok_and(|m| m.file_type().is_dir()) {
-            return Err(CniError::new(
-                code::IO_FAILURE,
-                format!(
-                    "{} is not a directory (a link?): remove it",
-                    locks.display()
-                ),
-            ));
+            return Err(StateError::LocksNotADir(locks));
         }
         let file = OpenOptions::new()
             .read(true)
@@ -564,7 +706,7 @@ impl StateDir {
     }
 
     /// Whether the dir can take a new entry (STATUS).
-    pub fn probe_writable(&self) -> CniResult<()> {
+    pub fn probe_writable(&self) -> StateResult<()> {
         let probe = self
             .dir
             .join(format!(".status-probe{}", std::process::id()));
@@ -612,11 +754,14 @@ mod tests {
             port: 1,
             pci: Some("0000:0c:00.2".into()),
             guid: Some("506b:4b03:00f3:8a3e".into()),
-            traffic_class: Some(Owned {
-                original: None,
-                written: 41,
-            }),
-            rdma_cm_tos: None,
+            owned: [(
+                "trafficClass".to_string(),
+                Owned {
+                    original: None,
+                    written: 41,
+                },
+            )]
+            .into(),
             device_info: None,
             created_ns: 1,
         }
@@ -656,27 +801,39 @@ mod tests {
             "device": "mlx5_2", "port": 1, "original": 106, "written": 41, "created": 7});
         let old = decode(v1.to_string().as_bytes()).unwrap();
         assert_eq!(
-            old.traffic_class,
-            Some(Owned {
+            old.owned["trafficClass"],
+            Owned {
                 original: Some(106),
                 written: 41
-            })
+            }
         );
         assert_eq!(old.netns_id, None);
         assert_eq!(old.created_ns, 7_000_000_000);
+        // Format 2: each setting a field of its own, `exclusive` for the reach.
         let mut v2 = serde_json::to_value(&e).unwrap();
-        v2["version"] = json!(2);
-        v2["exclusive"] = json!(true);
         let m = v2.as_object_mut().unwrap();
         m.remove("reach");
         m.remove("deviceInfo");
+        m.remove("owned");
+        v2["version"] = json!(2);
+        v2["exclusive"] = json!(true);
+        v2["trafficClass"] = json!({"original": null, "written": 41});
+        v2["rdmaCmTos"] = json!({"original": 0, "written": 106});
         let two = decode(v2.to_string().as_bytes()).unwrap();
         assert_eq!((two.version, two.reach), (2, Reach::Pod));
-        assert_eq!(two.traffic_class, e.traffic_class);
+        assert_eq!(two.owned["trafficClass"], e.owned["trafficClass"]);
+        assert_eq!(two.owned["rdmaCmTos"].written, 106);
         let newer = json!({"version": 4, "whatever": "a later binary wrote"});
         assert!(matches!(
             decode(newer.to_string().as_bytes()),
-            Err(ReadError::Newer(4))
+            Err(ReadError::Newer(what)) if what == "format 4"
+        ));
+        // A setting only a newer binary knows: left alone as newer, not corrupt.
+        let mut later = serde_json::to_value(&e).unwrap();
+        later["owned"]["mtu"] = json!({"original": 1500, "written": 9000});
+        assert!(matches!(
+            decode(later.to_string().as_bytes()),
+            Err(ReadError::Newer(what)) if what == "the setting mtu"
         ));
         // serde would quote the bad value; the reason must not.
         let mut bad = serde_json::to_value(&e).unwrap();

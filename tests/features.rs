@@ -99,13 +99,16 @@ fn rdma_cm_tos_is_recorded_written_verified_and_restored_exactly() {
         "the class is left alone without trafficClass"
     );
     let e = state.entry("c1", "net1").unwrap();
-    assert_eq!(e["rdmaCmTos"], json!({"original": 0, "written": 106}));
-    assert_eq!(e["trafficClass"], Value::Null);
+    assert_eq!(
+        e["owned"]["rdmaCmTos"],
+        json!({"original": 0, "written": 106})
+    );
+    assert_eq!(e["owned"]["trafficClass"], Value::Null);
     run_conf(&state, "CHECK", "c1", &pod, &c).ok();
     // A repeated ADD keeps the first original, not the 106 it finds.
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
     assert_eq!(
-        state.entry("c1", "net1").unwrap()["rdmaCmTos"]["original"],
+        state.entry("c1", "net1").unwrap()["owned"]["rdmaCmTos"]["original"],
         0
     );
     std::fs::write(&tos, "8").unwrap();

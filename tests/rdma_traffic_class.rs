@@ -50,10 +50,10 @@ fn del_restores_each_kind_of_original() {
         assert_eq!(tree.tc(DEV), "tclass=41", "original {before:?}");
         let e = state.entry("c1", "net1").expect("ADD recorded an entry");
         assert_eq!(
-            e["trafficClass"]["original"], recorded,
+            e["owned"]["trafficClass"]["original"], recorded,
             "original {before:?}: {e}"
         );
-        assert_eq!(e["trafficClass"]["written"], json!(41));
+        assert_eq!(e["owned"]["trafficClass"]["written"], json!(41));
         assert_eq!(e["device"], json!(DEV));
         let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode(&state.0), 0o700);
@@ -120,7 +120,7 @@ fn repeated_add_keeps_the_first_original() {
     assert_eq!(tree.tc(DEV), "tclass=41");
     let e = state.entry("c1", "net1").unwrap();
     assert_eq!(
-        e["trafficClass"]["original"],
+        e["owned"]["trafficClass"]["original"],
         Value::Null,
         "the second ADD must not take the first's 41 as the original: {e}"
     );
@@ -305,7 +305,7 @@ fn three_owners_newest_remaining_takes_over() {
     assert_eq!(tree.tc(DEV), "tclass=60");
     for cid in ["c-old", "b-mid", "a-new"] {
         assert_eq!(
-            state.entry(cid, "net1").unwrap()["trafficClass"]["original"],
+            state.entry(cid, "net1").unwrap()["owned"]["trafficClass"]["original"],
             json!(106)
         );
     }

@@ -452,8 +452,8 @@ fn state_dir_is_private_whatever_the_umask() {
     assert_eq!(e["containerId"], cid);
     assert_eq!(e["ifname"], "net1");
     assert_eq!(e["device"], DEV);
-    assert_eq!(e["trafficClass"]["original"], 106);
-    assert_eq!(e["trafficClass"]["written"], 41);
+    assert_eq!(e["owned"]["trafficClass"]["original"], 106);
+    assert_eq!(e["owned"]["trafficClass"]["written"], 41);
     assert_eq!(e["netns"], pod.path());
     Exec::cni(BIN, &place.node, "DEL", cid, &pod.path(), "net1")
         .stdin(conf.to_string())

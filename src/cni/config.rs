@@ -327,6 +327,18 @@ impl NetConf {
         }
     }
 
+    /// The device settings this config asks ADD to own, by their keys
+    /// (`rdma::setting`): each is recorded, written and given back.
+    pub fn owned(&self) -> Vec<(&'static str, u32)> {
+        [
+            self.traffic_class.map(|v| ("trafficClass", u32::from(v))),
+            self.rdma_cm_tos.map(|v| ("rdmaCmTos", u32::from(v))),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
     /// The RDMA device is needed only to write to it or to check a GID.
     pub fn needs_rdma(&self) -> bool {
         self.traffic_class.is_some()

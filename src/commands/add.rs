@@ -11,10 +11,11 @@ use crate::cni::result::NetResult;
 use crate::cni::{code, CniError, CniResult};
 use crate::device_info::{self, Plan, Request};
 use crate::node::NodeConfig;
-use crate::ownership::{self, Claim, Knob, Views};
+use crate::ownership::{self, Claim, Wanted};
 use crate::rdma::gid::{self, Verdict, Want};
 use crate::rdma::lookup::Found;
 use crate::rdma::reach::{PodSide, Reach};
+use crate::rdma::setting::{self, Views};
 use crate::state::{DeviceInfoFile, StateDir};
 use crate::sysctl;
 use crate::sysfs::View;
@@ -36,13 +37,11 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     let sysctls = sysctl::resolve(&conf.sysctls, ifname);
     sysctl::check_allowlist(&conf.sysctls, ifname, node)?;
     let netns = super::open_netns(env)?;
-    let wants: Vec<(Knob, u8)> = [
-        conf.traffic_class.map(|tc| (Knob::TrafficClass, tc)),
-        conf.rdma_cm_tos.map(|tos| (Knob::RdmaCmTos, tos)),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let wants: Vec<Wanted> = conf
+        .owned()
+        .into_iter()
+        .filter_map(|(key, value)| setting::by_key(key).map(|s| (s, value)))
+        .collect();
     // The device-info file is judged by its name now, by its content once
     // the pod's device is known; a refusal is logged, never fatal.
     let info_request = conf

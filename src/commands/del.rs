@@ -30,10 +30,7 @@ pub fn run(env: &CniEnv, node: &NodeConfig) -> CniResult<()> {
         Err(e) => {
             // Retrying cannot fix a refused dir; the entries stay in it for
             // the repair once the node admin has fixed it.
-            crate::error!(
-                "{}: nothing restored now; any entry stays for the orphan repair",
-                e.msg
-            );
+            crate::error!("{e}: nothing restored now; any entry stays for the orphan repair");
             return Ok(());
         }
     };
@@ -51,13 +48,13 @@ pub fn run(env: &CniEnv, node: &NodeConfig) -> CniResult<()> {
                     "state entry is corrupt ({why}): nothing restored; moved the entry to {} for inspection",
                     moved.display()
                 ),
-                Err(e) => crate::warn!("state entry is corrupt ({why}) and could not be moved aside: {}", e.msg),
+                Err(e) => crate::warn!("state entry is corrupt ({why}) and could not be moved aside: {e}"),
             }
             return Ok(());
         }
         Err(ReadError::Newer(v)) => {
             crate::warn!(
-                "state entry was written by a newer roce-tune (format {v}, this one writes {}): left alone, nothing restored; that version's orphan repair restores it",
+                "state entry was written by a newer roce-tune ({v}; this one writes format {}): left alone, nothing restored; that version's orphan repair restores it",
                 crate::state::FORMAT
             );
             return Ok(());

@@ -40,7 +40,7 @@ pub fn run(conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
             "GC: entry {cid}/{ifname} is corrupt ({why}); moved aside, class not restored"
         );
         if let Err(e) = state.quarantine(&cid, &ifname) {
-            failures.push(e.msg);
+            failures.push(e.to_string());
         }
     }
     for entry in entries

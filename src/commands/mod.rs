@@ -14,10 +14,11 @@ use crate::cni::{code, CniError, CniResult};
 use crate::netlink::{Link, Netlink};
 use crate::netns::{Lookup, NetNs, NsError};
 use crate::node::NodeConfig;
-use crate::ownership::Place;
+use crate::ownership::{OwnError, Place};
 use crate::rdma::lookup::{self, CrossCheck, Found, LookupError, Names};
 use crate::rdma::reach::{PodSide, Reach, Sysfs};
-use crate::state::StateDir;
+use crate::rdma::setting::SettingError;
+use crate::state::{StateDir, StateError};
 use std::path::Path;
 
 /// CNI_NETNS of ADD and CHECK: it must exist and be a network namespace.
@@ -97,4 +98,33 @@ pub fn locate(conf: &NetConf, pod: &mut PodSide, reach: Reach, link: &Link) -> C
         found.how
     );
     Ok(found)
+}
+
+// The library's typed causes, as the CNI error codes a runtime reads
+// (README, "Error codes"). Only the CNI edge makes CniErrors.
+
+impl From<StateError> for CniError {
+    fn from(e: StateError) -> CniError {
+        let code = match e {
+            StateError::BadLockName => code::RDMA_DEVICE,
+            _ => code::IO_FAILURE,
+        };
+        CniError::new(code, e.to_string())
+    }
+}
+
+impl From<SettingError> for CniError {
+    fn from(e: SettingError) -> CniError {
+        CniError::new(e.code, e.msg)
+    }
+}
+
+impl From<OwnError> for CniError {
+    fn from(e: OwnError) -> CniError {
+        match e {
+            OwnError::State(e) => e.into(),
+            OwnError::Setting(e) => e.into(),
+            e @ OwnError::Newer { .. } => CniError::new(code::IO_FAILURE, e.to_string()),
+        }
+    }
 }

@@ -7,13 +7,12 @@ use crate::node::NodeConfig;
 use crate::state::StateDir;
 
 pub fn run(node: &NodeConfig) -> CniResult<()> {
-    let not_ready = |e: CniError| {
+    let not_ready = |e: crate::state::StateError| {
         CniError::new(
             code::NOT_READY,
             format!(
-                "not ready: state dir {} is unusable: {}",
-                node.state_dir.display(),
-                e.msg
+                "not ready: state dir {} is unusable: {e}",
+                node.state_dir.display()
             ),
         )
     };

@@ -8,6 +8,7 @@ pub mod lookup;
 pub mod nldev;
 pub mod rdma_cm;
 pub mod reach;
+pub mod setting;
 pub mod traffic_class;
 
 use crate::cni::config::PciAddr;

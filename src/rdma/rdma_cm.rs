@@ -10,10 +10,57 @@
 //! directory itself holds no state: roce-tune makes it when missing and
 //! leaves it in place.
 
+use super::setting::{Setting, SettingError, SettingResult, Value, Views};
 use super::{is_safe_component, RdmaPort};
-use crate::cni::{code, CniError, CniResult};
+use crate::cni::code;
 use crate::sysfs::{SysfsError, View};
 use std::path::PathBuf;
+
+/// The rdma_cm default ToS as a setting roce-tune owns. configfs is one per
+/// node, whatever the RDMA netns mode: always the host's view.
+pub struct Tos;
+pub static TOS: Tos = Tos;
+
+impl Setting for Tos {
+    fn key(&self) -> &'static str {
+        "rdmaCmTos"
+    }
+
+    fn title(&self) -> &'static str {
+        "rdma_cm default ToS"
+    }
+
+    fn code(&self) -> u32 {
+        code::RDMA_CM_TOS
+    }
+
+    fn read(&self, at: Views, port: &RdmaPort) -> SettingResult<Value> {
+        read(at.host, port).map(|v| Some(u32::from(v)))
+    }
+
+    /// A ToS has no unset state: 0 is the kernel's default.
+    fn write(&self, at: Views, port: &RdmaPort, value: Value) -> SettingResult<()> {
+        write(at.host, port, value.unwrap_or(0).min(255) as u8)
+    }
+
+    /// The directory is remade when missing: the value lives in the cma
+    /// device and survives it.
+    fn present(&self, at: Views, port: &RdmaPort) -> SettingResult<bool> {
+        ensure_group(at.host, port).map(|()| true)
+    }
+
+    fn prepare(&self, at: Views, port: &RdmaPort) -> SettingResult<()> {
+        ensure_group(at.host, port)
+    }
+
+    fn same(&self, a: Value, b: Value) -> bool {
+        a.unwrap_or(0) == b.unwrap_or(0)
+    }
+
+    fn show_path(&self, at: Views, port: &RdmaPort) -> String {
+        at.host.show(&tos_path(port))
+    }
+}
 
 fn group(port: &RdmaPort) -> PathBuf {
     PathBuf::from("kernel/config/rdma_cm").join(&port.device)
@@ -23,16 +70,16 @@ pub fn tos_path(port: &RdmaPort) -> PathBuf {
     group(port).join(format!("ports/{}/default_roce_tos", port.port))
 }
 
-fn error(view: &View, port: &RdmaPort, what: &str, e: impl std::fmt::Display) -> CniError {
-    CniError::new(
-        code::RDMA_CM_TOS,
-        format!("{what} {}: {e}", view.show(&tos_path(port))),
-    )
+fn error(view: &View, port: &RdmaPort, what: &str, e: impl std::fmt::Display) -> SettingError {
+    SettingError {
+        code: code::RDMA_CM_TOS,
+        msg: format!("{what} {}: {e}", view.show(&tos_path(port))),
+    }
 }
 
 /// Make the device's configfs directory if nobody has. `view` is the host's:
 /// configfs is one per node, whatever the RDMA netns mode.
-pub fn ensure_group(view: &View, port: &RdmaPort) -> CniResult<()> {
+pub fn ensure_group(view: &View, port: &RdmaPort) -> SettingResult<()> {
     if !is_safe_component(&port.device) {
         return Err(error(
             view,
@@ -48,14 +95,14 @@ pub fn ensure_group(view: &View, port: &RdmaPort) -> CniResult<()> {
             }
             Ok(())
         }
-        Err(SysfsError::Missing) => Err(CniError::new(
-            code::RDMA_CM_TOS,
-            format!(
+        Err(SysfsError::Missing) => Err(SettingError {
+            code: code::RDMA_CM_TOS,
+            msg: format!(
                 "{} does not exist: configfs is not mounted at {} or the rdma_cm module is not loaded (modprobe rdma_cm); remove rdmaCmTos or fix the node",
                 view.show(&PathBuf::from("kernel/config/rdma_cm")),
                 view.show(&PathBuf::from("kernel/config"))
             ),
-        )),
+        }),
         Err(e) => Err(error(view, port, "make the directory of", e)),
     }
 }
@@ -70,30 +117,16 @@ pub fn parse(content: &str) -> Result<u8, String> {
     })
 }
 
-pub fn read(view: &View, port: &RdmaPort) -> CniResult<u8> {
+pub fn read(view: &View, port: &RdmaPort) -> SettingResult<u8> {
     let content = view
         .read(&tos_path(port))
         .map_err(|e| error(view, port, "read", e))?;
     parse(&content).map_err(|why| error(view, port, "read", why))
 }
 
-pub fn write(view: &View, port: &RdmaPort, tos: u8) -> CniResult<()> {
+pub fn write(view: &View, port: &RdmaPort, tos: u8) -> SettingResult<()> {
     view.write(&tos_path(port), tos.to_string().as_bytes())
         .map_err(|e| error(view, port, &format!("write {tos} to"), e))
-}
-
-/// Read back what was written.
-pub fn verify(view: &View, port: &RdmaPort, tos: u8) -> CniResult<()> {
-    let back = read(view, port)?;
-    if back != tos {
-        return Err(error(
-            view,
-            port,
-            "check",
-            format!("it reads {back} after writing {tos}: the kernel did not take it"),
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

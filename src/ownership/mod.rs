@@ -1,96 +1,62 @@
-//! Who owns a device file roce-tune writes (the traffic class; the rdma_cm
-//! default ToS), and how it is given back. ADD records the original in the
-//! state dir BEFORE writing (so a crash can never lose it); a release puts it
-//! back only if the file still holds what roce-tune wrote. Everything here
-//! runs under the device's lock, and through the `View` in which the device
-//! is reachable now.
+//! Who owns a device file roce-tune writes (every `rdma::setting`: the
+//! traffic class, the rdma_cm default ToS), and how it is given back. ADD
+//! records the original in the state dir BEFORE writing (so a crash can never
+//! lose it); a release puts it back only if the file still holds what
+//! roce-tune wrote. Everything here runs under the device's lock, and through
+//! the views in which the device is reachable now.
 //!
-//! Co-owners (two attachments on one device port, which a VF normally never
-//! has) share the device's TRUE original: the second ADD takes the first's
-//! original instead of reading the first's value; a release while another
-//! LIVE owner remains hands the file to the newest live owner's value. A dead
-//! owner (its pod gone without DEL) is never an heir: the orphan repair
-//! releases it later, finding the file no longer holds its value.
+//! Co-owners (two attachments on one device port) share the device's TRUE
+//! original; which owner's value the file takes is `heirs`'s.
 
-use crate::cni::{code, CniError, CniResult};
+pub mod heirs;
+
 use crate::netns::NetNs;
 use crate::rdma::device::{self, Resolved};
 use crate::rdma::reach::{Reach, Sysfs};
-use crate::rdma::traffic_class::{self, describe};
-use crate::rdma::{rdma_cm, RdmaPort};
-use crate::state::{self, DeviceInfoFile, Entry, Owned, ReadError, StateDir, FORMAT};
-use crate::sysfs::View;
+use crate::rdma::setting::{self, Setting, SettingError, Views, SETTINGS};
+use crate::rdma::RdmaPort;
+use crate::state::{self, DeviceInfoFile, Entry, Owned, ReadError, StateDir, StateError, FORMAT};
+use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
 
-/// Where a device's files are reached: the device's own sysfs (the pod's
-/// in exclusive mode) and the node's configfs (always the host's).
-#[derive(Clone, Copy)]
-pub struct Views<'a> {
-    pub device: &'a View,
-    pub host: &'a View,
+/// Why a take or a release could not be done. The CNI edge gives each its
+/// code: a setting's own, 5 for the state dir.
+#[derive(Debug)]
+pub enum OwnError {
+    State(StateError),
+    Setting(SettingError),
+    /// The attachment's entry is a newer roce-tune's: left alone.
+    Newer {
+        attachment: String,
+        what: String,
+    },
 }
 
-/// A device file roce-tune owns while a pod lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Knob {
-    TrafficClass,
-    RdmaCmTos,
+impl fmt::Display for OwnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OwnError::State(e) => e.fmt(f),
+            OwnError::Setting(e) => e.fmt(f),
+            OwnError::Newer { attachment, what } => write!(
+                f,
+                "the state entry of {attachment} was written by a newer roce-tune ({what}; this one writes format {FORMAT}); it is left alone: run the newer version again, or DEL the pod"
+            ),
+        }
+    }
 }
 
-impl Knob {
-    pub const ALL: [Knob; 2] = [Knob::TrafficClass, Knob::RdmaCmTos];
+impl std::error::Error for OwnError {}
 
-    pub fn name(self) -> &'static str {
-        match self {
-            Knob::TrafficClass => "traffic class",
-            Knob::RdmaCmTos => "rdma_cm default ToS",
-        }
+impl From<StateError> for OwnError {
+    fn from(e: StateError) -> OwnError {
+        OwnError::State(e)
     }
+}
 
-    pub fn record(self, e: &Entry) -> Option<Owned> {
-        match self {
-            Knob::TrafficClass => e.traffic_class,
-            Knob::RdmaCmTos => e.rdma_cm_tos,
-        }
-    }
-
-    fn record_mut(self, e: &mut Entry) -> &mut Option<Owned> {
-        match self {
-            Knob::TrafficClass => &mut e.traffic_class,
-            Knob::RdmaCmTos => &mut e.rdma_cm_tos,
-        }
-    }
-
-    /// The live value; `None` = unset (the class only: a ToS always has one).
-    pub fn read(self, v: Views, port: &RdmaPort) -> CniResult<Option<u8>> {
-        match self {
-            Knob::TrafficClass => traffic_class::read(v.device, port),
-            Knob::RdmaCmTos => rdma_cm::read(v.host, port).map(Some),
-        }
-    }
-
-    /// Whether the device has this file now. A class file that is gone went
-    /// with the device (re-created or removed), and with it what was set.
-    /// The rdma_cm directory is remade when missing: its value survives.
-    fn present(self, v: Views, port: &RdmaPort) -> CniResult<bool> {
-        match self {
-            Knob::TrafficClass => Ok(v.device.exists(&port.traffic_class_path())),
-            Knob::RdmaCmTos => rdma_cm::ensure_group(v.host, port).map(|()| true),
-        }
-    }
-
-    fn write(self, v: Views, port: &RdmaPort, value: Option<u8>) -> CniResult<()> {
-        match self {
-            Knob::TrafficClass => traffic_class::write(v.device, port, value),
-            Knob::RdmaCmTos => rdma_cm::write(v.host, port, value.unwrap_or(0)),
-        }
-    }
-
-    fn verify(self, v: Views, port: &RdmaPort, value: Option<u8>) -> CniResult<()> {
-        match self {
-            Knob::TrafficClass => traffic_class::verify(v.device, port, value),
-            Knob::RdmaCmTos => rdma_cm::verify(v.host, port, value.unwrap_or(0)),
-        }
+impl From<SettingError> for OwnError {
+    fn from(e: SettingError) -> OwnError {
+        OwnError::Setting(e)
     }
 }
 
@@ -105,15 +71,18 @@ pub struct Claim<'a> {
     pub device_info: Option<DeviceInfoFile>,
 }
 
+/// A setting ADD writes, and its value.
+pub type Wanted = (&'static dyn Setting, u32);
+
 /// Record the originals, then write each wanted value and read it back. On
-/// error the entry may exist: the caller rolls back with `release`.
+/// error the entry may exist: the caller gives back with `undo_take`.
 pub fn take(
     state: &StateDir,
-    view: Views,
+    at: Views,
     port: &RdmaPort,
     claim: &Claim,
-    wants: &[(Knob, u8)],
-) -> CniResult<Entry> {
+    wants: &[Wanted],
+) -> Result<Entry, OwnError> {
     let _lock = state.lock(&port.lock_key())?;
     let own = match state.read(claim.container_id, claim.ifname) {
         Ok(e) => Some(e),
@@ -126,16 +95,19 @@ pub fn take(
             );
             None
         }
-        Err(ReadError::Newer(v)) => {
-            return Err(CniError::new(
-                code::IO_FAILURE,
-                format!(
-                    "the state entry of {}/{} was written by a newer roce-tune (format {v}, this one writes {FORMAT}); it is left alone: run the newer version again, or DEL the pod",
-                    claim.container_id, claim.ifname
-                ),
-            ))
+        Err(ReadError::Newer(what)) => {
+            return Err(OwnError::Newer {
+                attachment: format!("{}/{}", claim.container_id, claim.ifname),
+                what,
+            })
         }
-        Err(ReadError::Io(e)) => return Err(CniError::io("read state entry", e)),
+        Err(ReadError::Io(err)) => {
+            return Err(OwnError::State(StateError::Io {
+                what: "read state entry".into(),
+                path: state.path().to_owned(),
+                err,
+            }))
+        }
     };
     let mut entry = Entry {
         version: FORMAT,
@@ -149,8 +121,7 @@ pub fn take(
         port: port.port,
         pci: port.pci.clone(),
         guid: port.guid.clone(),
-        traffic_class: None,
-        rdma_cm_tos: None,
+        owned: BTreeMap::new(),
         // A repeated ADD keeps the record of a file the first one made.
         device_info: claim
             .device_info
@@ -164,88 +135,86 @@ pub fn take(
     } else {
         co_owners(state, &entry)
     };
-    for knob in Knob::ALL {
-        let Some(&(_, value)) = wants.iter().find(|(k, _)| *k == knob) else {
+    for s in SETTINGS {
+        let first = own.as_ref().and_then(|e| e.owned.get(s.key()).copied());
+        let Some(&(_, value)) = wants.iter().find(|(w, _)| w.key() == s.key()) else {
             // Not wanted any more by a repeated ADD: keep what was recorded,
             // so the first original is never lost.
-            *knob.record_mut(&mut entry) = own.as_ref().and_then(|e| knob.record(e));
+            if let Some(o) = first {
+                entry.owned.insert(s.key().to_owned(), o);
+            }
             continue;
         };
-        let original = match own.as_ref().and_then(|e| knob.record(e)) {
+        let original = match (first, heirs::first_owner(s.key(), &co)) {
             // A repeated ADD keeps the FIRST original.
-            Some(first) => {
+            (Some(first), _) => {
                 crate::info!(
                     "repeated ADD: keeping the first recorded original {} of the {}",
-                    describe(first.original),
-                    knob.name()
+                    setting::show(first.original),
+                    s.title()
                 );
                 first.original
             }
-            None => match co
-                .iter()
-                .filter(|e| knob.record(e).is_some())
-                .min_by_key(|e| (e.created_ns, e.container_id.clone()))
-            {
-                Some(first) => {
-                    crate::info!(
-                        "{} port {} is already claimed by {}/{}: sharing its original {} of the {}",
-                        port.device,
-                        port.port,
-                        first.container_id,
-                        first.ifname,
-                        describe(knob.record(first).and_then(|o| o.original)),
-                        knob.name()
-                    );
-                    knob.record(first).and_then(|o| o.original)
-                }
-                None => {
-                    if knob == Knob::RdmaCmTos {
-                        rdma_cm::ensure_group(view.host, port)?;
-                    }
-                    knob.read(view, port)?
-                }
-            },
+            (None, Some((owner, o))) => {
+                crate::info!(
+                    "{} port {} is already claimed by {}/{}: sharing its original {} of the {}",
+                    port.device,
+                    port.port,
+                    owner.container_id,
+                    owner.ifname,
+                    setting::show(o.original),
+                    s.title()
+                );
+                o.original
+            }
+            (None, None) => {
+                s.prepare(at, port)?;
+                s.read(at, port)?
+            }
         };
-        *knob.record_mut(&mut entry) = Some(Owned {
-            original,
-            written: value,
-        });
+        entry.owned.insert(
+            s.key().to_owned(),
+            Owned {
+                original,
+                written: value,
+            },
+        );
     }
     state.write(&entry)?;
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-state-write");
-    for &(knob, value) in wants {
-        knob.write(view, port, Some(value))?;
+    for &(s, value) in wants {
+        s.write(at, port, Some(value))?;
         #[cfg(feature = "fault-injection")]
-        if knob == Knob::TrafficClass {
+        if s.key() == "trafficClass" {
             crate::fault::point("add-after-class-write");
         }
-        knob.verify(view, port, Some(value))?;
+        s.verify(at, port, Some(value))?;
         #[cfg(feature = "fault-injection")]
-        if knob == Knob::TrafficClass {
+        if s.key() == "trafficClass" {
             crate::fault::point("add-after-readback");
         }
         crate::info!(
             "{} of {} port {} set to {value} (original {}, recorded in {})",
-            knob.name(),
+            s.title(),
             port.device,
             port.port,
-            describe(knob.record(&entry).and_then(|o| o.original)),
+            setting::show(entry.owned.get(s.key()).and_then(|o| o.original)),
             state.path().display()
         );
     }
     Ok(entry)
 }
 
-/// Other attachments' entries on the same device port.
+/// Other attachments' entries on the same device port, found through the
+/// state dir's per-device index (one directory listing, not every entry).
 fn co_owners(state: &StateDir, me: &Entry) -> Vec<Entry> {
     state
-        .entries(|_, _, _| {})
-        .unwrap_or_default()
+        .owners_of(&me.lock_key())
         .into_iter()
-        .filter(|e| {
-            e.same_device(me) && (e.container_id != me.container_id || e.ifname != me.ifname)
-        })
+        .filter(|(cid, ifname)| *cid != me.container_id || *ifname != me.ifname)
+        .filter_map(|(cid, ifname)| state.read(&cid, &ifname).ok())
+        .filter(|e| e.same_device(me))
         .collect()
 }
 
@@ -258,80 +227,75 @@ pub fn is_live(e: &Entry) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// The original was written back.
-    Restored(Option<u8>),
+    Restored(setting::Value),
     /// Another live owner remains: the file now holds its value.
-    Handed { to: String, value: u8 },
+    Handed { to: String, value: u32 },
     /// The file no longer held our value: left as found.
-    LeftAlone { found: Option<u8> },
+    LeftAlone { found: setting::Value },
     /// The file is gone (device re-created or removed): nothing to restore.
     Gone,
 }
 
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Outcome::Restored(v) => write!(f, "restored to {}", describe(*v)),
+            Outcome::Restored(v) => write!(f, "restored to {}", setting::show(*v)),
             Outcome::Handed { to, value } => write!(f, "handed to {to} ({value})"),
-            Outcome::LeftAlone { found } => {
-                write!(
-                    f,
-                    "left alone at {} (not what roce-tune wrote)",
-                    describe(*found)
-                )
-            }
+            Outcome::LeftAlone { found } => write!(
+                f,
+                "left alone at {} (not what roce-tune wrote)",
+                setting::show(*found)
+            ),
             Outcome::Gone => f.write_str("gone with the device"),
         }
     }
 }
 
 /// Give every recorded file back, under the device's lock (held by the
-/// caller). `view` and `port` show the device where it is now (its identity
+/// caller). `at` and `port` show the device where it is now (its identity
 /// already checked). An error keeps the entry, so a later repair can finish.
 fn release_locked(
     state: &StateDir,
     entry: &Entry,
-    view: Views,
+    at: Views,
     port: &RdmaPort,
-) -> CniResult<Vec<(Knob, Outcome)>> {
-    let mut heirs: Option<Vec<Entry>> = None;
+) -> Result<Vec<(&'static str, Outcome)>, OwnError> {
+    let mut live_co: Option<Vec<Entry>> = None;
     let mut done = Vec::new();
-    for knob in Knob::ALL {
-        let Some(owned) = knob.record(entry) else {
+    for s in SETTINGS {
+        let Some(owned) = entry.owned.get(s.key()) else {
             continue;
         };
-        if !knob.present(view, port)? {
+        if !s.present(at, port)? {
             crate::info!(
                 "{} of {} is gone (device re-created or removed): nothing to restore",
-                knob.name(),
+                s.title(),
                 entry.device
             );
-            done.push((knob, Outcome::Gone));
+            done.push((s.title(), Outcome::Gone));
             continue;
         }
-        let current = knob.read(view, port)?;
-        if current != Some(owned.written) {
+        let current = s.read(at, port)?;
+        if !s.same(current, Some(owned.written)) {
             crate::warn!(
                 "{} of {} port {} is {}, not the {} roce-tune wrote: someone else set it or the device was re-created; leaving it",
-                knob.name(), entry.device, entry.port, describe(current), owned.written
+                s.title(), entry.device, entry.port, setting::show(current), owned.written
             );
-            done.push((knob, Outcome::LeftAlone { found: current }));
+            done.push((s.title(), Outcome::LeftAlone { found: current }));
             continue;
         }
-        let heirs = heirs.get_or_insert_with(|| {
+        let live = live_co.get_or_insert_with(|| {
             co_owners(state, entry)
                 .into_iter()
                 .filter(is_live)
                 .collect()
         });
-        let heir = heirs
-            .iter()
-            .filter_map(|h| knob.record(h).map(|o| (h, o)))
-            .max_by_key(|(h, _)| (h.created_ns, h.container_id.clone()));
+        let heir = heirs::heir(s.key(), live);
         let target = heir.map_or(owned.original, |(_, o)| Some(o.written));
-        knob.write(view, port, target)?;
+        s.write(at, port, target)?;
         #[cfg(feature = "fault-injection")]
         crate::fault::point("del-after-restore-write");
-        knob.verify(view, port, target)?;
+        s.verify(at, port, target)?;
         let outcome = match heir {
             Some((h, o)) => Outcome::Handed {
                 to: format!("{}/{}", h.container_id, h.ifname),
@@ -341,11 +305,11 @@ fn release_locked(
         };
         crate::info!(
             "{} of {} port {} {outcome}",
-            knob.name(),
+            s.title(),
             entry.device,
             entry.port
         );
-        done.push((knob, outcome));
+        done.push((s.title(), outcome));
     }
     #[cfg(feature = "fault-injection")]
     crate::fault::point("del-before-state-remove");
@@ -365,20 +329,17 @@ pub struct Place<'a> {
 #[derive(Debug)]
 pub enum Done {
     /// Its files were given back (or were gone) and the entry dropped.
-    Released(Vec<(Knob, Outcome)>),
+    Released(Vec<(&'static str, Outcome)>),
     /// Nothing could be restored now; the entry stays for the orphan repair.
     Kept(String),
 }
 
-impl std::fmt::Display for Done {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for Done {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Done::Released(list) if list.is_empty() => f.write_str("nothing left to restore"),
             Done::Released(list) => {
-                let parts: Vec<String> = list
-                    .iter()
-                    .map(|(k, o)| format!("{} {o}", k.name()))
-                    .collect();
+                let parts: Vec<String> = list.iter().map(|(t, o)| format!("{t} {o}")).collect();
                 f.write_str(&parts.join(", "))
             }
             Done::Kept(why) => write!(f, "kept for the orphan repair: {why}"),
@@ -398,11 +359,11 @@ pub fn release_entry(place: Place, entry: &Entry) -> Done {
             Ok(Some(ns)) => match place.sysfs.pod_side_of(&ns) {
                 Ok(Some(pod)) => match device::resolve(&pod, entry.identity()) {
                     Resolved::Here(port) => {
-                        let views = Views {
+                        let at = Views {
                             device: &pod,
                             host: place.sysfs.host(),
                         };
-                        return release_in(place, entry, views, &port);
+                        return release_in(place, entry, at, &port);
                     }
                     Resolved::Invisible => seen_invisible = true,
                     Resolved::Gone => {}
@@ -432,28 +393,28 @@ pub fn release_entry(place: Place, entry: &Entry) -> Done {
                 entry.port
             );
             forget_device_info(place, entry);
-            match place.state.remove(&entry.container_id, &entry.ifname) {
+            match place.state.remove(entry) {
                 Ok(()) => Done::Released(Vec::new()),
-                Err(e) => Done::Kept(e.msg),
+                Err(e) => Done::Kept(e.to_string()),
             }
         }
     }
 }
 
-fn release_in(place: Place, entry: &Entry, view: Views, port: &RdmaPort) -> Done {
+fn release_in(place: Place, entry: &Entry, at: Views, port: &RdmaPort) -> Done {
     let _lock = match place.state.lock(&entry.lock_key()) {
         Ok(l) => l,
-        Err(e) => return Done::Kept(e.msg),
+        Err(e) => return Done::Kept(e.to_string()),
     };
-    match release_locked(place.state, entry, view, port) {
+    match release_locked(place.state, entry, at, port) {
         Ok(list) => {
             forget_device_info(place, entry);
-            match place.state.remove(&entry.container_id, &entry.ifname) {
+            match place.state.remove(entry) {
                 Ok(()) => Done::Released(list),
-                Err(e) => Done::Kept(e.msg),
+                Err(e) => Done::Kept(e.to_string()),
             }
         }
-        Err(e) => Done::Kept(e.msg),
+        Err(e) => Done::Kept(e.to_string()),
     }
 }
 
@@ -467,13 +428,7 @@ fn forget_device_info(place: Place, entry: &Entry) {
 
 /// A failed ADD gives back what it wrote: the entry it recorded says what
 /// (and its originals), so the device ends as ADD found it and no state stays.
-pub fn undo_take(
-    state: &StateDir,
-    views: Views,
-    port: &RdmaPort,
-    container_id: &str,
-    ifname: &str,
-) {
+pub fn undo_take(state: &StateDir, at: Views, port: &RdmaPort, container_id: &str, ifname: &str) {
     let entry = match state.read(container_id, ifname) {
         Ok(e) => e,
         Err(ReadError::Missing) => return,
@@ -482,11 +437,14 @@ pub fn undo_take(
             return;
         }
     };
-    let undone = state.lock(&entry.lock_key()).and_then(|_lock| {
-        let done = release_locked(state, &entry, views, port)?;
-        state.remove(container_id, ifname)?;
-        Ok(done)
-    });
+    let undone = state
+        .lock(&entry.lock_key())
+        .map_err(OwnError::from)
+        .and_then(|_lock| {
+            let done = release_locked(state, &entry, at, port)?;
+            state.remove(&entry)?;
+            Ok(done)
+        });
     match undone {
         Ok(r) => crate::info!("ADD failed: rolled back ({r:?})"),
         Err(e) => crate::error!(

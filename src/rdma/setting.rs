@@ -1,0 +1,121 @@
+//! A per-rail setting roce-tune owns while a pod lives: a file of the rail's
+//! device that ADD records, writes and reads back, and that DEL, GC and the
+//! orphan repair give back. Each setting says how its value is read, written
+//! and compared, and where its file lives; `ownership` does the rest (the
+//! record before the write, co-owners, the restore rules) for all of them.
+//!
+//! Adding one (an MTU, say): an implementation of `Setting` in a file of its
+//! own, a line in `SETTINGS`, its config key in `cni::config::OWNED_KEYS`,
+//! and its tests (README, "Contributing").
+
+use super::RdmaPort;
+use crate::sysfs::View;
+use std::fmt;
+
+/// A setting's value: `None` is unset (the class has an unset state; a ToS
+/// always has a value). Every setting so far is a number.
+pub type Value = Option<u32>;
+
+/// Where a rail's files are reached: its device's sysfs (the pod's in
+/// exclusive mode) and the node's configfs (always the host's).
+#[derive(Clone, Copy)]
+pub struct Views<'a> {
+    pub device: &'a View,
+    pub host: &'a View,
+}
+
+/// Why a setting's file could not be used, with the CNI code the edge gives
+/// it. The message quotes a file only as a value that parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingError {
+    pub code: u32,
+    pub msg: String,
+}
+
+impl fmt::Display for SettingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for SettingError {}
+
+pub type SettingResult<T> = Result<T, SettingError>;
+
+pub trait Setting: Sync {
+    /// The config key, and the name a state entry records it under.
+    fn key(&self) -> &'static str;
+    /// How messages and logs name it.
+    fn title(&self) -> &'static str;
+    /// The CNI error code of its failures (README, "Error codes").
+    fn code(&self) -> u32;
+    /// The value the file holds now.
+    fn read(&self, at: Views, port: &RdmaPort) -> SettingResult<Value>;
+    /// Put `value` in the file (`None`: unset it).
+    fn write(&self, at: Views, port: &RdmaPort, value: Value) -> SettingResult<()>;
+    /// Whether the device has the file now. A file that is gone went with the
+    /// device (re-created or removed), and with it what was set.
+    fn present(&self, at: Views, port: &RdmaPort) -> SettingResult<bool>;
+    /// Whatever must exist before the first read (a configfs group).
+    fn prepare(&self, _at: Views, _port: &RdmaPort) -> SettingResult<()> {
+        Ok(())
+    }
+    /// Whether two values are the same setting.
+    fn same(&self, a: Value, b: Value) -> bool {
+        a == b
+    }
+    /// Where the file is, as a message shows it.
+    fn show_path(&self, at: Views, port: &RdmaPort) -> String;
+
+    /// Read back what was written: drivers reject some writes silently.
+    fn verify(&self, at: Views, port: &RdmaPort, value: Value) -> SettingResult<()> {
+        let back = self.read(at, port)?;
+        if self.same(back, value) {
+            return Ok(());
+        }
+        Err(SettingError {
+            code: self.code(),
+            msg: format!(
+                "{} {} reads {} after writing {}: the driver did not take it",
+                self.title(),
+                self.show_path(at, port),
+                show(back),
+                show(value)
+            ),
+        })
+    }
+}
+
+/// Every setting roce-tune can own, in the order ADD writes them.
+pub static SETTINGS: &[&dyn Setting] = &[&super::traffic_class::CLASS, &super::rdma_cm::TOS];
+
+/// The setting a config key or a state entry names.
+pub fn by_key(key: &str) -> Option<&'static dyn Setting> {
+    SETTINGS.iter().copied().find(|s| s.key() == key)
+}
+
+/// A value as logs and messages say it.
+pub fn show(v: Value) -> String {
+    match v {
+        Some(n) => n.to_string(),
+        None => "unset".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_unique_and_found() {
+        for s in SETTINGS {
+            assert!(std::ptr::eq(
+                by_key(s.key()).unwrap() as *const dyn Setting as *const u8,
+                *s as *const dyn Setting as *const u8
+            ));
+        }
+        assert!(by_key("mtu").is_none());
+        assert_eq!(show(None), "unset");
+        assert_eq!(show(Some(41)), "41");
+    }
+}
