@@ -12,7 +12,8 @@
 #      (the machine image's kubectl 1.32 conflicts with it; Debian's 1.20 embeds kustomize
 #      v2.0.3, too old for conf/deploy's components: check-conf then says so),
 #      python3-venv (1b: check-conf's pinned PyPI packages, integration/requirements-check-conf.txt,
-#      in integration/.build/venv);
+#      in integration/.build/venv), and promtool (1c: unpacked from Debian's prometheus package,
+#      not installed);
 #   2. builds cnitool into integration/.build/bin/cnitool (skipped when it is there).
 #      cnitool is NOT in golang-github-appc-cni-dev (that package ships libcni/ and pkg/ only,
 #      checked on 1.1.2-1); it is in the SOURCE package golang-github-appc-cni, directory
@@ -61,6 +62,24 @@ else
     cp "$req" "$venv/requirements.txt"
 fi
 "$venv/bin/python" -c 'import kubernetes_validate, yaml, jsonschema' || die "venv $venv: kubernetes_validate does not import"
+
+# ---------------------------------------------------------------- 1c. promtool
+# `promtool check metrics` lints the agent's exposition (tests/agent_exposition.rs). Debian ships
+# it only in the prometheus package, whose postinst starts a Prometheus server: the package is
+# downloaded and unpacked (dpkg -x), not installed, and only promtool is kept.
+promtool="$build/bin/promtool"
+if [ -x "$promtool" ]; then
+    say "promtool: $promtool already unpacked, skipping"
+else
+    tmp="$(mktemp -d)"
+    dl() { (cd "$tmp" && apt-get -q -o APT::Sandbox::User=root download prometheus >/dev/null); }
+    dl || { apt-get -q -o APT::Sandbox::User=root update >/dev/null && dl; } || die "apt-get download prometheus failed"
+    dpkg -x "$tmp"/prometheus_*.deb "$tmp/x"
+    mkdir -p "$build/bin"
+    install -m 0755 "$tmp/x/usr/bin/promtool" "$promtool"
+    rm -rf "$tmp"
+    say "promtool: unpacked $promtool ($("$promtool" --version 2>&1 | head -n1))"
+fi
 
 # ---------------------------------------------------------------- 2. cnitool
 cnitool="$build/bin/cnitool"
