@@ -22,7 +22,7 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command as Process, Stdio};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 fn promtool() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("ROCE_TUNE_PROMTOOL").filter(|v| !v.is_empty()) {
@@ -55,11 +55,11 @@ fn rail(pod: &str, ifname: &str, dev: &str, pci: &str, network: &str) -> RailLab
 
 fn snapshot() -> Snapshot {
     let mut add = Histogram::default();
-    for s in [0.003, 0.02, 0.02, 0.4, 3.1, 61.0] {
-        add.observe(s);
+    for ms in [3, 20, 20, 400, 3100, 61_000] {
+        add.observe(Duration::from_millis(ms));
     }
     let mut del = Histogram::default();
-    del.observe(0.001);
+    del.observe(Duration::from_micros(950));
     Snapshot {
         rails: vec![
             RailSample {
@@ -115,12 +115,12 @@ fn snapshot() -> Snapshot {
             durations: vec![(Command::Add, add), (Command::Del, del)],
         },
         agent: AgentSample {
-            start_time_seconds: 1_780_000_000.0,
-            repair_interval_seconds: 60.0,
+            start_time: UNIX_EPOCH + Duration::from_secs(1_780_000_000),
+            repair_interval: Duration::from_secs(60),
             repair_passes: 30,
             repair_pass_failures: 2,
-            last_success_timestamp_seconds: Some(1_780_001_800.5),
-            last_pass_duration_seconds: Some(0.004),
+            last_success: Some(UNIX_EPOCH + Duration::from_millis(1_780_001_800_500)),
+            last_pass_duration: Some(Duration::from_micros(4_321)),
         },
     }
 }

@@ -19,7 +19,7 @@
 //! that grows without end (a container ID, a time) is a label.
 
 use super::exposition::{HistogramData, Kind, Value, Writer};
-use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The families, in the order of [`CATALOGUE`] (a test checks that row `i`
 /// names `Metric` `i`).
@@ -239,8 +239,20 @@ pub fn family(m: Metric) -> &'static Family {
 /// Upper bounds of `roce_tune_cni_request_duration_seconds`: client_golang's
 /// default buckets (5 ms to 10 s), plus 30 and 60 s because an ADD may wait
 /// for the kernel's GID up to `gidTimeoutMs` (3 s by default, 60 s at most).
-pub const CNI_DURATION_BUCKETS: [f64; 13] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+pub const CNI_DURATION_BUCKETS: [Duration; 13] = [
+    Duration::from_millis(5),
+    Duration::from_millis(10),
+    Duration::from_millis(25),
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_millis(2500),
+    Duration::from_secs(5),
+    Duration::from_secs(10),
+    Duration::from_secs(30),
+    Duration::from_secs(60),
 ];
 
 /// The per-rail label values: where the rail is (pod, interface) and what it
@@ -392,34 +404,27 @@ impl Command {
 
 /// Observations over [`CNI_DURATION_BUCKETS`]: `counts[i]` fell at or below
 /// bound `i` and above bound `i - 1`; the last one is the `+Inf` bucket.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Histogram {
     pub counts: [u64; CNI_DURATION_BUCKETS.len() + 1],
-    pub sum_seconds: f64,
+    pub sum: Duration,
 }
 
 impl Histogram {
-    /// Count one request of `seconds` (a negative or NaN duration, a clock
-    /// step, counts as 0).
-    pub fn observe(&mut self, seconds: f64) {
-        let s = if seconds.is_nan() || seconds < 0.0 {
-            0.0
-        } else {
-            seconds
-        };
+    pub fn observe(&mut self, took: Duration) {
         let i = CNI_DURATION_BUCKETS
             .iter()
-            .position(|b| s <= *b)
+            .position(|b| took <= *b)
             .unwrap_or(CNI_DURATION_BUCKETS.len());
         self.counts[i] = self.counts[i].saturating_add(1);
-        self.sum_seconds += s;
+        self.sum = self.sum.saturating_add(took);
     }
 
     pub fn merge(&mut self, other: &Histogram) {
         for (a, b) in self.counts.iter_mut().zip(other.counts) {
             *a = a.saturating_add(b);
         }
-        self.sum_seconds += other.sum_seconds;
+        self.sum = self.sum.saturating_add(other.sum);
     }
 
     pub fn count(&self) -> u64 {
@@ -438,17 +443,35 @@ pub struct CniCounts {
 }
 
 /// The agent's own health: what an operator needs to trust the numbers.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AgentSample {
-    pub start_time_seconds: f64,
-    pub repair_interval_seconds: f64,
+    pub start_time: SystemTime,
+    pub repair_interval: Duration,
     pub repair_passes: u64,
     pub repair_pass_failures: u64,
-    /// `None` before the first pass without failure (rendered 0, so that
-    /// `time() - x` alerts from the start).
-    pub last_success_timestamp_seconds: Option<f64>,
+    /// When the last pass without failure ended; `None` before the first
+    /// (rendered 0, so that `time() - x` alerts from the start).
+    pub last_success: Option<SystemTime>,
     /// `None` before the first pass (no series).
-    pub last_pass_duration_seconds: Option<f64>,
+    pub last_pass_duration: Option<Duration>,
+}
+
+impl Default for AgentSample {
+    fn default() -> Self {
+        AgentSample {
+            start_time: UNIX_EPOCH,
+            repair_interval: Duration::ZERO,
+            repair_passes: 0,
+            repair_pass_failures: 0,
+            last_success: None,
+            last_pass_duration: None,
+        }
+    }
+}
+
+/// A time as a Unix timestamp (a clock before 1970 reads as 0).
+fn timestamp(t: SystemTime) -> Value {
+    Value::Seconds(t.duration_since(UNIX_EPOCH).unwrap_or_default())
 }
 
 /// Everything one exposition says, as plain data: the repair loop fills one
@@ -486,26 +509,25 @@ pub fn render(s: &Snapshot) -> String {
     open(&mut w, Metric::BuildInfo);
     w.sample(&[env!("CARGO_PKG_VERSION")], Value::Uint(1));
     open(&mut w, Metric::AgentStartTime);
-    w.sample(&[], Value::Float(a.start_time_seconds));
+    w.sample(&[], timestamp(a.start_time));
     open(&mut w, Metric::RepairInterval);
-    w.sample(&[], Value::Float(a.repair_interval_seconds));
+    w.sample(&[], Value::Seconds(a.repair_interval));
     open(&mut w, Metric::RepairPasses);
     w.sample(&[], Value::Uint(a.repair_passes));
     open(&mut w, Metric::RepairPassFailures);
     w.sample(&[], Value::Uint(a.repair_pass_failures));
     open(&mut w, Metric::RepairLastSuccess);
-    w.sample(
-        &[],
-        Value::Float(a.last_success_timestamp_seconds.unwrap_or(0.0)),
-    );
+    w.sample(&[], timestamp(a.last_success.unwrap_or(UNIX_EPOCH)));
     open(&mut w, Metric::RepairPassDuration);
-    if let Some(d) = a.last_pass_duration_seconds {
-        w.sample(&[], Value::Float(d));
+    if let Some(d) = a.last_pass_duration {
+        w.sample(&[], Value::Seconds(d));
     }
 
-    let mut seen = BTreeSet::new();
-    let mut rails: Vec<&RailSample> = s.rails.iter().filter(|r| seen.insert(&r.labels)).collect();
-    rails.sort_by(|x, y| x.labels.cmp(&y.labels));
+    // Sorted and deduplicated with slices, not BTreeMaps: each map type is
+    // code in the static binary, and these lists are a node's rails and pods.
+    let mut rails: Vec<&RailSample> = s.rails.iter().collect();
+    rails.sort_by(|x, y| x.labels.cmp(&y.labels)); // stable: the first stays
+    rails.dedup_by(|x, y| x.labels == y.labels);
     let per_rail: [(Metric, RailValue); 7] = [
         (Metric::RailInfo, |_| Some(Value::Uint(1))),
         (Metric::RailTrafficClass, |r| {
@@ -535,12 +557,11 @@ pub fn render(s: &Snapshot) -> String {
     }
 
     open(&mut w, Metric::PodStarvedGpus);
-    let mut pods: BTreeMap<(&str, &str), u32> = BTreeMap::new();
-    for p in &s.pods {
-        pods.entry((&p.namespace, &p.pod)).or_insert(p.starved_gpus);
-    }
-    for ((ns, pod), n) in pods {
-        w.sample(&[ns, pod], Value::Uint(n.into()));
+    let mut pods: Vec<&PodSample> = s.pods.iter().collect();
+    pods.sort_by(|x, y| (&x.namespace, &x.pod).cmp(&(&y.namespace, &y.pod)));
+    pods.dedup_by(|x, y| (&x.namespace, &x.pod) == (&y.namespace, &y.pod));
+    for p in pods {
+        w.sample(&[&p.namespace, &p.pod], Value::Uint(p.starved_gpus.into()));
     }
 
     for (m, counts) in [
@@ -560,26 +581,35 @@ pub fn render(s: &Snapshot) -> String {
     w.sample(&[], Value::Uint(s.idle_vfs_holding_class));
 
     open(&mut w, Metric::CniRequests);
-    let mut requests: BTreeMap<(Command, u32), u64> = BTreeMap::new();
-    for (command, code, n) in &s.cni.requests {
-        let c = requests.entry((*command, *code)).or_default();
-        *c = c.saturating_add(*n);
-    }
-    for ((command, code), n) in requests {
+    let mut requests = s.cni.requests.clone();
+    requests.sort_by_key(|(command, code, _)| (*command, *code));
+    let mut i = 0;
+    while i < requests.len() {
+        let (command, code, mut n) = requests[i];
+        i += 1;
+        while i < requests.len() && (requests[i].0, requests[i].1) == (command, code) {
+            n = n.saturating_add(requests[i].2);
+            i += 1;
+        }
         w.sample(&[command.as_str(), &code.to_string()], Value::Uint(n));
     }
     open(&mut w, Metric::CniRequestDuration);
-    let mut durations: BTreeMap<Command, Histogram> = BTreeMap::new();
-    for (command, h) in &s.cni.durations {
-        durations.entry(*command).or_default().merge(h);
-    }
-    for (command, h) in durations {
+    let mut durations = s.cni.durations.clone();
+    durations.sort_by_key(|(command, _)| *command);
+    let mut i = 0;
+    while i < durations.len() {
+        let (command, mut h) = durations[i];
+        i += 1;
+        while i < durations.len() && durations[i].0 == command {
+            h.merge(&durations[i].1);
+            i += 1;
+        }
         w.histogram(
             &[command.as_str()],
             HistogramData {
                 bounds: &CNI_DURATION_BUCKETS,
                 counts: &h.counts,
-                sum: h.sum_seconds,
+                sum: h.sum,
             },
         );
     }
@@ -590,6 +620,7 @@ pub fn render(s: &Snapshot) -> String {
 pub(crate) mod tests {
     use super::*;
     use crate::agent::exposition::{is_label_name, is_metric_name};
+    use std::collections::BTreeSet;
 
     fn rail(pod: &str, ifname: &str, dev: &str, pci: &str) -> RailSample {
         RailSample {
@@ -608,11 +639,11 @@ pub(crate) mod tests {
     /// A snapshot in which every family has at least one sample.
     pub(crate) fn full_snapshot() -> Snapshot {
         let mut add = Histogram::default();
-        for s in [0.004, 0.03, 0.03, 2.0, 75.0] {
-            add.observe(s);
+        for ms in [4, 30, 30, 2000, 75_000] {
+            add.observe(Duration::from_millis(ms));
         }
         let mut del = Histogram::default();
-        del.observe(0.002);
+        del.observe(Duration::from_millis(2));
         Snapshot {
             rails: vec![
                 RailSample {
@@ -657,12 +688,12 @@ pub(crate) mod tests {
                 durations: vec![(Command::Add, add), (Command::Del, del)],
             },
             agent: AgentSample {
-                start_time_seconds: 1_780_000_000.5,
-                repair_interval_seconds: 60.0,
+                start_time: UNIX_EPOCH + Duration::from_millis(1_780_000_000_500),
+                repair_interval: Duration::from_secs(60),
                 repair_passes: 12,
                 repair_pass_failures: 1,
-                last_success_timestamp_seconds: Some(1_780_000_660.25),
-                last_pass_duration_seconds: Some(0.0125),
+                last_success: Some(UNIX_EPOCH + Duration::from_millis(1_780_000_660_250)),
+                last_pass_duration: Some(Duration::from_micros(12_500)),
             },
         }
     }
@@ -810,16 +841,15 @@ pub(crate) mod tests {
     #[test]
     fn histogram_buckets_take_each_observation_once() {
         let mut h = Histogram::default();
-        h.observe(0.005); // on a bound: that bucket (le is "less or equal")
-        h.observe(0.0051);
-        h.observe(-3.0);
-        h.observe(f64::NAN);
-        h.observe(61.0);
-        assert_eq!(h.counts[0], 3);
+        h.observe(Duration::from_millis(5)); // on a bound: that bucket (le is "<=")
+        h.observe(Duration::from_micros(5001));
+        h.observe(Duration::ZERO);
+        h.observe(Duration::from_secs(61));
+        assert_eq!(h.counts[0], 2);
         assert_eq!(h.counts[1], 1);
         assert_eq!(h.counts[CNI_DURATION_BUCKETS.len()], 1);
-        assert_eq!(h.count(), 5);
-        assert!((h.sum_seconds - 61.0101).abs() < 1e-9);
+        assert_eq!(h.count(), 4);
+        assert_eq!(h.sum, Duration::from_micros(61_010_001));
         assert_eq!(Command::from_cni("DEL"), Some(Command::Del));
         assert_eq!(Command::from_cni("del"), None);
     }
