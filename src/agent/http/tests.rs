@@ -449,17 +449,32 @@ fn a_scrape_reads_one_whole_published_body_while_the_loop_publishes() {
         .map(|i| format!("t_info {i}\n").repeat(20_000))
         .collect();
     let stop = Arc::new(AtomicBool::new(false));
+    let published = Arc::new(AtomicUsize::new(0));
     let publisher = {
-        let (p, b, stop) = (srv.published.clone(), bodies.clone(), stop.clone());
+        let (p, b, stop, n) = (
+            srv.published.clone(),
+            bodies.clone(),
+            stop.clone(),
+            published.clone(),
+        );
         thread::spawn(move || {
             let mut i = 0;
             while !stop.load(Ordering::Relaxed) {
                 p.publish(b[i % b.len()].clone());
                 i += 1;
+                n.store(i, Ordering::Relaxed);
             }
-            i
         })
     };
+    // Scrape only once the publisher runs (two busy cores may start it late).
+    let t = Instant::now();
+    while published.load(Ordering::Relaxed) == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "the publisher never ran"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
     for _ in 0..20 {
         let r = get(srv.addr, "/metrics");
         assert_eq!(r.status, 200);
@@ -470,7 +485,11 @@ fn a_scrape_reads_one_whole_published_body_while_the_loop_publishes() {
         );
     }
     stop.store(true, Ordering::Relaxed);
-    assert!(publisher.join().unwrap() > 0);
+    publisher.join().unwrap();
+    eprintln!(
+        "{} bodies published during 20 scrapes",
+        published.load(Ordering::Relaxed)
+    );
 }
 
 #[test]
