@@ -50,6 +50,9 @@ def both(*mutations):
 
 
 SHARED = "conf/sriovnetwork-shared.yaml"
+DASH = "conf/grafana/roce-tune.json"
+METRICS = "conf/deploy/components/metrics/"
+CATALOGUE = "src/agent/metrics.rs"
 NAD = "conf/network-attachment-definition.yaml"
 BASE_DS = "conf/deploy/base/daemonset.yaml"
 
@@ -143,6 +146,71 @@ CASES = [
      edit("conf/deploy/components/uninstall/uninstall-container.yaml",
           "- op: remove\n  path: /spec/template/spec/initContainers\n", ""),
      "conf/deploy/uninstall/kubernetes ", ["uninstall: no initContainer may run"]),
+    # The metrics component, built on every install overlay.
+    ("metrics-upstream-is-not-metricsAddress",
+     edit("conf/deploy/base/node.json", '"deviceInfoDir":', '"metricsAddress": "127.0.0.1:9700",\n  "deviceInfoDir":'),
+     "conf/deploy/components/metrics with kubernetes ", ["--upstream 'http://127.0.0.1:9662/' is not http://<node.json's metricsAddress>/"]),
+    ("metrics-address-not-loopback",
+     both(edit("conf/deploy/base/node.json", '"deviceInfoDir":', '"metricsAddress": "0.0.0.0:9662",\n  "deviceInfoDir":'),
+          edit(METRICS + "kube-rbac-proxy.yaml", "--upstream=http://127.0.0.1:9662/", "--upstream=http://0.0.0.0:9662/")),
+     "conf/deploy/components/metrics with openshift ", ["metricsAddress 0.0.0.0:9662 is not loopback"]),
+    ("metrics-address-is-a-name",
+     edit("conf/deploy/base/node.json", '"deviceInfoDir":', '"metricsAddress": "localhost:9662",\n  "deviceInfoDir":'),
+     "conf/deploy/kubernetes ", ["metricsAddress must be an IP address and port"]),
+    ("metrics-proxy-privileged",
+     edit(METRICS + "kube-rbac-proxy.yaml", "            runAsNonRoot: true\n", "            runAsNonRoot: true\n            privileged: true\n"),
+     "conf/deploy/components/metrics with nvidia-network-operator ", ["securityContext.privileged must be unset or false"]),
+    ("metrics-proxy-forwards-everything",
+     edit(METRICS + "kube-rbac-proxy.yaml", "            - --allow-paths=/metrics\n", ""),
+     "conf/deploy/components/metrics with kubernetes ", ["--allow-paths must be /metrics"]),
+    ("metrics-token-in-every-container",
+     edit(METRICS + "kube-rbac-proxy.yaml", "      volumes:\n", "      automountServiceAccountToken: true\n      volumes:\n"),
+     "conf/deploy/components/metrics with kubernetes ", ["automountServiceAccountToken must stay false"]),
+    ("metrics-proxy-without-tokenreviews",
+     edit(METRICS + "rbac.yaml", '  - apiGroups: ["authentication.k8s.io"]\n    resources: ["tokenreviews"]\n    verbs: ["create"]\n', ""),
+     "conf/deploy/components/metrics with openshift ",
+     ["no ClusterRole with tokenreviews and subjectaccessreviews `create` is bound to ServiceAccount roce-tune/roce-tune"]),
+    ("metrics-reader-role-missing",
+     edit(METRICS + "rbac.yaml", '  - nonResourceURLs: ["/metrics"]', '  - nonResourceURLs: ["/healthz"]'),
+     "conf/deploy/components/metrics with kubernetes ", ["no ClusterRole with `get` on the non-resource URL /metrics is bound"]),
+    ("metrics-service-wrong-target-port",
+     edit(METRICS + "service.yaml", "targetPort: https-metrics", "targetPort: 9100"),
+     "conf/deploy/components/metrics with kubernetes ",
+     ["Service roce-tune-metrics: port https-metrics does not reach kube-rbac-proxy's listen port 9662"]),
+    ("metrics-service-not-headless",
+     edit(METRICS + "service.yaml", "  clusterIP: None\n", ""),
+     "conf/deploy/components/metrics with kubernetes ", ["must be headless"]),
+    ("metrics-servicemonitor-misspelt-field",
+     edit(METRICS + "servicemonitor.yaml", "      bearerTokenFile:", "      bearerTokenFil:"),
+     "conf/deploy/components/metrics with kubernetes ", ["Additional properties are not allowed ('bearerTokenFil' was unexpected)"]),
+    ("metrics-servicemonitor-without-node-label",
+     edit(METRICS + "servicemonitor.yaml", "          targetLabel: node", "          targetLabel: nodename"),
+     "conf/deploy/components/metrics with nvidia-network-operator ", ["no relabeling of __meta_kubernetes_endpoint_node_name to `node`"]),
+    # The Grafana dashboard against the catalogue of src/agent/metrics.rs.
+    ("dashboard-queries-an-unknown-metric",
+     edit(DASH, "roce_tune_rail_traffic_class_wanted{", "roce_tune_rail_traffic_klass_wanted{"),
+     DASH, ["unknown metric roce_tune_rail_traffic_klass_wanted: not in the catalogue"]),
+    ("catalogue-loses-a-metric-the-dashboard-uses",
+     edit(CATALOGUE, 'name: "roce_tune_orphans_pending"', 'name: "roce_tune_orphans_waiting"'),
+     DASH, ["unknown metric roce_tune_orphans_pending"]),
+    ("dashboard-histogram-without-bucket",
+     edit(DASH, "roce_tune_cni_request_duration_seconds_bucket{", "roce_tune_cni_request_duration_seconds{", 3),
+     DASH, ["roce_tune_cni_request_duration_seconds is a histogram"]),
+    ("dashboard-label-the-metric-lacks",
+     edit(DASH, 'roce_tune_idle_vfs_holding_class{node=~\\"$node\\"}', 'roce_tune_idle_vfs_holding_class{node=~\\"$node\\", pod=\\"x\\"}'),
+     DASH, ["roce_tune_idle_vfs_holding_class has no label 'pod'"]),
+    ("dashboard-ignores-the-node-variable",
+     edit(DASH, 'roce_tune_orphans_pending{node=~\\"$node\\"}', "roce_tune_orphans_pending"),
+     DASH, ['roce_tune_orphans_pending: the selector must filter node=~"$node"']),
+    ("dashboard-promql-does-not-parse",
+     edit(DASH, "sum by (node) (roce_tune_rail_info{", "sum by (node) ((roce_tune_rail_info{"),
+     DASH, ["PromQL: could not parse expression"]),
+    ("dashboard-without-schemaVersion",
+     edit(DASH, '"schemaVersion": 39,', ""),
+     DASH, ["schemaVersion None: must be an integer >= 36"]),
+    ("dashboard-panel-without-targets",
+     edit(DASH, '"targets": [', '"targetz": ['),
+     DASH, ["no targets"]),
     ("containerfile-pulls",
      edit("conf/image/Containerfile", "FROM scratch", "FROM docker.io/library/busybox:latest"),
      "conf/image/Containerfile", ["FROM docker.io/library/busybox:latest: the image is built offline FROM scratch"]),
@@ -203,6 +271,9 @@ def run_case(crd_dir, name, mutate, label, messages):
     try:
         shutil.copytree(os.path.join(repo, "conf"), os.path.join(tmp, "conf"), symlinks=True)
         shutil.copy(os.path.join(repo, "Cargo.toml"), os.path.join(tmp, "Cargo.toml"))
+        # The metric catalogue the dashboard is checked against (src/agent/metrics.rs).
+        os.makedirs(os.path.join(tmp, "src", "agent"))
+        shutil.copy(os.path.join(repo, CATALOGUE), os.path.join(tmp, CATALOGUE))
         try:
             mutate(tmp)
         except AssertionError as e:

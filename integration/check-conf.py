@@ -48,9 +48,33 @@
      roce-tune refuses them there (code 7). The Rust test tests/conf_examples.rs feeds the
      same configs, printed by integration/extract-configs.py, to the plugin's own validation.
 4. conf/image/Containerfile: FROM scratch only (built offline), the OCI labels.
+5. The optional metrics component (conf/deploy/components/metrics), built on top of every
+   install overlay in a temporary kustomization (as a user composes it): every document
+   against its schema (the ServiceMonitor against prometheus-operator's CRD, strict), the
+   install overlay's own checks, and the metrics rules: a kube-rbac-proxy container, not
+   privileged, non-root, read-only root, no capabilities, with a pinned image, listening on
+   [$(HOST_IP)]:<port> (status.hostIP), forwarding only /metrics to http://<node.json's
+   metricsAddress>/, which must be loopback (else the agent is reachable without the proxy);
+   its own projected token (the pod keeps automountServiceAccountToken: false and no other
+   container mounts a token); a ClusterRole with tokenreviews and subjectaccessreviews
+   `create` bound to the DaemonSet's ServiceAccount in its namespace; a ClusterRole with
+   `get` on the non-resource URL /metrics, bound to someone; a headless Service selecting the
+   pods whose port reaches the proxy's; a ServiceMonitor in the same namespace that selects
+   that Service, scrapes its port over https with a bearer token, and sets the `node` label.
+6. conf/grafana/*.json, Grafana dashboards: a title, uid, schemaVersion >= 36, a `datasource`
+   and a `node` variable; panels with unique ids, a grid position within 24 columns, and
+   (but rows and text) Prometheus targets with refIds and expressions. Every roce_tune_*
+   name an expression (or a variable query) uses must be a family of the catalogue
+   (src/agent/metrics.rs, its CATALOGUE table), a histogram only as _bucket/_sum/_count;
+   every label it matches or groups by must be one of that family's labels or one Prometheus
+   adds (node, instance, job; le on _bucket); every roce_tune_* selector filters
+   node=~"$node"; and every expression parses as PromQL (`promtool check rules` on them, with
+   the dashboard variables substituted).
 
 Usage: check-conf.py CONF_DIR CRD_DIR    (one line per file or build; exit 1 on any error)
-Environment: KUBECTL (default: kubectl on PATH), CARGO_TOML (default: CONF_DIR/../Cargo.toml).
+Environment: KUBECTL (default: kubectl on PATH), CARGO_TOML (default: CONF_DIR/../Cargo.toml),
+METRICS_RS (default: CONF_DIR/../src/agent/metrics.rs), PROMTOOL (the dashboards' PromQL
+check; check-conf.sh sets it).
 """
 import copy
 import glob
@@ -58,8 +82,10 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import jsonschema
 import kubernetes_validate
@@ -85,8 +111,10 @@ ROCE_KEYS = {
     "gidTimeoutMs", "rdmaPort", "deviceID", "pciBusID", "logLevel",
     "name", "cniVersion", "prevResult", "runtimeConfig", "args", "capabilities",
 } | set(HOST_PATH_KEYS)
-NODE_CONFIG_KEYS = {"stateDir", "sysfsRoot", "logFile", "sysctlAllowlist", "deviceInfoDir"}
-NODE_CONFIG_DEFAULTS = {"stateDir": "/run/cni/roce-tune", "sysfsRoot": "/sys"}
+NODE_CONFIG_KEYS = {"stateDir", "sysfsRoot", "logFile", "sysctlAllowlist", "deviceInfoDir", "metricsAddress"}
+NODE_CONFIG_DEFAULTS = {"stateDir": "/run/cni/roce-tune", "sysfsRoot": "/sys",
+                        # src/agent/http.rs DEFAULT_ADDRESS
+                        "metricsAddress": "127.0.0.1:9662"}
 NODE_CONFIG_HOST_DIR = "/etc/cni/roce-tune"
 NODE_PATTERN_COMPONENT = re.compile(r"^[A-Za-z0-9_*-]+$")
 
@@ -106,6 +134,13 @@ IMAGE_ARCH = "amd64"
 # strict: unknown fields are errors. kubectl here is 1.32.
 K8S_SCHEMA_VERSION = "1.32.0"
 OVERLAY_KINDS = {"Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "Role", "RoleBinding"}
+# The optional metrics component (conf/deploy/<METRICS_COMPONENT>) adds these.
+METRICS_COMPONENT = os.path.join("components", "metrics")
+METRICS_KINDS = {"Service", "ServiceMonitor", "ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+PROXY = "kube-rbac-proxy"
+PROXY_IMAGE = re.compile(r"^quay\.io/brancz/kube-rbac-proxy:v\d+\.\d+\.\d+$")
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
 # ------------------------------------------------------------------ CRD schemas
@@ -516,9 +551,30 @@ def check_node_config(text):
                         or not all(NODE_PATTERN_COMPONENT.match(c) for c in pat.split("."))):
                     errs.append("node.json: sysctlAllowlist pattern %r must be a dotted key under net. of "
                                 "letters, digits, '_', '-' and '*' (* matches within one component)" % pat)
+        elif k == "metricsAddress":
+            if parse_ip_port(v) is None:
+                errs.append("node.json: metricsAddress must be an IP address and port, such as "
+                            "127.0.0.1:9662 or [::1]:9662 (src/agent/http.rs parse_address: no names)")
         elif not (isinstance(v, str) and v.startswith("/") and ".." not in v.split("/")):
             errs.append("node.json: %s must be an absolute path without .." % k)
     return errs, conf
+
+
+def parse_ip_port(v):
+    """(ipaddress, port) of "a.b.c.d:port" or "[v6]:port", as Rust's SocketAddr parses; else None."""
+    import ipaddress
+    if not isinstance(v, str):
+        return None
+    m = re.match(r"^\[([0-9A-Fa-f:.]+)\]:(\d{1,5})$", v) or re.match(r"^([0-9.]+):(\d{1,5})$", v)
+    if not m or not 0 < int(m.group(2)) < 65536:
+        return None
+    try:
+        ip = ipaddress.ip_address(m.group(1))
+    except ValueError:
+        return None
+    if (ip.version == 6) != v.startswith("["):
+        return None
+    return ip, int(m.group(2))
 
 
 def pod_parts(ds):
@@ -572,10 +628,11 @@ def check_common_pod(ds, docs, expect, version):
     used = set()
     for c in containers:
         n = c.get("name")
-        errs += check_image(c, version) + check_resources(c)
+        # The metrics component's proxy: its own image, and no privilege (check_metrics_build).
+        errs += (check_image(c, version) if n != PROXY else []) + check_resources(c)
         if c.get("imagePullPolicy") != "IfNotPresent":
             errs.append("container %s: imagePullPolicy must be IfNotPresent (pinned tags)" % n)
-        if not (c.get("securityContext") or {}).get("privileged"):
+        if n != PROXY and not (c.get("securityContext") or {}).get("privileged"):
             errs.append("container %s: must be privileged (host files under SELinux, /sys read-write)" % n)
         for m in c.get("volumeMounts") or []:
             used.add(m.get("name"))
@@ -709,16 +766,20 @@ def check_uninstall_ds(ds, docs, expect, version, install_image):
     return errs
 
 
-def check_overlay_docs(docs, expect):
+def check_overlay_docs(docs, expect, extra_kinds=frozenset()):
     errs = []
     ns_docs = [d for d in docs if d.get("kind") == "Namespace"]
+    kinds = OVERLAY_KINDS | set(extra_kinds)
     for d in docs:
         kind = d.get("kind")
-        if kind not in OVERLAY_KINDS:
-            errs.append("%s: kind not expected in an overlay (%s)" % (kind, ", ".join(sorted(OVERLAY_KINDS))))
+        if kind not in kinds:
+            errs.append("%s: kind not expected in an overlay (%s)" % (kind, ", ".join(sorted(kinds))))
             continue
         errs += ["%s %s: %s" % (kind, (d.get("metadata") or {}).get("name"), e) for e in check_metadata(d)]
-        if kind != "Namespace" and (d.get("metadata") or {}).get("namespace") != expect["namespace"]:
+        if kind in CLUSTER_SCOPED:
+            if kind != "Namespace" and (d.get("metadata") or {}).get("namespace"):
+                errs.append("%s %s: cluster-scoped, must have no namespace" % (kind, d["metadata"].get("name")))
+        elif (d.get("metadata") or {}).get("namespace") != expect["namespace"]:
             errs.append("%s %s: namespace %r, expected %s" % (kind, d["metadata"].get("name"),
                                                               d["metadata"].get("namespace"), expect["namespace"]))
     if expect["own_namespace"]:
@@ -797,7 +858,444 @@ def check_deploy(deploy_dir, repo, crds, version):
         results.append(("%s (kubectl kustomize: %s)" % (label, ", ".join(d.get("kind", "?") for d in docs)), errs))
     for missing in sorted(expected - found):
         results.append((os.path.join(os.path.relpath(deploy_dir, repo), missing), ["kustomization missing"]))
+    return results + check_metrics_component(deploy_dir, repo, crds, version)
+
+
+# ------------------------------------------------------------------ the metrics component
+
+def built_node_config(pod, docs):
+    """node.json as the install initContainer copies it ({} when it cannot be found: the
+    install checks report that)."""
+    vols = {v.get("name"): v for v in pod.get("volumes") or []}
+    install = next((c for c in pod.get("initContainers") or [] if c.get("name") == "install"), {})
+    src = args_value(install.get("args") or [], "--node-config") or ""
+    for m in install.get("volumeMounts") or []:
+        cm_ref = (vols.get(m.get("name")) or {}).get("configMap")
+        if cm_ref and src.startswith(m.get("mountPath", "") + "/"):
+            key = src[len(m["mountPath"]) + 1:]
+            cm = next((d for d in docs if d.get("kind") == "ConfigMap"
+                       and d["metadata"]["name"] == cm_ref.get("name")), None)
+            try:
+                conf = json.loads(((cm or {}).get("data") or {}).get(key) or "{}")
+            except ValueError:
+                return {}
+            return conf if isinstance(conf, dict) else {}
+    return {}
+
+
+def rules_allow(rules, api_group, resource, verb):
+    return any(api_group in (r.get("apiGroups") or []) and resource in (r.get("resources") or [])
+               and verb in (r.get("verbs") or []) for r in rules or [])
+
+
+def bound_subjects(docs, role_name):
+    return [s for b in docs if b.get("kind") == "ClusterRoleBinding"
+            and (b.get("roleRef") or {}).get("kind") == "ClusterRole"
+            and (b.get("roleRef") or {}).get("name") == role_name for s in b.get("subjects") or []]
+
+
+def check_metrics_build(docs):
+    """The rules of the metrics component (module docstring, 5), on an overlay built with it."""
+    errs = []
+    ds = next((d for d in docs if d.get("kind") == "DaemonSet"), None)
+    if ds is None:
+        return ["no DaemonSet"]
+    ns = (ds.get("metadata") or {}).get("namespace")
+    meta, pod = pod_parts(ds)
+    labels = meta.get("labels") or {}
+    conts = pod.get("containers") or []
+    proxy = next((c for c in conts if c.get("name") == PROXY), None)
+    if proxy is None:
+        return ["DaemonSet: no container %s" % PROXY]
+    node_conf = built_node_config(pod, docs)
+    agent_addr = node_conf.get("metricsAddress", NODE_CONFIG_DEFAULTS["metricsAddress"])
+    parsed = parse_ip_port(agent_addr)
+    if parsed is None:
+        errs.append("node.json's metricsAddress %r is not an IP address and port" % (agent_addr,))
+    elif not parsed[0].is_loopback:
+        errs.append("node.json's metricsAddress %s is not loopback: the agent's /metrics would be "
+                    "reachable without %s (authentication, authorization, TLS)" % (agent_addr, PROXY))
+
+    # The proxy container.
+    what = "container %s" % PROXY
+    if not PROXY_IMAGE.match(proxy.get("image") or ""):
+        errs.append("%s: image %r is not quay.io/brancz/kube-rbac-proxy:vX.Y.Z (a pinned release)"
+                    % (what, proxy.get("image")))
+    sc = proxy.get("securityContext") or {}
+    for key, want in (("privileged", None), ("runAsNonRoot", True), ("allowPrivilegeEscalation", False),
+                      ("readOnlyRootFilesystem", True)):
+        if sc.get(key, None) is not want and not (key == "privileged" and sc.get(key) is False):
+            errs.append("%s: securityContext.%s must be %s (it only listens and forwards)"
+                        % (what, key, "unset or false" if want is None else str(want).lower()))
+    if "ALL" not in ((sc.get("capabilities") or {}).get("drop") or []) or (sc.get("capabilities") or {}).get("add"):
+        errs.append("%s: securityContext.capabilities must drop ALL and add none" % what)
+    args = proxy.get("args") or []
+    flags = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+    listen = flags.get("secure-listen-address") or ""
+    m = re.match(r"^\[\$\((\w+)\)\]:(\d+)$", listen)
+    env = {e.get("name"): e for e in proxy.get("env") or []}
+    if not m:
+        errs.append("%s: --secure-listen-address must be [$(HOST_IP)]:<port> (got %r)" % (what, listen))
+        listen_port = None
+    else:
+        listen_port = int(m.group(2))
+        ref = ((env.get(m.group(1)) or {}).get("valueFrom") or {}).get("fieldRef") or {}
+        if ref.get("fieldPath") != "status.hostIP":
+            errs.append("%s: $(%s) must come from fieldRef status.hostIP (hostNetwork: the node's address)"
+                        % (what, m.group(1)))
+    if flags.get("upstream") != "http://%s/" % agent_addr:
+        errs.append("%s: --upstream %r is not http://<node.json's metricsAddress>/ (http://%s/): the "
+                    "proxy would forward to nothing, or to something else" % (what, flags.get("upstream"), agent_addr))
+    if flags.get("allow-paths") != "/metrics":
+        errs.append("%s: --allow-paths must be /metrics (forward nothing else)" % what)
+    if any(a.startswith("--insecure-listen-address") or a.startswith("--ignore-paths") for a in args):
+        errs.append("%s: --insecure-listen-address and --ignore-paths would bypass authentication" % what)
+    ports = {p.get("name"): p for p in proxy.get("ports") or []}
+
+    # Tokens: the proxy's own, and nobody else's.
+    vols = {v.get("name"): v for v in pod.get("volumes") or []}
+    if pod.get("automountServiceAccountToken") is not False:
+        errs.append("pod: automountServiceAccountToken must stay false (the privileged agent "
+                    "container needs no API token; the proxy mounts its own)")
+    token_vols = {n for n, v in vols.items()
+                  if any("serviceAccountToken" in src for src in ((v.get("projected") or {}).get("sources") or []))}
+    mount = next((vm for vm in proxy.get("volumeMounts") or [] if vm.get("mountPath") == TOKEN_DIR), None)
+    if not mount or mount.get("name") not in token_vols or not mount.get("readOnly"):
+        errs.append("%s: needs a projected serviceAccountToken volume mounted read-only at %s "
+                    "(client-go's in-cluster config)" % (what, TOKEN_DIR))
+    for c in (pod.get("initContainers") or []) + conts:
+        if c is not proxy and any(vm.get("name") in token_vols for vm in c.get("volumeMounts") or []):
+            errs.append("container %s: mounts the proxy's service account token" % c.get("name"))
+
+    # RBAC.
+    sa = pod.get("serviceAccountName")
+    roles = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "ClusterRole"}
+    proxy_roles = [n for n, r in roles.items()
+                   if rules_allow(r.get("rules"), "authentication.k8s.io", "tokenreviews", "create")
+                   and rules_allow(r.get("rules"), "authorization.k8s.io", "subjectaccessreviews", "create")]
+    if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa and s.get("namespace") == ns
+               for n in proxy_roles for s in bound_subjects(docs, n)):
+        errs.append("no ClusterRole with tokenreviews and subjectaccessreviews `create` is bound to "
+                    "ServiceAccount %s/%s (kube-rbac-proxy cannot check a caller)" % (ns, sa))
+    readers = [n for n, r in roles.items()
+               if any("/metrics" in (x.get("nonResourceURLs") or []) and "get" in (x.get("verbs") or [])
+                      for x in r.get("rules") or [])]
+    if not any(bound_subjects(docs, n) for n in readers):
+        errs.append("no ClusterRole with `get` on the non-resource URL /metrics is bound to anyone "
+                    "(what a Prometheus needs)")
+
+    # Service and ServiceMonitor.
+    services = [d for d in docs if d.get("kind") == "Service"]
+    svc_ok = []
+    for svc in services:
+        name = svc["metadata"]["name"]
+        spec = svc.get("spec") or {}
+        sel = spec.get("selector") or {}
+        if not sel or any(labels.get(k) != v for k, v in sel.items()):
+            errs.append("Service %s: selector %s does not select the DaemonSet's pods" % (name, sel))
+            continue
+        if spec.get("clusterIP") != "None":
+            errs.append("Service %s: must be headless (clusterIP: None): each node is scraped, not one "
+                        "at random behind a virtual IP" % name)
+        for p in spec.get("ports") or []:
+            tp = p.get("targetPort")
+            target = ports.get(tp) if isinstance(tp, str) else next(
+                (q for q in ports.values() if q.get("containerPort") == tp), None)
+            if target is None or target.get("containerPort") != listen_port:
+                errs.append("Service %s: port %s does not reach %s's listen port %s"
+                            % (name, p.get("name"), PROXY, listen_port))
+            else:
+                svc_ok.append((svc, p))
+    if not svc_ok:
+        errs.append("no Service port reaches %s" % PROXY)
+    monitors = [d for d in docs if d.get("kind") == "ServiceMonitor"]
+    if not monitors:
+        errs.append("no ServiceMonitor")
+    for sm in monitors:
+        name = sm["metadata"]["name"]
+        spec = sm.get("spec") or {}
+        if ns not in ((spec.get("namespaceSelector") or {}).get("matchNames") or []):
+            errs.append("ServiceMonitor %s: namespaceSelector.matchNames must hold %s" % (name, ns))
+        want = (spec.get("selector") or {}).get("matchLabels") or {}
+        selected = [(s, p) for s, p in svc_ok
+                    if want and all(((s["metadata"].get("labels") or {}).get(k) == v) for k, v in want.items())]
+        if not selected:
+            errs.append("ServiceMonitor %s: selector %s selects no Service that reaches %s" % (name, want, PROXY))
+            continue
+        port_names = {p.get("name") for _, p in selected}
+        for ep in spec.get("endpoints") or []:
+            where = "ServiceMonitor %s endpoint %s" % (name, ep.get("port"))
+            if ep.get("port") not in port_names:
+                errs.append("%s: not a port of the selected Service (%s)" % (where, ", ".join(sorted(port_names))))
+            if ep.get("scheme") != "https":
+                errs.append("%s: scheme must be https (kube-rbac-proxy serves TLS only)" % where)
+            if ep.get("path", "/metrics") != "/metrics":
+                errs.append("%s: path must be /metrics (--allow-paths)" % where)
+            if not (ep.get("bearerTokenFile") or ep.get("authorization") or ep.get("bearerTokenSecret")):
+                errs.append("%s: no bearer token: kube-rbac-proxy answers 401" % where)
+            if not any(r.get("targetLabel") == "node" and "__meta_kubernetes_endpoint_node_name"
+                       in (r.get("sourceLabels") or []) for r in ep.get("relabelings") or []):
+                errs.append("%s: no relabeling of __meta_kubernetes_endpoint_node_name to `node` "
+                            "(conf/grafana/roce-tune.json selects by node)" % where)
+    return errs
+
+
+def build_with_component(deploy_dir, overlay, component):
+    """`kubectl kustomize` of a kustomization that a user would write: the overlay as a
+    resource, the component on top. (kustomize refuses absolute paths: relative ones.)"""
+    tmp = tempfile.mkdtemp(prefix="check-conf-component-")
+    try:
+        rel = lambda p: os.path.relpath(os.path.join(deploy_dir, p), tmp)  # noqa: E731
+        with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
+            yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+                            "resources": [rel(overlay)], "components": [rel(component)]}, f)
+        return kustomize_build(tmp)
+    finally:
+        shutil.rmtree(tmp)
+
+
+def check_metrics_component(deploy_dir, repo, crds, version):
+    """[(label, errors)]: the metrics component on each install overlay."""
+    comp = os.path.join(deploy_dir, METRICS_COMPONENT)
+    label = os.path.relpath(comp, repo)
+    if kustomization_file(comp) is None:
+        return [(label, ["kustomization missing (the optional metrics component)"])]
+    results = []
+    for name, expect in sorted(OVERLAYS.items()):
+        what = "%s with %s" % (label, name)
+        try:
+            docs = build_with_component(deploy_dir, name, METRICS_COMPONENT)
+        except ValueError as e:
+            results.append((what + " (kubectl kustomize)", [str(e)]))
+            continue
+        errs = []
+        for d in docs:
+            dwhat = "%s %s" % (d.get("kind"), (d.get("metadata") or {}).get("name"))
+            crd_errs = check_crd_doc(d, crds)
+            errs += ["%s: %s" % (dwhat, e) for e in (check_k8s_schema(d) if crd_errs is None else crd_errs)]
+        errs += check_overlay_docs(docs, expect, METRICS_KINDS)
+        ds = [d for d in docs if d.get("kind") == "DaemonSet"]
+        if len(ds) != 1:
+            errs.append("expected one DaemonSet, got %d" % len(ds))
+        else:
+            errs += ["DaemonSet: " + e for e in check_install_ds(ds[0], docs, expect, version)]
+            errs += check_metrics_build(docs)
+        results.append(("%s (kubectl kustomize: %s)" % (what, ", ".join(d.get("kind", "?") for d in docs)), errs))
     return results
+
+
+# ------------------------------------------------------------------ Grafana dashboards
+
+# A row of src/agent/metrics.rs's CATALOGUE, and a label list (the module's doc says the form).
+CATALOGUE_ROW = re.compile(r'Family\s*\{\s*metric:\s*Metric::\w+,\s*name:\s*"([a-z_:][a-z0-9_:]*)",\s*'
+                           r'kind:\s*Kind::(Counter|Gauge|Histogram),\s*labels:\s*([A-Z_]+),\s*'
+                           r'help:\s*"((?:[^"\\]|\\.)*)",?\s*\}')
+LABEL_LIST = re.compile(r'(?:pub\s+)?const\s+([A-Z_]+):\s*&\[&str\]\s*=\s*&\[([^\]]*)\];')
+METRIC_NAME = re.compile(r"\broce_tune_[a-z0-9_]+")
+PROM_LABELS = {"node", "instance", "job"}
+PANEL_TYPES = {"row", "text", "timeseries", "stat", "table", "gauge", "bargauge", "heatmap", "piechart"}
+
+
+def load_catalogue(path):
+    """({name: (kind, [labels])}, error)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        return None, "cannot read the metric catalogue %s: %s" % (path, e)
+    lists = {m.group(1): re.findall(r'"([^"]*)"', m.group(2)) for m in LABEL_LIST.finditer(text)}
+    start = text.find("pub const CATALOGUE")
+    end = text.find("\n];", start)
+    if start < 0 or end < 0:
+        return None, "%s: no `pub const CATALOGUE: &[Family] = &[ ... ];`" % path
+    table = text[start:end]
+    rows = CATALOGUE_ROW.findall(table)
+    if len(rows) != table.count("Family {"):
+        return None, ("%s: %d rows of CATALOGUE are not in the form `Family { metric, name, kind, "
+                      "labels: CONST, help }` check-conf parses" % (path, table.count("Family {") - len(rows)))
+    cat = {}
+    for name, kind, labels, _help in rows:
+        if labels not in lists:
+            return None, "%s: CATALOGUE row %s: label list %s is not a `const %s: &[&str] = &[...]`" % (
+                path, name, labels, labels)
+        cat[name] = (kind, lists[labels])
+    return (cat, None) if cat else (None, "%s: CATALOGUE is empty" % path)
+
+
+def dashboard_exprs(dash):
+    """[(where, expr)] of every Prometheus query: panel targets and query variables."""
+    out = []
+
+    def panels(ps):
+        for p in ps or []:
+            for t in p.get("targets") or []:
+                out.append(("panel %s %r target %s" % (p.get("id"), p.get("title"), t.get("refId")), t.get("expr")))
+            panels(p.get("panels"))
+
+    panels(dash.get("panels"))
+    for v in (dash.get("templating") or {}).get("list") or []:
+        if v.get("type") == "query":
+            q = v.get("query")
+            out.append(("variable %s" % v.get("name"), q.get("query") if isinstance(q, dict) else q))
+    return out
+
+
+def check_promql_names(expr, catalogue, node_filter=True):
+    """Every roce_tune_* name and the labels used with it."""
+    errs = []
+    used = []
+    for m in METRIC_NAME.finditer(expr):
+        name = m.group(0)
+        base, suffix = name, ""
+        for s in ("_bucket", "_sum", "_count"):
+            if name.endswith(s) and name[:-len(s)] in catalogue and catalogue[name[:-len(s)]][0] == "Histogram":
+                base, suffix = name[:-len(s)], s
+        if base not in catalogue:
+            errs.append("unknown metric %s: not in the catalogue (src/agent/metrics.rs CATALOGUE)" % name)
+            continue
+        if catalogue[base][0] == "Histogram" and not suffix:
+            errs.append("%s is a histogram: query %s_bucket, _sum or _count" % (name, name))
+            continue
+        labels = set(catalogue[base][1]) | PROM_LABELS | ({"le"} if suffix == "_bucket" else set())
+        used.append(labels)
+        rest = expr[m.end():]
+        sel = re.match(r"\s*\{([^}]*)\}", rest)
+        matchers = re.findall(r'([A-Za-z_]\w*)\s*(?:=~|!~|!=|=)\s*"', sel.group(1)) if sel else []
+        for label in matchers:
+            if label not in labels:
+                errs.append("%s has no label %r (its labels: %s)" % (name, label, ", ".join(sorted(catalogue[base][1]))))
+        if node_filter and not (sel and re.search(r'\bnode\s*=~\s*"\$node"', sel.group(1))):
+            errs.append('%s: the selector must filter node=~"$node" (the dashboard\'s node variable)' % name)
+    known = set().union(*used) if used else set()
+    for grouping in re.findall(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)", expr):
+        for label in (x.strip() for x in grouping.split(",")):
+            if label and used and label not in known:
+                errs.append("grouping by %r, a label none of the metrics here has" % label)
+    return errs
+
+
+def promql_syntax_errors(exprs):
+    """`promtool check rules` on every expression, with Grafana's variables substituted."""
+    promtool = os.environ.get("PROMTOOL")
+    if not promtool:
+        return ["no promtool to parse the PromQL (set PROMTOOL; integration/setup.sh unpacks it "
+                "into integration/.build/bin)"]
+    subst = [("$__rate_interval", "5m"), ("$__interval", "1m"), ("$__range", "1h"), ("$node", ".*"),
+             ("${node}", ".*")]
+    rules = []
+    for i, (_, e) in enumerate(exprs):
+        for a, b in subst:
+            e = e.replace(a, b)
+        rules.append({"record": "dashboard:expr_%d" % i, "expr": e})
+    tmp = tempfile.mkdtemp(prefix="check-conf-promql-")
+    try:
+        path = os.path.join(tmp, "rules.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, f)
+        try:
+            out = subprocess.run([promtool, "check", "rules", path], capture_output=True, text=True, timeout=120)
+        except OSError as e:
+            return ["cannot run promtool %s: %s" % (promtool, e)]
+    finally:
+        shutil.rmtree(tmp)
+    if out.returncode == 0:
+        return []
+    errs = []
+    for line in (out.stdout + out.stderr).splitlines():
+        m = re.search(r'"dashboard:expr_(\d+)": (.*)$', line)
+        if m:
+            errs.append("%s: PromQL: %s" % (exprs[int(m.group(1))][0], m.group(2)))
+    return errs or ["promtool check rules failed: %s" % (out.stdout + out.stderr).strip()[:500]]
+
+
+def check_dashboard(path, catalogue):
+    try:
+        with open(path) as f:
+            dash = json.load(f)
+    except ValueError as e:
+        return ["not JSON: %s" % e]
+    if not isinstance(dash, dict):
+        return ["not a JSON object"]
+    errs = []
+    if not isinstance(dash.get("title"), str) or not dash["title"]:
+        errs.append("title: missing")
+    if not (isinstance(dash.get("uid"), str) and re.match(r"^[A-Za-z0-9_-]{1,40}$", dash["uid"])):
+        errs.append("uid: missing or not 1-40 of [A-Za-z0-9_-] (Grafana's rule)")
+    sv = dash.get("schemaVersion")
+    if not is_int(sv) or sv < 36:
+        errs.append("schemaVersion %r: must be an integer >= 36 (datasource references as {type, uid})" % (sv,))
+    variables = {v.get("name"): v for v in (dash.get("templating") or {}).get("list") or [] if isinstance(v, dict)}
+    ds_var = variables.get("datasource") or {}
+    if ds_var.get("type") != "datasource" or ds_var.get("query") != "prometheus":
+        errs.append("templating: needs a variable `datasource` of type datasource, query prometheus")
+    node_var = variables.get("node") or {}
+    if node_var.get("type") != "query":
+        errs.append("templating: needs a query variable `node`")
+    ids = set()
+
+    def walk(panels, where):
+        if not isinstance(panels, list):
+            errs.append("%s: panels must be a list" % where)
+            return
+        for p in panels:
+            if not isinstance(p, dict):
+                errs.append("%s: a panel is not an object" % where)
+                continue
+            pw = "panel %s %r" % (p.get("id"), p.get("title"))
+            if not is_int(p.get("id")) or p["id"] in ids:
+                errs.append("%s: id must be a unique integer" % pw)
+            ids.add(p.get("id"))
+            if p.get("type") not in PANEL_TYPES:
+                errs.append("%s: type %r is not one of %s" % (pw, p.get("type"), ", ".join(sorted(PANEL_TYPES))))
+            if not isinstance(p.get("title"), str) or not p["title"]:
+                errs.append("%s: no title" % pw)
+            g = p.get("gridPos") or {}
+            if not all(is_int(g.get(k)) for k in "xywh") or g["x"] < 0 or g["w"] < 1 or g["h"] < 1 or g["x"] + g["w"] > 24:
+                errs.append("%s: gridPos needs integers x, y, w, h with x + w <= 24" % pw)
+            if p.get("type") == "row":
+                walk(p.get("panels") or [], pw)
+                continue
+            if p.get("type") == "text":
+                continue
+            targets = p.get("targets")
+            if not isinstance(targets, list) or not targets:
+                errs.append("%s: no targets" % pw)
+                continue
+            refs = [t.get("refId") for t in targets if isinstance(t, dict)]
+            if len(refs) != len(targets) or len(set(refs)) != len(refs) or not all(isinstance(r, str) and r for r in refs):
+                errs.append("%s: every target needs its own refId" % pw)
+            for t in targets:
+                if not isinstance(t, dict) or not isinstance(t.get("expr"), str) or not t["expr"].strip():
+                    errs.append("%s: a target without an expr" % pw)
+                ds = (t.get("datasource") if isinstance(t, dict) else None) or p.get("datasource") or {}
+                if not (isinstance(ds, dict) and ds.get("type") == "prometheus"):
+                    errs.append("%s: datasource must be {type: prometheus, uid: ${datasource}}" % pw)
+
+    walk(dash.get("panels"), "dashboard")
+    if not ids:
+        errs.append("no panels")
+    exprs = [(w, e) for w, e in dashboard_exprs(dash) if isinstance(e, str) and e.strip()]
+    if catalogue is None:
+        return errs
+    promql = []
+    for where, expr in exprs:
+        if where.startswith("variable"):
+            # Grafana's label_values(<selector>, <label>), not PromQL.
+            m = re.match(r"^\s*label_values\((.*),\s*([A-Za-z_]\w*)\s*\)\s*$", expr)
+            if not m:
+                errs.append("%s: expected label_values(<metric>, <label>)" % where)
+                continue
+            errs += ["%s: %s" % (where, e) for e in check_promql_names(m.group(1), catalogue, node_filter=False)]
+            for name in METRIC_NAME.findall(m.group(1)):
+                if name in catalogue and m.group(2) not in set(catalogue[name][1]) | PROM_LABELS:
+                    errs.append("%s: %s has no label %r" % (where, name, m.group(2)))
+            continue
+        if not METRIC_NAME.search(expr):
+            errs.append("%s: queries no roce_tune_* metric" % where)
+        errs += ["%s: %s" % (where, e) for e in check_promql_names(expr, catalogue)]
+        promql.append((where, expr))
+    errs += promql_syntax_errors(promql)
+    return errs
 
 
 # ------------------------------------------------------------------ files
@@ -855,6 +1353,9 @@ def main(argv):
     else:
         report("conf/deploy", ["missing: the kustomize layout (base and overlays)"])
 
+    catalogue, catalogue_err = load_catalogue(
+        os.environ.get("METRICS_RS") or os.path.join(repo, "src", "agent", "metrics.rs"))
+    dashboards = 0
     rendered_by_dir = {}
     nads_by_dir = {}
     for root, dirs, files in os.walk(conf_dir):
@@ -881,6 +1382,12 @@ def main(argv):
                     if kinds[-1] == "NetworkAttachmentDefinition":
                         nads_by_dir.setdefault(root, []).append((rel, i, doc))
                 what = ", ".join(kinds)
+            elif fn.endswith(".json") and os.path.basename(root) == "grafana":
+                if catalogue_err:
+                    errs = [catalogue_err]
+                errs = errs + check_dashboard(path, catalogue)
+                what = "Grafana dashboard"
+                dashboards += 1
             elif fn.endswith((".conflist", ".conf", ".json")):
                 with open(path) as f:
                     errs = check_netconf_text(f.read(), "config", tenant=False)
@@ -907,8 +1414,9 @@ def main(argv):
         failed += 1
         print("FAIL extract-configs: %s" % e)
     print("%d checks, %d failed; %d SriovNetwork renderings compared with a shipped NAD; %d roce-tune "
-          "configs embedded; CRDs: %s" % (checked, failed, pairs, len(configs),
-                                          ", ".join("%s/%s" % k for k in sorted(crds))))
+          "configs embedded; %d Grafana dashboards against %d catalogue metrics; CRDs: %s"
+          % (checked, failed, pairs, len(configs), dashboards, len(catalogue or {}),
+             ", ".join("%s/%s" % k for k in sorted(crds))))
     return 1 if failed or not checked else 0
 
 

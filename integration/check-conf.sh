@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # integration/check-conf.sh: validate conf/ offline: the kustomize overlays (built with
 # `kubectl kustomize`), the manifests against the upstream CRD schemas, every SriovNetwork
-# rendered the way the sriov-network-operator renders it; then the negative cases
+# rendered the way the sriov-network-operator renders it, the optional metrics component on every
+# install overlay, the Grafana dashboard against the metric catalogue (src/agent/metrics.rs) and
+# promtool's PromQL parser; then the negative cases
 # (integration/check-conf-negative.py), each of which must make check-conf fail.
 # Needs python3 with yaml, jsonschema and kubernetes_validate (setup.sh makes a venv from
 # integration/requirements-check-conf.txt) and a kubectl whose kustomize builds components
-# (>= v4: kubectl >= 1.21); setup.sh installs them.
+# (>= v4: kubectl >= 1.21), and promtool; setup.sh installs them.
 # Does not need root or the roce-tune binary.
 #
 # CRDs: $ROCE_TUNE_CRD_DIR, else tests/data/crds (the upstream schemas, kept in the
@@ -30,6 +32,14 @@ done
 
 export KUBECTL="${KUBECTL:-kubectl}"
 command -v "$KUBECTL" >/dev/null 2>&1 || { echo "check-conf: no $KUBECTL (run integration/setup.sh)" >&2; exit 1; }
+
+# promtool parses the Grafana dashboard's PromQL: the one setup.sh unpacks, else one on PATH.
+build_promtool="${ROCE_TUNE_BUILD_DIR:-$here/.build}/bin/promtool"
+if [ -z "${PROMTOOL:-}" ]; then
+    if [ -x "$build_promtool" ]; then PROMTOOL="$build_promtool"; else PROMTOOL="$(command -v promtool || true)"; fi
+fi
+[ -n "$PROMTOOL" ] || { echo "check-conf: no promtool (run integration/setup.sh: it unpacks $build_promtool)" >&2; exit 1; }
+export PROMTOOL
 
 echo "check-conf: CRDs from $(cd "$crd_dir" && pwd)"
 "$py" "$here/check-conf.py" "$repo/conf" "$crd_dir"

@@ -13,7 +13,8 @@
 #      v2.0.3, too old for conf/deploy's components: check-conf then says so),
 #      python3-venv (1b: check-conf's pinned PyPI packages, integration/requirements-check-conf.txt,
 #      in integration/.build/venv; 1c: the fake kubelet's, integration/requirements-fake-kubelet.txt,
-#      in integration/.build/venv-grpc);
+#      in integration/.build/venv-grpc), and prometheus + promtool (1d: unpacked from Debian's
+#      prometheus package, not installed);
 #   2. builds cnitool into integration/.build/bin/cnitool (skipped when it is there).
 #      cnitool is NOT in golang-github-appc-cni-dev (that package ships libcni/ and pkg/ only,
 #      checked on 1.1.2-1); it is in the SOURCE package golang-github-appc-cni, directory
@@ -77,6 +78,26 @@ else
     cp "$greq" "$gvenv/requirements.txt"
 fi
 "$gvenv/bin/python" -c 'import grpc, grpc_tools.protoc' || die "venv $gvenv: grpcio does not import"
+# ---------------------------------------------------------------- 1d. prometheus and promtool
+# `promtool check metrics` lints the agent's exposition (tests/agent_exposition.rs), and the e2e
+# lane's Prometheus scrapes the agent. Debian ships both in the prometheus package, whose
+# postinst starts a Prometheus server for the whole machine: the package is downloaded and
+# unpacked (dpkg -x), not installed, and only the two binaries are kept.
+promtool="$build/bin/promtool"
+prometheus="$build/bin/prometheus"
+if [ -x "$promtool" ] && [ -x "$prometheus" ]; then
+    say "prometheus: $prometheus and $promtool already unpacked, skipping"
+else
+    tmp="$(mktemp -d)"
+    dl() { (cd "$tmp" && apt-get -q -o APT::Sandbox::User=root download prometheus >/dev/null); }
+    dl || { apt-get -q -o APT::Sandbox::User=root update >/dev/null && dl; } || die "apt-get download prometheus failed"
+    dpkg -x "$tmp"/prometheus_*.deb "$tmp/x"
+    mkdir -p "$build/bin"
+    install -m 0755 "$tmp/x/usr/bin/promtool" "$promtool"
+    install -m 0755 "$tmp/x/usr/bin/prometheus" "$prometheus"
+    rm -rf "$tmp"
+    say "prometheus: unpacked $prometheus and $promtool ($("$promtool" --version 2>&1 | head -n1))"
+fi
 
 # ---------------------------------------------------------------- 2. cnitool
 cnitool="$build/bin/cnitool"

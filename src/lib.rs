@@ -10,6 +10,7 @@
 
 #[macro_use]
 pub mod log;
+pub mod agent;
 pub mod cli;
 pub mod cni;
 pub mod commands;

@@ -1,0 +1,728 @@
+//! The agent's HTTP/1.1 server: `GET /metrics` and `GET /healthz` on the node
+//! config's `metricsAddress` (loopback by default, behind kube-rbac-proxy),
+//! std and poll(2) only.
+//!
+//! One thread serves every connection from one poll loop on non-blocking
+//! sockets, so a client costs a buffer and a descriptor, never a thread, and
+//! a slow one cannot hold up another:
+//! - at most `max_connections` at once; beyond that, the connection that has
+//!   waited longest without completing its request is closed at once (a
+//!   finished exchange first), so a crowd of idle or slow clients cannot keep
+//!   a fresh scrape out; when every slot is sending a response, the new
+//!   connection is closed;
+//! - a request head (request line and headers) over `max_head_bytes` gets 431,
+//!   one that is not HTTP/1.x gets 400, any method but GET and HEAD 405, any
+//!   path but the two 404;
+//! - a total deadline from accept to the end of the head (`read_deadline`: a
+//!   client sending one byte a second is cut off), and another from there to
+//!   the response's last byte (`write_deadline`);
+//! - every response is `Connection: close`. After it the server shuts down
+//!   its side and discards what the client still sends, for a short while, so
+//!   that closing with unread bytes does not turn into a reset that destroys
+//!   the response before the client has read it (RFC 9112, section 9.6).
+//!
+//! The body is never computed here: the handler returns what the repair loop
+//! last published ([`Published`]), so a scrape never waits on a device lock or
+//! on the loop. [`Server::spawn`] runs the loop on its own thread with SIGTERM,
+//! SIGINT and SIGHUP blocked, so those reach the thread that waits for them.
+
+use nix::poll::{PollFd, PollFlags, PollTimeout};
+use std::io::{self, ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Loopback on the host netns (the DaemonSet is hostNetwork). Port 9662:
+/// the Prometheus wiki's "Default port allocations" list is full from 9100
+/// to 9999; 9662 is allocated there to a particulate-matter sensor exporter
+/// that no GPU node runs, and is none of the ports a GPU or RDMA node
+/// already uses (node_exporter 9100, the SR-IOV metrics exporter 9110,
+/// DCGM exporter 9400, the kubelet and kube-proxy 10249-10256).
+pub const DEFAULT_ADDRESS: &str = "127.0.0.1:9662";
+
+/// How long, after a response, the server keeps reading what the client
+/// still sends before it closes (see the module comment).
+const LINGER: Duration = Duration::from_millis(500);
+/// What a lingering connection may still send before it is closed anyway.
+const LINGER_BYTES: usize = 1 << 20;
+/// Connections accepted per loop turn: between two turns the server reads
+/// those it has, so a burst of new connections cannot evict one whose
+/// request is already there before it is read.
+const ACCEPT_BATCH: usize = 16;
+/// After EMFILE/ENFILE the pending connection stays in the backlog and the
+/// listener stays readable: pause accepting rather than spin.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    pub max_connections: usize,
+    pub max_head_bytes: usize,
+    /// From accept to the end of the request head.
+    pub read_deadline: Duration,
+    /// From the end of the head to the last byte of the response.
+    pub write_deadline: Duration,
+    /// The longest the loop sleeps: how soon it sees the shutdown flag.
+    pub poll_interval: Duration,
+}
+
+impl Default for Limits {
+    /// A scrape through kube-rbac-proxy is one connection at a time, and its
+    /// request head is a few hundred bytes. Prometheus's default scrape
+    /// timeout is 10 s: a response that takes longer is useless.
+    fn default() -> Self {
+        Limits {
+            max_connections: 32,
+            max_head_bytes: 8 * 1024,
+            read_deadline: Duration::from_secs(5),
+            write_deadline: Duration::from_secs(10),
+            poll_interval: Duration::from_millis(200),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Error {
+    /// `metricsAddress` is not an IP address and port (its length, not its
+    /// text: it is the node config's).
+    Address {
+        len: usize,
+    },
+    Bind {
+        addr: SocketAddr,
+        source: io::Error,
+    },
+    /// Making the listener non-blocking, or reading its address.
+    Listener(io::Error),
+    Spawn(io::Error),
+    Poll(io::Error),
+    /// The server thread panicked.
+    Panicked,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Address { len } => write!(
+                f,
+                "metrics address ({len} bytes) is not an IP address and port such as {DEFAULT_ADDRESS} or [::1]:9662"
+            ),
+            Error::Bind { addr, source } => write!(f, "cannot listen on {addr}: {source}"),
+            Error::Listener(e) => write!(f, "cannot set up the metrics listener: {e}"),
+            Error::Spawn(e) => write!(f, "cannot start the metrics server thread: {e}"),
+            Error::Poll(e) => write!(f, "the metrics server cannot wait for connections: {e}"),
+            Error::Panicked => write!(f, "the metrics server thread panicked"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Bind { source: e, .. }
+            | Error::Listener(e)
+            | Error::Spawn(e)
+            | Error::Poll(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// `metricsAddress`: an IP literal and a port, never a name (no resolver
+/// runs in the agent, and a name could resolve off the node).
+pub fn parse_address(s: &str) -> Result<SocketAddr, Error> {
+    s.parse().map_err(|_| Error::Address { len: s.len() })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    BadRequest,
+    NotFound,
+    MethodNotAllowed,
+    RequestTimeout,
+    HeaderFieldsTooLarge,
+    ServiceUnavailable,
+}
+
+impl Status {
+    pub fn code(self) -> u16 {
+        match self {
+            Status::Ok => 200,
+            Status::BadRequest => 400,
+            Status::NotFound => 404,
+            Status::MethodNotAllowed => 405,
+            Status::RequestTimeout => 408,
+            Status::HeaderFieldsTooLarge => 431,
+            Status::ServiceUnavailable => 503,
+        }
+    }
+
+    fn reason(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::BadRequest => "Bad Request",
+            Status::NotFound => "Not Found",
+            Status::MethodNotAllowed => "Method Not Allowed",
+            Status::RequestTimeout => "Request Timeout",
+            Status::HeaderFieldsTooLarge => "Request Header Fields Too Large",
+            Status::ServiceUnavailable => "Service Unavailable",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Body {
+    Static(&'static str),
+    Shared(Arc<String>),
+}
+
+impl Body {
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Body::Static(s) => s.as_bytes(),
+            Body::Shared(s) => s.as_bytes(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Response {
+    pub status: Status,
+    pub content_type: &'static str,
+    pub body: Body,
+}
+
+impl Response {
+    pub fn text(status: Status, body: &'static str) -> Response {
+        Response {
+            status,
+            content_type: "text/plain; charset=utf-8",
+            body: Body::Static(body),
+        }
+    }
+
+    pub fn metrics(body: Arc<String>) -> Response {
+        Response {
+            status: Status::Ok,
+            content_type: super::exposition::CONTENT_TYPE,
+            body: Body::Shared(body),
+        }
+    }
+}
+
+/// The exposition the repair loop last published. A scrape takes the lock
+/// only to clone an `Arc`, the loop only to swap one: neither waits on the
+/// other's work.
+#[derive(Debug)]
+pub struct Published {
+    current: Mutex<Arc<String>>,
+}
+
+impl Published {
+    pub fn new(initial: String) -> Published {
+        Published {
+            current: Mutex::new(Arc::new(initial)),
+        }
+    }
+
+    pub fn publish(&self, body: String) {
+        let body = Arc::new(body);
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = body;
+    }
+
+    pub fn current(&self) -> Arc<String> {
+        self.current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// The agent's two paths: `/metrics` (the last published exposition) and
+/// `/healthz` (200 while the server answers).
+pub fn routes(published: Arc<Published>) -> impl Fn(&str) -> Option<Response> + Send + 'static {
+    move |path| match path {
+        "/metrics" => Some(Response::metrics(published.current())),
+        "/healthz" => Some(Response::text(Status::Ok, "ok\n")),
+        _ => None,
+    }
+}
+
+pub struct Server {
+    listener: TcpListener,
+    addr: SocketAddr,
+    limits: Limits,
+}
+
+impl Server {
+    pub fn bind(addr: SocketAddr, limits: Limits) -> Result<Server, Error> {
+        let listener = TcpListener::bind(addr).map_err(|source| Error::Bind { addr, source })?;
+        listener.set_nonblocking(true).map_err(Error::Listener)?;
+        let addr = listener.local_addr().map_err(Error::Listener)?;
+        Ok(Server {
+            listener,
+            addr,
+            limits,
+        })
+    }
+
+    /// The bound address (the port, when bound to port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serve on this thread until `shutdown` is set (seen within
+    /// `poll_interval`). `handler` maps a path (without its query) to a
+    /// response, `None` for 404; it runs on this thread, so it must not block.
+    pub fn run<H>(&self, shutdown: &AtomicBool, handler: H) -> Result<(), Error>
+    where
+        H: Fn(&str) -> Option<Response>,
+    {
+        let mut conns: Vec<Conn> = Vec::new();
+        let mut accept_paused_until: Option<Instant> = None;
+        while !shutdown.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            let accepting = accept_paused_until.is_none_or(|t| now >= t);
+            let mut wait = self.limits.poll_interval;
+            for c in &conns {
+                wait = wait.min(c.deadline.saturating_duration_since(now));
+            }
+            let ready = {
+                let mut fds = Vec::with_capacity(conns.len() + 1);
+                fds.push(PollFd::new(
+                    self.listener.as_fd(),
+                    if accepting {
+                        PollFlags::POLLIN
+                    } else {
+                        PollFlags::empty()
+                    },
+                ));
+                for c in &conns {
+                    fds.push(PollFd::new(c.stream.as_fd(), c.interest()));
+                }
+                // Round up: a timeout of 0 ms before a deadline would spin.
+                let ms = u32::try_from(wait.as_millis() + 1).unwrap_or(u32::MAX);
+                match nix::poll::poll(
+                    &mut fds,
+                    PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX),
+                ) {
+                    Ok(_) => {}
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(e) => return Err(Error::Poll(e.into())),
+                }
+                fds.iter()
+                    .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+                    .collect::<Vec<bool>>()
+            };
+            let now = Instant::now();
+            for (c, r) in conns.iter_mut().zip(&ready[1..]) {
+                if *r {
+                    c.step(&self.limits, &handler, now);
+                }
+            }
+            for c in conns.iter_mut() {
+                if now >= c.deadline {
+                    c.expire();
+                }
+            }
+            conns.retain(|c| !matches!(c.phase, Phase::Closed));
+            if ready[0] {
+                accept_paused_until = self.accept(&mut conns, &handler);
+            }
+        }
+        Ok(())
+    }
+
+    /// Accept up to [`ACCEPT_BATCH`] connections; the time to resume when
+    /// the process is out of descriptors.
+    fn accept<H>(&self, conns: &mut Vec<Conn>, handler: &H) -> Option<Instant>
+    where
+        H: Fn(&str) -> Option<Response>,
+    {
+        for _ in 0..ACCEPT_BATCH {
+            let stream = match self.listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return match e.raw_os_error() {
+                        Some(
+                            nix::libc::EMFILE
+                            | nix::libc::ENFILE
+                            | nix::libc::ENOBUFS
+                            | nix::libc::ENOMEM,
+                        ) => Some(Instant::now() + ACCEPT_PAUSE),
+                        // ECONNABORTED and the like: that one connection.
+                        _ => None,
+                    };
+                }
+            };
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            if conns.len() >= self.limits.max_connections {
+                match evictable(conns) {
+                    Some(i) => {
+                        conns.swap_remove(i);
+                    }
+                    // Every slot is sending a response: this one waits for none.
+                    None => continue,
+                }
+            }
+            let now = Instant::now();
+            let mut c = Conn {
+                stream,
+                deadline: now + self.limits.read_deadline,
+                accepted: now,
+                head: Vec::new(),
+                phase: Phase::Reading,
+            };
+            // The request often arrives with the connection: answer it now.
+            c.step(&self.limits, handler, now);
+            if !matches!(c.phase, Phase::Closed) {
+                conns.push(c);
+            }
+        }
+        None
+    }
+
+    /// Serve on a new thread (named `roce-tune-http`) until
+    /// [`Handle::shutdown`], or until the handle is dropped.
+    pub fn spawn<H>(self, handler: H) -> Result<Handle, Error>
+    where
+        H: Fn(&str) -> Option<Response> + Send + 'static,
+    {
+        use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let addr = self.addr;
+        // Process-directed signals go to a thread that does not block them:
+        // the new thread inherits this mask, so the agent's signal wait sees
+        // SIGTERM even if it blocked it only in the main thread.
+        let mut set = SigSet::empty();
+        for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+            set.add(s);
+        }
+        let old = set.thread_swap_mask(SigmaskHow::SIG_BLOCK).ok();
+        let spawned = std::thread::Builder::new()
+            .name("roce-tune-http".into())
+            .spawn(move || self.run(&flag, handler));
+        if let Some(old) = old {
+            let _ = old.thread_set_mask();
+        }
+        let thread = spawned.map_err(Error::Spawn)?;
+        Ok(Handle {
+            stop,
+            thread: Some(thread),
+            addr,
+        })
+    }
+}
+
+/// A server running on its own thread.
+pub struct Handle {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<(), Error>>>,
+    addr: SocketAddr,
+}
+
+impl Handle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stop the server and wait for its thread (at most about one
+    /// `poll_interval`); open connections are closed.
+    pub fn shutdown(mut self) -> Result<(), Error> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> Result<(), Error> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.thread.take() {
+            Some(t) => t.join().map_err(|_| Error::Panicked)?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        let _ = self.stop_and_join();
+    }
+}
+
+enum Phase {
+    Reading,
+    Writing {
+        head: Vec<u8>,
+        body: Option<Body>,
+        sent: usize,
+    },
+    Lingering {
+        discarded: usize,
+    },
+    Closed,
+}
+
+struct Conn {
+    stream: TcpStream,
+    accepted: Instant,
+    deadline: Instant,
+    head: Vec<u8>,
+    phase: Phase,
+}
+
+/// Which connection to close for a new one: a lingering one (its exchange
+/// is over), else the one that has waited longest for its request.
+fn evictable(conns: &[Conn]) -> Option<usize> {
+    let oldest = |lingering: bool| {
+        conns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| match c.phase {
+                Phase::Lingering { .. } => lingering,
+                Phase::Reading => !lingering,
+                _ => false,
+            })
+            .min_by_key(|(_, c)| c.accepted)
+            .map(|(i, _)| i)
+    };
+    oldest(true).or_else(|| oldest(false))
+}
+
+impl Conn {
+    fn interest(&self) -> PollFlags {
+        match self.phase {
+            Phase::Writing { .. } => PollFlags::POLLOUT,
+            _ => PollFlags::POLLIN,
+        }
+    }
+
+    fn step<H>(&mut self, limits: &Limits, handler: &H, now: Instant)
+    where
+        H: Fn(&str) -> Option<Response>,
+    {
+        match self.phase {
+            Phase::Reading => self.read_head(limits, handler, now),
+            Phase::Writing { .. } => self.write(now),
+            Phase::Lingering { .. } => self.linger(),
+            Phase::Closed => {}
+        }
+    }
+
+    fn read_head<H>(&mut self, limits: &Limits, handler: &H, now: Instant)
+    where
+        H: Fn(&str) -> Option<Response>,
+    {
+        let mut buf = [0u8; 4096];
+        loop {
+            // One byte past the cap tells "too large" from "exactly full".
+            let room = (limits.max_head_bytes + 1).saturating_sub(self.head.len());
+            let n = buf.len().min(room);
+            match self.stream.read(&mut buf[..n]) {
+                Ok(0) => {
+                    // EOF before a whole head: nobody to answer.
+                    self.phase = Phase::Closed;
+                    return;
+                }
+                Ok(got) => {
+                    let from = self.head.len().saturating_sub(3);
+                    self.head.extend_from_slice(&buf[..got]);
+                    if let Some(end) = head_end(&self.head, from) {
+                        let response = respond(&self.head[..end], handler);
+                        self.start_response(response, limits, now);
+                        return;
+                    }
+                    if self.head.len() > limits.max_head_bytes {
+                        let r = Response::text(
+                            Status::HeaderFieldsTooLarge,
+                            "request head too large\n",
+                        );
+                        self.start_response((r, true), limits, now);
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.phase = Phase::Closed;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// `(response, with_body)`: HEAD gets the headers of GET alone.
+    fn start_response(&mut self, (r, with_body): (Response, bool), limits: &Limits, now: Instant) {
+        let body = r.body.as_bytes();
+        let mut head = format!(
+            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+            r.status.code(),
+            r.status.reason(),
+            r.content_type,
+            body.len()
+        );
+        if r.status == Status::MethodNotAllowed {
+            head.push_str("Allow: GET, HEAD\r\n");
+        }
+        head.push_str("\r\n");
+        self.head = Vec::new();
+        self.deadline = now + limits.write_deadline;
+        self.phase = Phase::Writing {
+            head: head.into_bytes(),
+            body: with_body.then_some(r.body),
+            sent: 0,
+        };
+        self.write(now);
+    }
+
+    fn write(&mut self, now: Instant) {
+        let Phase::Writing { head, body, sent } = &mut self.phase else {
+            return;
+        };
+        let body_bytes = body.as_ref().map_or(&[][..], |b| b.as_bytes());
+        let total = head.len() + body_bytes.len();
+        while *sent < total {
+            let chunk = if *sent < head.len() {
+                &head[*sent..]
+            } else {
+                &body_bytes[*sent - head.len()..]
+            };
+            match self.stream.write(chunk) {
+                Ok(0) => {
+                    self.phase = Phase::Closed;
+                    return;
+                }
+                Ok(n) => *sent += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.phase = Phase::Closed;
+                    return;
+                }
+            }
+        }
+        let _ = self.stream.shutdown(Shutdown::Write);
+        self.deadline = now + LINGER;
+        self.phase = Phase::Lingering { discarded: 0 };
+        self.linger();
+    }
+
+    fn linger(&mut self) {
+        let Phase::Lingering { discarded } = &mut self.phase else {
+            return;
+        };
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.stream.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    *discarded += n;
+                    if *discarded > LINGER_BYTES {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        self.phase = Phase::Closed;
+    }
+
+    /// The deadline of the current phase has passed.
+    fn expire(&mut self) {
+        if matches!(self.phase, Phase::Reading) && !self.head.is_empty() {
+            // Best effort, one non-blocking write: the client is too slow to
+            // wait for.
+            let _ = self.stream.write(
+                b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+        self.phase = Phase::Closed;
+    }
+}
+
+/// The end of the head (just past its empty line), searching from `from`.
+/// CRLF is the terminator; a bare LF is accepted too (RFC 9112, 2.2).
+fn head_end(buf: &[u8], from: usize) -> Option<usize> {
+    let mut i = from;
+    while i < buf.len() {
+        if buf[i] == b'\n' {
+            if buf[i + 1..].starts_with(b"\n") {
+                return Some(i + 2);
+            }
+            if buf[i + 1..].starts_with(b"\r\n") {
+                return Some(i + 3);
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// RFC 9110 5.6.2: tchar.
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// The response to a complete head, and whether it carries its body.
+fn respond<H>(head: &[u8], handler: &H) -> (Response, bool)
+where
+    H: Fn(&str) -> Option<Response>,
+{
+    let bad = || (Response::text(Status::BadRequest, "bad request\n"), true);
+    let Ok(text) = std::str::from_utf8(head) else {
+        return bad();
+    };
+    let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
+    let request_line = lines.next().unwrap_or("");
+    let mut parts = request_line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return bad();
+    };
+    if !is_token(method)
+        || !matches!(version, "HTTP/1.1" | "HTTP/1.0")
+        || !target.starts_with('/')
+        || !target.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return bad();
+    }
+    for field in lines.filter(|l| !l.is_empty()) {
+        let ok = field.split_once(':').is_some_and(|(name, value)| {
+            is_token(name)
+                && value
+                    .bytes()
+                    .all(|b| b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80)
+        });
+        if !ok {
+            return bad();
+        }
+    }
+    let with_body = match method {
+        "GET" => true,
+        "HEAD" => false,
+        _ => {
+            return (
+                Response::text(Status::MethodNotAllowed, "only GET and HEAD\n"),
+                true,
+            )
+        }
+    };
+    let path = target.split_once('?').map_or(target, |(p, _)| p);
+    match handler(path) {
+        Some(r) => (r, with_body),
+        None => (Response::text(Status::NotFound, "not found\n"), with_body),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,856 @@
+//! What `roce-tune agent` exposes: the metric catalogue, the plain-data
+//! [`Snapshot`] the repair loop fills, and [`render`], which turns a snapshot
+//! into the text exposition.
+//!
+//! [`CATALOGUE`] is the one list of metric names: `render` writes only its
+//! families (a test checks both ways), and `integration/check-conf.py` reads
+//! this file to check that the Grafana dashboard queries nothing else. Keep
+//! each row of the table in the form `Family { metric: Metric::X, name: "...",
+//! kind: Kind::Y, labels: CONST, help: "..." }` with `CONST` one of the label
+//! lists just above it, and no `"` or `\` in a help text: check-conf parses
+//! exactly that.
+//!
+//! Naming follows node_exporter's and the Prometheus naming guide's habits
+//! (prometheus/docs `docs/practices/naming.md` at c105550a, lines 21-49):
+//! base units in the name (`_seconds`, `_timestamp_seconds`), `_total` on
+//! counters only, `_info` for a gauge of 1 whose labels carry the data. Every
+//! label is bounded: per rail (a node has as many rails as VFs), per pod, per
+//! setting or CNI command (fixed sets), per error code (a fixed set); nothing
+//! that grows without end (a container ID, a time) is a label.
+
+use super::exposition::{HistogramData, Kind, Value, Writer};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The families, in the order of [`CATALOGUE`] (a test checks that row `i`
+/// names `Metric` `i`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Metric {
+    BuildInfo,
+    AgentStartTime,
+    RepairInterval,
+    RepairPasses,
+    RepairPassFailures,
+    RepairLastSuccess,
+    RepairPassDuration,
+    RailInfo,
+    RailTrafficClass,
+    RailTrafficClassWanted,
+    RailRdmaCmTos,
+    RailRdmaCmTosWanted,
+    RailGidIndex,
+    RailPlacementNear,
+    PodStarvedGpus,
+    Drift,
+    DriftRepairs,
+    OrphanRepairs,
+    OrphansPending,
+    IdleVfsHoldingClass,
+    CniRequests,
+    CniRequestDuration,
+}
+
+#[derive(Debug)]
+pub struct Family {
+    pub metric: Metric,
+    pub name: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+/// The labels of every per-rail family, in this order ([`RailLabels`]).
+pub const RAIL: &[&str] = &[
+    "namespace",
+    "pod",
+    "interface",
+    "rdma_device",
+    "pci_address",
+    "network",
+];
+pub const POD: &[&str] = &["namespace", "pod"];
+pub const SETTING: &[&str] = &["setting"];
+pub const CNI_REQUEST: &[&str] = &["command", "code"];
+pub const CNI_COMMAND: &[&str] = &["command"];
+pub const BUILD: &[&str] = &["version"];
+pub const NONE: &[&str] = &[];
+
+pub const CATALOGUE: &[Family] = &[
+    Family {
+        metric: Metric::BuildInfo,
+        name: "roce_tune_build_info",
+        kind: Kind::Gauge,
+        labels: BUILD,
+        help: "Always 1; the label version is the roce-tune version of the running agent.",
+    },
+    Family {
+        metric: Metric::AgentStartTime,
+        name: "roce_tune_agent_start_time_seconds",
+        kind: Kind::Gauge,
+        labels: NONE,
+        help: "Unix time at which the agent started.",
+    },
+    Family {
+        metric: Metric::RepairInterval,
+        name: "roce_tune_repair_interval_seconds",
+        kind: Kind::Gauge,
+        labels: NONE,
+        help: "Seconds the agent waits between two repair passes.",
+    },
+    Family {
+        metric: Metric::RepairPasses,
+        name: "roce_tune_repair_passes_total",
+        kind: Kind::Counter,
+        labels: NONE,
+        help: "Repair passes run since the agent started, failed ones included.",
+    },
+    Family {
+        metric: Metric::RepairPassFailures,
+        name: "roce_tune_repair_pass_failures_total",
+        kind: Kind::Counter,
+        labels: NONE,
+        help: "Repair passes that left something unrepaired or could not read the node.",
+    },
+    Family {
+        metric: Metric::RepairLastSuccess,
+        name: "roce_tune_repair_last_success_timestamp_seconds",
+        kind: Kind::Gauge,
+        labels: NONE,
+        help: "Unix time at which the last repair pass without failure ended; 0 before the first.",
+    },
+    Family {
+        metric: Metric::RepairPassDuration,
+        name: "roce_tune_repair_pass_duration_seconds",
+        kind: Kind::Gauge,
+        labels: NONE,
+        help: "How long the last repair pass took.",
+    },
+    Family {
+        metric: Metric::RailInfo,
+        name: "roce_tune_rail_info",
+        kind: Kind::Gauge,
+        labels: RAIL,
+        help: "1 for each live rail: a state entry whose pod is still there.",
+    },
+    Family {
+        metric: Metric::RailTrafficClass,
+        name: "roce_tune_rail_traffic_class",
+        kind: Kind::Gauge,
+        labels: RAIL,
+        help: "Global traffic class the VF's traffic_class file holds now; -1 when unset.",
+    },
+    Family {
+        metric: Metric::RailTrafficClassWanted,
+        name: "roce_tune_rail_traffic_class_wanted",
+        kind: Kind::Gauge,
+        labels: RAIL,
+        help: "Traffic class roce-tune wrote for the rail (trafficClass or the pod's pick).",
+    },
+    Family {
+        metric: Metric::RailRdmaCmTos,
+        name: "roce_tune_rail_rdma_cm_tos",
+        kind: Kind::Gauge,
+        labels: RAIL,
+        help: "rdma_cm default_roce_tos the device port holds now, for rails with rdmaCmTos.",
+    },
+    Family {
+        metric: Metric::RailRdmaCmTosWanted,
+        name: "roce_tune_rail_rdma_cm_tos_wanted",
+        kind: Kind::Gauge,
+        labels: RAIL,
+        help: "rdma_cm default_roce_tos roce-tune wrote for the rail (rdmaCmTos).",
+    },
+    Family {
+        metric: Metric::RailGidIndex,
+        name: "roce_tune_rail_gid_index",
+        kind: Kind::Gauge,
+        labels: RAIL,
+        help: "GID index that holds the RoCE v2 GID of the pod's address now; -1 when none does.",
+    },
+    Family {
+        metric: Metric::RailPlacementNear,
+        name: "roce_tune_rail_placement_near",
+        kind: Kind::Gauge,
+        labels: RAIL,
+        help: "1 when the rail's VF is near one of the pod's GPUs (same PCI switch or NUMA node), 0 when far.",
+    },
+    Family {
+        metric: Metric::PodStarvedGpus,
+        name: "roce_tune_pod_starved_gpus",
+        kind: Kind::Gauge,
+        labels: POD,
+        help: "GPUs of the pod with no near rail.",
+    },
+    Family {
+        metric: Metric::Drift,
+        name: "roce_tune_drift_total",
+        kind: Kind::Counter,
+        labels: SETTING,
+        help: "Times a repair pass found a live rail's setting differing from what roce-tune wrote.",
+    },
+    Family {
+        metric: Metric::DriftRepairs,
+        name: "roce_tune_drift_repairs_total",
+        kind: Kind::Counter,
+        labels: SETTING,
+        help: "Drifted settings the agent wrote back and verified.",
+    },
+    Family {
+        metric: Metric::OrphanRepairs,
+        name: "roce_tune_orphan_repairs_total",
+        kind: Kind::Counter,
+        labels: NONE,
+        help: "State entries whose pod was gone and whose originals the agent gave back.",
+    },
+    Family {
+        metric: Metric::OrphansPending,
+        name: "roce_tune_orphans_pending",
+        kind: Kind::Gauge,
+        labels: NONE,
+        help: "State entries whose pod is gone and whose originals could not be given back yet.",
+    },
+    Family {
+        metric: Metric::IdleVfsHoldingClass,
+        name: "roce_tune_idle_vfs_holding_class",
+        kind: Kind::Gauge,
+        labels: NONE,
+        help: "Idle VFs (no pod, no state entry) whose traffic_class file holds a class.",
+    },
+    Family {
+        metric: Metric::CniRequests,
+        name: "roce_tune_cni_requests_total",
+        kind: Kind::Counter,
+        labels: CNI_REQUEST,
+        help: "CNI requests the plugin answered, by command and result code (0 success).",
+    },
+    Family {
+        metric: Metric::CniRequestDuration,
+        name: "roce_tune_cni_request_duration_seconds",
+        kind: Kind::Histogram,
+        labels: CNI_COMMAND,
+        help: "How long the plugin took to answer a CNI request, by command.",
+    },
+];
+
+/// The catalogue row of `m`.
+pub fn family(m: Metric) -> &'static Family {
+    &CATALOGUE[m as usize]
+}
+
+/// Upper bounds of `roce_tune_cni_request_duration_seconds`: client_golang's
+/// default buckets (5 ms to 10 s), plus 30 and 60 s because an ADD may wait
+/// for the kernel's GID up to `gidTimeoutMs` (3 s by default, 60 s at most).
+pub const CNI_DURATION_BUCKETS: [Duration; 13] = [
+    Duration::from_millis(5),
+    Duration::from_millis(10),
+    Duration::from_millis(25),
+    Duration::from_millis(50),
+    Duration::from_millis(100),
+    Duration::from_millis(250),
+    Duration::from_millis(500),
+    Duration::from_secs(1),
+    Duration::from_millis(2500),
+    Duration::from_secs(5),
+    Duration::from_secs(10),
+    Duration::from_secs(30),
+    Duration::from_secs(60),
+];
+
+/// The per-rail label values: where the rail is (pod, interface) and what it
+/// is (device, VF, network). All come from a state entry's validated fields.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RailLabels {
+    pub namespace: String,
+    pub pod: String,
+    pub interface: String,
+    pub rdma_device: String,
+    pub pci_address: String,
+    pub network: String,
+}
+
+impl RailLabels {
+    fn values(&self) -> [&str; 6] {
+        [
+            &self.namespace,
+            &self.pod,
+            &self.interface,
+            &self.rdma_device,
+            &self.pci_address,
+            &self.network,
+        ]
+    }
+}
+
+/// A value read from the device, or the fact that it holds none: a class
+/// file with no global class, a GID table where the pod's GID is at no
+/// index. Rendered as -1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reading {
+    Unset,
+    Value(u32),
+}
+
+impl Reading {
+    fn value(self) -> Value {
+        match self {
+            Reading::Unset => Value::Int(-1),
+            Reading::Value(v) => Value::Uint(u64::from(v)),
+        }
+    }
+}
+
+/// One live rail. `None` leaves the series out: not read (no `tc/` file,
+/// configfs absent, the pod's view unreachable) or not roce-tune's to want.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RailSample {
+    pub labels: RailLabels,
+    pub traffic_class: Option<Reading>,
+    pub traffic_class_wanted: Option<u8>,
+    pub rdma_cm_tos: Option<u8>,
+    pub rdma_cm_tos_wanted: Option<u8>,
+    pub gid_index: Option<Reading>,
+    /// `None`: the topology is unknown (no GPU found for the pod).
+    pub placement_near: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodSample {
+    pub namespace: String,
+    pub pod: String,
+    pub starved_gpus: u32,
+}
+
+/// The settings a repair pass compares and writes back: the files roce-tune
+/// owns on the device. A new one is a variant here and a field in
+/// [`SettingCounts`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Setting {
+    TrafficClass,
+    RdmaCmTos,
+}
+
+impl Setting {
+    pub const ALL: [Setting; 2] = [Setting::TrafficClass, Setting::RdmaCmTos];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Setting::TrafficClass => "traffic_class",
+            Setting::RdmaCmTos => "rdma_cm_tos",
+        }
+    }
+}
+
+/// A counter per [`Setting`]; every setting is rendered, 0 included, so that
+/// `rate()` sees the first increment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SettingCounts {
+    pub traffic_class: u64,
+    pub rdma_cm_tos: u64,
+}
+
+impl SettingCounts {
+    pub fn get(&self, s: Setting) -> u64 {
+        match s {
+            Setting::TrafficClass => self.traffic_class,
+            Setting::RdmaCmTos => self.rdma_cm_tos,
+        }
+    }
+
+    pub fn add(&mut self, s: Setting, n: u64) {
+        let c = match s {
+            Setting::TrafficClass => &mut self.traffic_class,
+            Setting::RdmaCmTos => &mut self.rdma_cm_tos,
+        };
+        *c = c.saturating_add(n);
+    }
+}
+
+/// A CNI command, spelled as `CNI_COMMAND` spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Command {
+    Add,
+    Del,
+    Check,
+    Gc,
+    Status,
+    Version,
+}
+
+impl Command {
+    pub const ALL: [Command; 6] = [
+        Command::Add,
+        Command::Del,
+        Command::Check,
+        Command::Gc,
+        Command::Status,
+        Command::Version,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Command::Add => "ADD",
+            Command::Del => "DEL",
+            Command::Check => "CHECK",
+            Command::Gc => "GC",
+            Command::Status => "STATUS",
+            Command::Version => "VERSION",
+        }
+    }
+
+    /// The command of a `CNI_COMMAND` value; anything else has no series.
+    pub fn from_cni(s: &str) -> Option<Command> {
+        Command::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+/// Observations over [`CNI_DURATION_BUCKETS`]: `counts[i]` fell at or below
+/// bound `i` and above bound `i - 1`; the last one is the `+Inf` bucket.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Histogram {
+    pub counts: [u64; CNI_DURATION_BUCKETS.len() + 1],
+    pub sum: Duration,
+}
+
+impl Histogram {
+    pub fn observe(&mut self, took: Duration) {
+        let i = CNI_DURATION_BUCKETS
+            .iter()
+            .position(|b| took <= *b)
+            .unwrap_or(CNI_DURATION_BUCKETS.len());
+        self.counts[i] = self.counts[i].saturating_add(1);
+        self.sum = self.sum.saturating_add(took);
+    }
+
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts) {
+            *a = a.saturating_add(b);
+        }
+        self.sum = self.sum.saturating_add(other.sum);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.counts.iter().fold(0u64, |a, c| a.saturating_add(*c))
+    }
+}
+
+/// What the CNI processes counted (the journal they append to, read by the
+/// agent). Repeated keys are summed by [`render`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CniCounts {
+    /// (command, result code, requests): code 0 is success, else the CNI
+    /// error code the plugin printed.
+    pub requests: Vec<(Command, u32, u64)>,
+    pub durations: Vec<(Command, Histogram)>,
+}
+
+/// The agent's own health: what an operator needs to trust the numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AgentSample {
+    pub start_time: SystemTime,
+    pub repair_interval: Duration,
+    pub repair_passes: u64,
+    pub repair_pass_failures: u64,
+    /// When the last pass without failure ended; `None` before the first
+    /// (rendered 0, so that `time() - x` alerts from the start).
+    pub last_success: Option<SystemTime>,
+    /// `None` before the first pass (no series).
+    pub last_pass_duration: Option<Duration>,
+}
+
+impl Default for AgentSample {
+    fn default() -> Self {
+        AgentSample {
+            start_time: UNIX_EPOCH,
+            repair_interval: Duration::ZERO,
+            repair_passes: 0,
+            repair_pass_failures: 0,
+            last_success: None,
+            last_pass_duration: None,
+        }
+    }
+}
+
+/// A time as a Unix timestamp (a clock before 1970 reads as 0).
+fn timestamp(t: SystemTime) -> Value {
+    Value::Seconds(t.duration_since(UNIX_EPOCH).unwrap_or_default())
+}
+
+/// Everything one exposition says, as plain data: the repair loop fills one
+/// after each pass and publishes [`render`]'s text; a scrape reads that text
+/// and nothing else.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    pub rails: Vec<RailSample>,
+    pub pods: Vec<PodSample>,
+    pub drift: SettingCounts,
+    pub drift_repairs: SettingCounts,
+    pub orphan_repairs: u64,
+    pub orphans_pending: u64,
+    pub idle_vfs_holding_class: u64,
+    pub cni: CniCounts,
+    pub agent: AgentSample,
+}
+
+/// A per-rail family's value for one rail, `None` for no series.
+type RailValue = fn(&RailSample) -> Option<Value>;
+
+fn open(w: &mut Writer, m: Metric) {
+    let f = family(m);
+    w.family(f.name, f.kind, f.help, f.labels);
+}
+
+/// The text exposition of `s`. Series are sorted (rails by their labels), so
+/// two renders of one snapshot are identical; a rail or pod whose label set
+/// repeats an earlier one is left out (a series must be unique: exposition
+/// format, "Grouping and sorting").
+pub fn render(s: &Snapshot) -> String {
+    let mut w = Writer::new();
+    let a = &s.agent;
+
+    open(&mut w, Metric::BuildInfo);
+    w.sample(&[env!("CARGO_PKG_VERSION")], Value::Uint(1));
+    open(&mut w, Metric::AgentStartTime);
+    w.sample(&[], timestamp(a.start_time));
+    open(&mut w, Metric::RepairInterval);
+    w.sample(&[], Value::Seconds(a.repair_interval));
+    open(&mut w, Metric::RepairPasses);
+    w.sample(&[], Value::Uint(a.repair_passes));
+    open(&mut w, Metric::RepairPassFailures);
+    w.sample(&[], Value::Uint(a.repair_pass_failures));
+    open(&mut w, Metric::RepairLastSuccess);
+    w.sample(&[], timestamp(a.last_success.unwrap_or(UNIX_EPOCH)));
+    open(&mut w, Metric::RepairPassDuration);
+    if let Some(d) = a.last_pass_duration {
+        w.sample(&[], Value::Seconds(d));
+    }
+
+    // Sorted and deduplicated with slices, not BTreeMaps: each map type is
+    // code in the static binary, and these lists are a node's rails and pods.
+    let mut rails: Vec<&RailSample> = s.rails.iter().collect();
+    rails.sort_by(|x, y| x.labels.cmp(&y.labels)); // stable: the first stays
+    rails.dedup_by(|x, y| x.labels == y.labels);
+    let per_rail: [(Metric, RailValue); 7] = [
+        (Metric::RailInfo, |_| Some(Value::Uint(1))),
+        (Metric::RailTrafficClass, |r| {
+            r.traffic_class.map(Reading::value)
+        }),
+        (Metric::RailTrafficClassWanted, |r| {
+            r.traffic_class_wanted.map(|v| Value::Uint(v.into()))
+        }),
+        (Metric::RailRdmaCmTos, |r| {
+            r.rdma_cm_tos.map(|v| Value::Uint(v.into()))
+        }),
+        (Metric::RailRdmaCmTosWanted, |r| {
+            r.rdma_cm_tos_wanted.map(|v| Value::Uint(v.into()))
+        }),
+        (Metric::RailGidIndex, |r| r.gid_index.map(Reading::value)),
+        (Metric::RailPlacementNear, |r| {
+            r.placement_near.map(|near| Value::Uint(near.into()))
+        }),
+    ];
+    for (m, value) in per_rail {
+        open(&mut w, m);
+        for r in &rails {
+            if let Some(v) = value(r) {
+                w.sample(&r.labels.values(), v);
+            }
+        }
+    }
+
+    open(&mut w, Metric::PodStarvedGpus);
+    let mut pods: Vec<&PodSample> = s.pods.iter().collect();
+    pods.sort_by(|x, y| (&x.namespace, &x.pod).cmp(&(&y.namespace, &y.pod)));
+    pods.dedup_by(|x, y| (&x.namespace, &x.pod) == (&y.namespace, &y.pod));
+    for p in pods {
+        w.sample(&[&p.namespace, &p.pod], Value::Uint(p.starved_gpus.into()));
+    }
+
+    for (m, counts) in [
+        (Metric::Drift, &s.drift),
+        (Metric::DriftRepairs, &s.drift_repairs),
+    ] {
+        open(&mut w, m);
+        for setting in Setting::ALL {
+            w.sample(&[setting.as_str()], Value::Uint(counts.get(setting)));
+        }
+    }
+    open(&mut w, Metric::OrphanRepairs);
+    w.sample(&[], Value::Uint(s.orphan_repairs));
+    open(&mut w, Metric::OrphansPending);
+    w.sample(&[], Value::Uint(s.orphans_pending));
+    open(&mut w, Metric::IdleVfsHoldingClass);
+    w.sample(&[], Value::Uint(s.idle_vfs_holding_class));
+
+    open(&mut w, Metric::CniRequests);
+    let mut requests = s.cni.requests.clone();
+    requests.sort_by_key(|(command, code, _)| (*command, *code));
+    let mut i = 0;
+    while i < requests.len() {
+        let (command, code, mut n) = requests[i];
+        i += 1;
+        while i < requests.len() && (requests[i].0, requests[i].1) == (command, code) {
+            n = n.saturating_add(requests[i].2);
+            i += 1;
+        }
+        w.sample(&[command.as_str(), &code.to_string()], Value::Uint(n));
+    }
+    open(&mut w, Metric::CniRequestDuration);
+    let mut durations = s.cni.durations.clone();
+    durations.sort_by_key(|(command, _)| *command);
+    let mut i = 0;
+    while i < durations.len() {
+        let (command, mut h) = durations[i];
+        i += 1;
+        while i < durations.len() && durations[i].0 == command {
+            h.merge(&durations[i].1);
+            i += 1;
+        }
+        w.histogram(
+            &[command.as_str()],
+            HistogramData {
+                bounds: &CNI_DURATION_BUCKETS,
+                counts: &h.counts,
+                sum: h.sum,
+            },
+        );
+    }
+    w.finish()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::agent::exposition::{is_label_name, is_metric_name};
+    use std::collections::BTreeSet;
+
+    fn rail(pod: &str, ifname: &str, dev: &str, pci: &str) -> RailSample {
+        RailSample {
+            labels: RailLabels {
+                namespace: "team-a".into(),
+                pod: pod.into(),
+                interface: ifname.into(),
+                rdma_device: dev.into(),
+                pci_address: pci.into(),
+                network: "rdma-vf".into(),
+            },
+            ..RailSample::default()
+        }
+    }
+
+    /// A snapshot in which every family has at least one sample.
+    pub(crate) fn full_snapshot() -> Snapshot {
+        let mut add = Histogram::default();
+        for ms in [4, 30, 30, 2000, 75_000] {
+            add.observe(Duration::from_millis(ms));
+        }
+        let mut del = Histogram::default();
+        del.observe(Duration::from_millis(2));
+        Snapshot {
+            rails: vec![
+                RailSample {
+                    traffic_class: Some(Reading::Value(41)),
+                    traffic_class_wanted: Some(41),
+                    rdma_cm_tos: Some(106),
+                    rdma_cm_tos_wanted: Some(106),
+                    gid_index: Some(Reading::Value(3)),
+                    placement_near: Some(true),
+                    ..rail("train-0", "net1", "mlx5_2", "0000:3b:00.2")
+                },
+                RailSample {
+                    traffic_class: Some(Reading::Unset),
+                    traffic_class_wanted: Some(41),
+                    gid_index: Some(Reading::Unset),
+                    placement_near: Some(false),
+                    ..rail("train-0", "net2", "mlx5_3", "0000:3b:00.3")
+                },
+            ],
+            pods: vec![PodSample {
+                namespace: "team-a".into(),
+                pod: "train-0".into(),
+                starved_gpus: 1,
+            }],
+            drift: SettingCounts {
+                traffic_class: 2,
+                rdma_cm_tos: 0,
+            },
+            drift_repairs: SettingCounts {
+                traffic_class: 1,
+                rdma_cm_tos: 0,
+            },
+            orphan_repairs: 4,
+            orphans_pending: 1,
+            idle_vfs_holding_class: 1,
+            cni: CniCounts {
+                requests: vec![
+                    (Command::Add, 0, 10),
+                    (Command::Add, 101, 2),
+                    (Command::Del, 0, 9),
+                ],
+                durations: vec![(Command::Add, add), (Command::Del, del)],
+            },
+            agent: AgentSample {
+                start_time: UNIX_EPOCH + Duration::from_millis(1_780_000_000_500),
+                repair_interval: Duration::from_secs(60),
+                repair_passes: 12,
+                repair_pass_failures: 1,
+                last_success: Some(UNIX_EPOCH + Duration::from_millis(1_780_000_660_250)),
+                last_pass_duration: Some(Duration::from_micros(12_500)),
+            },
+        }
+    }
+
+    /// The family names of every `# TYPE` line, and every sample's name.
+    fn names(text: &str) -> (Vec<String>, BTreeSet<String>) {
+        let mut typed = Vec::new();
+        let mut sampled = BTreeSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                typed.push(rest.split(' ').next().unwrap().to_string());
+            } else if !line.starts_with('#') {
+                let end = line.find(['{', ' ']).unwrap();
+                sampled.insert(line[..end].to_string());
+            }
+        }
+        (typed, sampled)
+    }
+
+    #[test]
+    fn catalogue_rows_follow_the_metric_enum_and_the_naming_rules() {
+        let mut names = BTreeSet::new();
+        for (i, f) in CATALOGUE.iter().enumerate() {
+            assert_eq!(f.metric as usize, i, "{} is not row {i}", f.name);
+            assert!(names.insert(f.name), "{} twice", f.name);
+            assert!(is_metric_name(f.name) && f.name.starts_with("roce_tune_"));
+            assert!(f.labels.iter().all(|l| is_label_name(l) && *l != "le"));
+            // check-conf parses the help as a plain Rust string literal.
+            assert!(!f.help.is_empty() && !f.help.contains(['"', '\\', '\n']));
+            assert_eq!(
+                f.kind == Kind::Counter,
+                f.name.ends_with("_total"),
+                "{}",
+                f.name
+            );
+            if f.name.ends_with("_info") {
+                assert_eq!(f.kind, Kind::Gauge);
+            }
+            if f.kind == Kind::Histogram {
+                assert!(f.name.ends_with("_seconds"), "{}", f.name);
+            }
+        }
+    }
+
+    #[test]
+    fn every_rendered_name_is_in_the_catalogue_and_every_family_is_rendered() {
+        let text = render(&full_snapshot());
+        let (typed, sampled) = names(&text);
+        let catalogue: Vec<String> = CATALOGUE.iter().map(|f| f.name.to_string()).collect();
+        assert_eq!(typed, catalogue, "TYPE lines, in catalogue order");
+        let mut expected = BTreeSet::new();
+        for f in CATALOGUE {
+            if f.kind == Kind::Histogram {
+                for s in ["_bucket", "_sum", "_count"] {
+                    expected.insert(format!("{}{s}", f.name));
+                }
+            } else {
+                expected.insert(f.name.to_string());
+            }
+        }
+        assert_eq!(sampled, expected);
+    }
+
+    #[test]
+    fn renders_rails_pods_and_cni_counts() {
+        let text = render(&full_snapshot());
+        let l = |ifname: &str, dev: &str, pci: &str| {
+            format!(
+                "{{namespace=\"team-a\",pod=\"train-0\",interface=\"{ifname}\",rdma_device=\"{dev}\",pci_address=\"{pci}\",network=\"rdma-vf\"}}"
+            )
+        };
+        let net1 = l("net1", "mlx5_2", "0000:3b:00.2");
+        let net2 = l("net2", "mlx5_3", "0000:3b:00.3");
+        for line in [
+            format!(
+                "roce_tune_build_info{{version=\"{}\"}} 1",
+                env!("CARGO_PKG_VERSION")
+            ),
+            format!("roce_tune_rail_info{net1} 1"),
+            format!("roce_tune_rail_traffic_class{net1} 41"),
+            format!("roce_tune_rail_traffic_class{net2} -1"),
+            format!("roce_tune_rail_traffic_class_wanted{net2} 41"),
+            format!("roce_tune_rail_rdma_cm_tos{net1} 106"),
+            format!("roce_tune_rail_gid_index{net1} 3"),
+            format!("roce_tune_rail_gid_index{net2} -1"),
+            format!("roce_tune_rail_placement_near{net2} 0"),
+            "roce_tune_pod_starved_gpus{namespace=\"team-a\",pod=\"train-0\"} 1".into(),
+            "roce_tune_drift_total{setting=\"traffic_class\"} 2".into(),
+            "roce_tune_drift_total{setting=\"rdma_cm_tos\"} 0".into(),
+            "roce_tune_cni_requests_total{command=\"ADD\",code=\"101\"} 2".into(),
+            "roce_tune_cni_request_duration_seconds_bucket{command=\"ADD\",le=\"0.005\"} 1".into(),
+            "roce_tune_cni_request_duration_seconds_bucket{command=\"ADD\",le=\"0.05\"} 3".into(),
+            "roce_tune_cni_request_duration_seconds_bucket{command=\"ADD\",le=\"60\"} 4".into(),
+            "roce_tune_cni_request_duration_seconds_bucket{command=\"ADD\",le=\"+Inf\"} 5".into(),
+            "roce_tune_cni_request_duration_seconds_count{command=\"ADD\"} 5".into(),
+            "roce_tune_cni_request_duration_seconds_sum{command=\"DEL\"} 0.002".into(),
+            "roce_tune_repair_last_success_timestamp_seconds 1780000660.25".into(),
+            "roce_tune_agent_start_time_seconds 1780000000.5".into(),
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+        }
+        // net2 has no rdmaCmTos: no ToS series for it.
+        assert!(!text.contains(&format!("roce_tune_rail_rdma_cm_tos{net2}")));
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn an_empty_snapshot_still_says_who_serves_it() {
+        let text = render(&Snapshot::default());
+        let (typed, _) = names(&text);
+        assert!(typed.contains(&"roce_tune_build_info".to_string()));
+        assert!(text.contains("\nroce_tune_repair_last_success_timestamp_seconds 0\n"));
+        assert!(!text.contains("roce_tune_rail_info"), "{text}");
+        assert!(!text.contains("roce_tune_repair_pass_duration_seconds"));
+        assert!(text.contains("roce_tune_drift_total{setting=\"rdma_cm_tos\"} 0"));
+    }
+
+    #[test]
+    fn repeated_label_sets_are_rendered_once_and_summed_where_they_count() {
+        let mut s = full_snapshot();
+        s.rails.push(s.rails[0].clone());
+        s.pods.push(s.pods[0].clone());
+        s.cni.requests.push((Command::Add, 0, 5));
+        let h = s.cni.durations[0].1;
+        s.cni.durations.push((Command::Add, h));
+        let text = render(&s);
+        assert_eq!(text.matches("roce_tune_rail_info{").count(), 2);
+        assert_eq!(text.matches("roce_tune_pod_starved_gpus{").count(), 1);
+        assert!(text.contains("roce_tune_cni_requests_total{command=\"ADD\",code=\"0\"} 15\n"));
+        assert!(text.contains("roce_tune_cni_request_duration_seconds_count{command=\"ADD\"} 10\n"));
+        assert_eq!(render(&s), text, "deterministic");
+    }
+
+    #[test]
+    fn label_values_from_entries_are_escaped() {
+        let mut s = Snapshot::default();
+        let mut r = rail("p\"o\\d", "net1", "mlx5_0", "0000:01:00.1");
+        r.labels.network = "a\nb".into();
+        s.rails.push(r);
+        let text = render(&s);
+        assert!(text.contains("pod=\"p\\\"o\\\\d\""), "{text}");
+        assert!(text.contains("network=\"a\\nb\""), "{text}");
+    }
+
+    #[test]
+    fn histogram_buckets_take_each_observation_once() {
+        let mut h = Histogram::default();
+        h.observe(Duration::from_millis(5)); // on a bound: that bucket (le is "<=")
+        h.observe(Duration::from_micros(5001));
+        h.observe(Duration::ZERO);
+        h.observe(Duration::from_secs(61));
+        assert_eq!(h.counts[0], 2);
+        assert_eq!(h.counts[1], 1);
+        assert_eq!(h.counts[CNI_DURATION_BUCKETS.len()], 1);
+        assert_eq!(h.count(), 4);
+        assert_eq!(h.sum, Duration::from_micros(61_010_001));
+        assert_eq!(Command::from_cni("DEL"), Some(Command::Del));
+        assert_eq!(Command::from_cni("del"), None);
+    }
+}

@@ -1,0 +1,246 @@
+//! The agent's exposition as Prometheus itself reads it: a snapshot in which
+//! every family of the catalogue has samples (label values with quotes,
+//! backslashes, newlines and UTF-8 included) is served by the agent's HTTP
+//! server and the body is fed to `promtool check metrics`, Prometheus's
+//! parser and linter (client_golang's promlint: naming, units, `_total`,
+//! histogram rules). It must find nothing.
+//!
+//! promtool comes from Debian's `prometheus` package, unpacked by
+//! integration/setup.sh into integration/.build/bin (not installed: the
+//! package's postinst would start a Prometheus server). `ROCE_TUNE_PROMTOOL`
+//! names another one. Without promtool the test says so and passes, except
+//! under CI (ROCE_TUNE_REQUIRE_ROOT=1), where that is a failure.
+
+use roce_tune::agent::exposition::CONTENT_TYPE;
+use roce_tune::agent::http::{routes, Limits, Published, Server};
+use roce_tune::agent::metrics::{
+    render, AgentSample, CniCounts, Command, Histogram, PodSample, RailLabels, RailSample, Reading,
+    SettingCounts, Snapshot, CATALOGUE,
+};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Command as Process, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+fn promtool() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("ROCE_TUNE_PROMTOOL").filter(|v| !v.is_empty()) {
+        return Some(p.into());
+    }
+    let build = std::env::var_os("ROCE_TUNE_BUILD_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("integration/.build"));
+    let unpacked = build.join("bin/promtool");
+    if unpacked.is_file() {
+        return Some(unpacked);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("promtool"))
+            .find(|p| p.is_file())
+    })
+}
+
+fn rail(pod: &str, ifname: &str, dev: &str, pci: &str, network: &str) -> RailLabels {
+    RailLabels {
+        namespace: "team-a".into(),
+        pod: pod.into(),
+        interface: ifname.into(),
+        rdma_device: dev.into(),
+        pci_address: pci.into(),
+        network: network.into(),
+    }
+}
+
+fn snapshot() -> Snapshot {
+    let mut add = Histogram::default();
+    for ms in [3, 20, 20, 400, 3100, 61_000] {
+        add.observe(Duration::from_millis(ms));
+    }
+    let mut del = Histogram::default();
+    del.observe(Duration::from_micros(950));
+    Snapshot {
+        rails: vec![
+            RailSample {
+                labels: rail("train-0", "net1", "mlx5_2", "0000:3b:00.2", "rdma-vf"),
+                traffic_class: Some(Reading::Value(41)),
+                traffic_class_wanted: Some(41),
+                rdma_cm_tos: Some(106),
+                rdma_cm_tos_wanted: Some(106),
+                gid_index: Some(Reading::Value(3)),
+                placement_near: Some(true),
+            },
+            RailSample {
+                // Values only a validator upstream keeps out; the writer
+                // must still produce a valid exposition.
+                labels: rail(
+                    "we\"ird\\pod",
+                    "net2",
+                    "mlx5_3",
+                    "0000:3b:00.3",
+                    "réseau\nsecond line",
+                ),
+                traffic_class: Some(Reading::Unset),
+                traffic_class_wanted: Some(41),
+                rdma_cm_tos: None,
+                rdma_cm_tos_wanted: None,
+                gid_index: Some(Reading::Unset),
+                placement_near: Some(false),
+            },
+        ],
+        pods: vec![PodSample {
+            namespace: "team-a".into(),
+            pod: "train-0".into(),
+            starved_gpus: 2,
+        }],
+        drift: SettingCounts {
+            traffic_class: 3,
+            rdma_cm_tos: 1,
+        },
+        drift_repairs: SettingCounts {
+            traffic_class: 3,
+            rdma_cm_tos: 0,
+        },
+        orphan_repairs: 7,
+        orphans_pending: 1,
+        idle_vfs_holding_class: 2,
+        cni: CniCounts {
+            requests: vec![
+                (Command::Add, 0, 120),
+                (Command::Add, 101, 3),
+                (Command::Del, 0, 118),
+                (Command::Check, 103, 1),
+            ],
+            durations: vec![(Command::Add, add), (Command::Del, del)],
+        },
+        agent: AgentSample {
+            start_time: UNIX_EPOCH + Duration::from_secs(1_780_000_000),
+            repair_interval: Duration::from_secs(60),
+            repair_passes: 30,
+            repair_pass_failures: 2,
+            last_success: Some(UNIX_EPOCH + Duration::from_millis(1_780_001_800_500)),
+            last_pass_duration: Some(Duration::from_micros(4_321)),
+        },
+    }
+}
+
+/// GET /metrics from the agent's server: (Content-Type, body).
+fn scrape(body: String) -> (String, String) {
+    let server = Server::bind("127.0.0.1:0".parse().unwrap(), Limits::default()).unwrap();
+    let addr = server.local_addr();
+    let handle = server
+        .spawn(routes(Arc::new(Published::new(body))))
+        .unwrap();
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut all = String::new();
+    s.read_to_string(&mut all).unwrap();
+    handle.shutdown().unwrap();
+    let (head, body) = all.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{head}");
+    let ct = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Type: "))
+        .unwrap()
+        .to_string();
+    (ct, body.to_string())
+}
+
+#[test]
+fn promtool_check_metrics_finds_nothing_in_a_full_exposition() {
+    let text = render(&snapshot());
+    for f in CATALOGUE {
+        assert!(
+            text.contains(&format!("\n# TYPE {} ", f.name))
+                || text.starts_with(&format!("# HELP {} ", f.name)),
+            "{} has no samples in the test snapshot",
+            f.name
+        );
+    }
+    let (content_type, body) = scrape(text.clone());
+    assert_eq!(content_type, CONTENT_TYPE);
+    assert_eq!(body, text);
+
+    let Some(promtool) = promtool() else {
+        if std::env::var("ROCE_TUNE_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
+            panic!("promtool not found (integration/setup.sh unpacks it into integration/.build/bin) and ROCE_TUNE_REQUIRE_ROOT=1 forbids skipping");
+        }
+        eprintln!("SKIP promtool_check_metrics_finds_nothing_in_a_full_exposition: no promtool (run integration/setup.sh, or set ROCE_TUNE_PROMTOOL)");
+        return;
+    };
+    let mut child = Process::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", promtool.display()));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics ({}): {said}\n--- exposition ---\n{body}",
+        out.status
+    );
+}
+
+/// The same check must fail on a broken exposition, or the test proves
+/// nothing: a counter without `_total`, an unescaped newline in a label
+/// value, a family without HELP. (promtool 2.42 does not flag a histogram
+/// whose buckets are not cumulative, a repeated series, or `inf` for
+/// `+Inf`, which Go's ParseFloat reads: src/agent/exposition.rs's own tests
+/// cover those.)
+#[test]
+fn promtool_check_metrics_rejects_what_the_writer_must_never_produce() {
+    let Some(promtool) = promtool() else {
+        if std::env::var("ROCE_TUNE_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
+            panic!("promtool not found and ROCE_TUNE_REQUIRE_ROOT=1 forbids skipping");
+        }
+        eprintln!(
+            "SKIP promtool_check_metrics_rejects_what_the_writer_must_never_produce: no promtool"
+        );
+        return;
+    };
+    for bad in [
+        "# HELP x_requests requests\n# TYPE x_requests counter\nx_requests 1\n",
+        "# HELP x_info i\n# TYPE x_info gauge\nx_info{a=\"b\nc\"} 1\n",
+        "# TYPE x_info gauge\nx_info 1\n",
+    ] {
+        let mut child = Process::new(&promtool)
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(bad.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !out.status.success() || !said.trim().is_empty(),
+            "promtool accepted {bad:?}"
+        );
+    }
+}
