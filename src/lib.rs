@@ -18,7 +18,6 @@ pub mod device_info;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
 pub mod idle;
-pub mod inspect;
 pub mod netlink;
 pub mod netns;
 pub mod node;

@@ -7,7 +7,7 @@
 //! through `rdma/`, the code ADD itself uses, so inspect sees what ADD sees.
 
 use super::args::{Options, DEFAULT_PORT};
-use crate::cli::{cause, message};
+use crate::cli::errors::{cause, message};
 use crate::cni::config::{SysctlSetting, DEFAULT_SYSCTLS};
 use crate::cni::{CniError, CniResult};
 use crate::idle::{self, Idle};

@@ -1,13 +1,17 @@
-//! The binary without CNI_COMMAND: an operator's command line. Errors here
-//! are `anyhow` chains printed for a person ("roce-tune: what: why"); the CNI
+//! The binary without CNI_COMMAND: an operator's command line (`gc`,
+//! `reset-idle`, `inspect`; `agent` is `crate::agent`'s). Errors here are
+//! `anyhow` chains printed for a person ("roce-tune: what: why"); the CNI
 //! edge (`plugin`) keeps the numeric codes a runtime reads.
 
-use crate::cni::CniError;
+pub(crate) mod errors;
+pub mod inspect;
+
 use crate::idle;
 use crate::node::NodeConfig;
 use crate::state::StateDir;
 use crate::sysfs::View;
 use anyhow::{Context, Result};
+use errors::{cause, message};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -59,25 +63,12 @@ pub fn run(args: &[String]) -> i32 {
         }
         Some("gc") => gc(&args[1..]),
         Some("reset-idle") => reset_idle(&args[1..]),
-        Some("inspect") => crate::inspect::run(&args[1..]),
+        Some("inspect") => inspect::run(&args[1..]),
         Some(other) => {
             eprintln!("roce-tune: unknown command {other:?}\n\n{USAGE}");
             2
         }
     }
-}
-
-/// A library error as a person reads it: its text. The CNI and sysfs errors
-/// keep their causes for the code that branches on them; here only the
-/// message is shown, under the context of what stopped.
-pub(crate) fn cause(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow::Error::msg(e.to_string())
-}
-
-/// A CniError as a person reads it: its message, without the code only a
-/// runtime reads.
-pub(crate) fn message(e: CniError) -> anyhow::Error {
-    anyhow::Error::msg(e.msg)
 }
 
 /// The exit code of a command that may stop: 1 when it stopped, with the
@@ -203,7 +194,7 @@ mod tests {
         assert_eq!(chain, "sysfs root /x: it does not exist");
         assert_eq!(exit_code(stop), 1);
         // A CniError shows its message, not the code a runtime reads.
-        let e = message(CniError::new(104, "node config /n is refused"));
+        let e = message(crate::cni::CniError::new(104, "node config /n is refused"));
         assert_eq!(e.to_string(), "node config /n is refused");
     }
 }
