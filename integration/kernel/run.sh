@@ -9,6 +9,7 @@
 # $ROCE_TUNE_BUILD_DIR/kernel-logs/NAME/, shared read-write (--rwdir) for the script's logs.
 # Emulation is TCG (--disable-kvm): on this machine's nested /dev/kvm, qemu 7.2 aborts at once
 # ("kvm_buf_set_msrs: Assertion failed"); KERNEL_LANE_KVM=1 tries KVM anyway.
+# The guest has two e1000e NICs (PCI 0000:00:10.0 and 0000:00:11.0, see KERNEL_NICS below).
 # The script runs as root through integration/kernel/guest.sh (modules, configfs), with the
 # variables ROCE_TUNE_BIN, ROCE_TUNE_NODE_CONFIG, KERNEL_* and E2E_VERBOSE passed in.
 #
@@ -93,8 +94,26 @@ cmd="$(printf '%q ' env "${pass[@]}" "$here/guest.sh" "$script" "$@")"
 # vng puts the command on the kernel command line (base64): keep it well under its 2048 bytes.
 [ "${#cmd}" -le 900 ] || { echo "run.sh: guest command too long (${#cmd} bytes): $cmd" >&2; exit 2; }
 
+# Two PCI NICs whose netdevs have a PCI function as their parent, as a VF's has (scenario
+# pci-lookup): e1000e, not virtio-net-pci, whose netdev's parent is a virtio device
+# (virtio0), not the PCI function. Both on one qemu hub (hub 0, nothing else on it), so each
+# sees the other's frames and nothing outside. Fixed slots give fixed PCI addresses
+# (0000:00:10.0, 0000:00:11.0 on q35's root bus); fixed MACs give fixed link-local GIDs and
+# rxe node GUIDs. romfile= : no option ROM (the guest boots with -kernel; no PXE, and no need
+# for ipxe-qemu's efi-e1000e.rom). vng hands --qemu-opts to qemu as the last arguments.
+# KERNEL_LANE_NICS=0 boots without them (the pci-lookup scenario then fails, loudly).
+KERNEL_NICS=(0000:00:10.0=52:54:00:4b:00:10 0000:00:11.0=52:54:00:4b:00:11)
+qemu_nics=""
+if [ "${KERNEL_LANE_NICS:-1}" != 0 ]; then
+    for n in "${KERNEL_NICS[@]}"; do
+        slot="${n%%=*}"; slot="${slot#0000:00:}"; slot="${slot%.0}"
+        qemu_nics+="-netdev hubport,id=kl$slot,hubid=0 -device e1000e,netdev=kl$slot,mac=${n#*=},addr=0x$slot,romfile= "
+    done
+fi
 vng_args=(--run "$KERNEL_IMAGE" --memory "${KERNEL_LANE_MEMORY:-1G}" --cpus "${KERNEL_LANE_CPUS:-2}"
           --rwdir "$rundir" --exec "$cmd")
+# "--qemu-opts=...": argparse takes a separate value that starts with "-" for an option.
+[ -z "$qemu_nics" ] || vng_args+=("--qemu-opts=${qemu_nics% }")
 [ "${KERNEL_LANE_KVM:-0}" = 1 ] || vng_args=(--disable-kvm "${vng_args[@]}")
 
 tmp="$(mktemp -d "$build/kernel/run.XXXXXX")"
@@ -111,6 +130,7 @@ trap cleanup EXIT
 trap 'echo "run.sh: interrupted" >&2; exit 130' INT TERM HUP
 
 echo "$name: booting $KERNEL_IMAGE ($KERNEL_RELEASE) under qemu ($( [ "${KERNEL_LANE_KVM:-0}" = 1 ] && echo KVM || echo TCG), ${KERNEL_LANE_MEMORY:-1G}), script $script"
+echo "$name: qemu NICs: ${qemu_nics:-none (KERNEL_LANE_NICS=0)}"
 start="${EPOCHREALTIME/./}"
 # timeout(1) leads its own process group (vng, virtme-run, qemu), and passes a signal it gets
 # to that group: its pid is all it takes to stop the guest. sh records that pid first.

@@ -24,6 +24,11 @@
 #                  naming exclusive mode and the rdma plugin; the mode is set back to shared
 #   lookup         ADD without deviceID finds rxe by RDMA netlink; GID index 1 (where the kernel
 #                  put it) passes; the default index 3 fails with 101 naming index 1
+#   pci-lookup     the device is the pod netdev's, whatever deviceID says: on the lane's e1000e
+#                  NICs (PCI functions, as VFs are) a deviceID of the pod's own NIC passes (by
+#                  RDMA netlink); another pod's NIC, an address with no device, and a veth pod
+#                  naming a NIC's address fail with 100, nothing changed (the other pod's
+#                  rdma_cm ToS, the pod's own ToS and sysctls, the state); CASE line per case
 #   gid-late       ADD starts before the address exists; the GID arrives while ADD waits;
 #                  with a short gidTimeoutMs the same fails with 101
 #   ipv6           IPv6 before IPv4, with the addresses added after the device exists (a VF's
@@ -328,6 +333,309 @@ s_lookup() {
     expect_no_state "after DEL" || return 1
 }
 
+# ---------------------------------------------------------------- pci-lookup
+# The device roce-tune touches is the one whose netdev is CNI_IFNAME in the pod's own netns, as
+# the kernel says from inside it; deviceID (tenant input: the network config) is only checked
+# against it. A netdev that is a PCI function's, as a VF's is, comes from the lane's e1000e
+# NICs (run.sh: 0000:00:10.0 and 0000:00:11.0, one qemu hub, fixed MACs): rtnetlink in the pod
+# reports their parent as "pci 0000:00:1x.0", and a sysfs mounted in the pod netns links
+# class/net/net1/device to that function. Their RDMA device cannot hang off the function (rxe
+# is a virtual device since Linux 5.11, a9d2e9ae953f) and moving a netdev to another netns
+# deletes an rxe device on it, so rxe-link makes it in the pod after host-device (pciBusID, as
+# Multus gives it: host-device 1.1.1 moves the netdev it finds in
+# /sys/bus/pci/devices/<pciBusID>/net) has moved the NIC in.
+#   a         pod A, NIC A, deviceID = NIC A: ADD succeeds by RDMA netlink; rdma_cm ToS 106
+#   b         pod B, NIC B, deviceID = NIC A: 100 naming both addresses; nothing changed
+#   c         pod C, NIC B, deviceID = an address with no device: 100 naming both; nothing changed
+#   d-rxe     a veth pod with an rxe device on net1, deviceID = NIC A: 100, "not a VF" (or "no
+#             PCI function"); nothing changed
+#   d-norxe   a veth pod without an RDMA device, deviceID = NIC A: 100, "not a VF"; nothing
+# Each through cnitool (the whole chain) and, as <case>-direct, roce-tune alone as a runtime
+# runs it (the code from its own stdout), the pod's ToS set by hand first. "Nothing changed":
+# pod A's ToS still 106, the case pod's own ToS as it was, the roce-tune state entries pod A's
+# alone, the pod's sysctls as the pod had them, no sbr rule. Every case runs and prints its
+# own CASE line; the scenario fails if any did. Then DEL: pod A's ToS back to the original.
+PCI_A=0000:00:10.0 PCI_B=0000:00:11.0 PCI_NONE=0000:00:1f.7
+MAC_A=52:54:00:4b:00:10 MAC_B=52:54:00:4b:00:11      # run.sh's KERNEL_NICS
+declare -A PCI_IF=()                                 # the NICs' host names at the start
+
+pci_netdev() { find "/sys/bus/pci/devices/$1/net" -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | head -n1; }
+tos_of() { # <rdma dev>: its rdma_cm default ToS, "unset" while nobody made its configfs directory
+    if [ -d "$CONFIGFS/$1" ]; then cat "$CONFIGFS/$1/ports/1/default_roce_tos" 2>/dev/null || echo unreadable; else echo unset; fi
+}
+# pod_rt_sysctls <pod>: the sysctls roce-tune sets, "all.k=v ... net1.k=v ...", in one
+# process: nsenter --net is enough for /proc/sys/net (it follows the reader's netns), and
+# 'ip netns exec' (lib.sh's pod_sysctl) remounts /sys for each key: 13 such reads and one write
+# took 6 s of one case under TCG (the first run of this scenario).
+pci_sysctls_read() { # <pod> <keys...>
+    local pod="$1"; shift
+    nsenter --net="$(pod_path "$pod")" sysctl "$@" 2>/dev/null | sed 's/^net\.ipv4\.conf\.//; s/ = /=/' | tr '\n' ' ' | sed 's/ $//'
+}
+pod_rt_sysctls() {
+    local kv keys=()
+    for kv in $RAIL_SYSCTLS_ALL; do keys+=("net.ipv4.conf.all.${kv%=*}"); done
+    for kv in $RAIL_SYSCTLS; do keys+=("net.ipv4.conf.net1.${kv%=*}"); done
+    pci_sysctls_read "$1" "${keys[@]}"
+}
+# pod_rt_sysctls_new <pod>: what they are on a net1 just moved into the pod: a netdev that
+# enters a netns gets that netns's conf/default values (its IPv4 config is made anew).
+pod_rt_sysctls_new() {
+    local kv keys=()
+    for kv in $RAIL_SYSCTLS_ALL; do keys+=("net.ipv4.conf.all.${kv%=*}"); done
+    for kv in $RAIL_SYSCTLS; do keys+=("net.ipv4.conf.default.${kv%=*}"); done
+    pci_sysctls_read "$1" "${keys[@]}" | sed 's/default\./net1./g'
+}
+# rail_sysctls: the values roce-tune must set (lib.sh's list), in pod_rt_sysctls's form.
+rail_sysctls() {
+    local kv out=()
+    for kv in $RAIL_SYSCTLS_ALL; do out+=("all.$kv"); done
+    for kv in $RAIL_SYSCTLS; do out+=("net1.$kv"); done
+    echo "${out[*]}"
+}
+pod_rt_sysctls_set() { # <pod> <"scope.k=v ..."> : put them back by hand
+    local kv args=()
+    for kv in $2; do args+=("net.ipv4.conf.$kv"); done
+    nsenter --net="$(pod_path "$1")" sysctl -q -w "${args[@]}" >/dev/null
+}
+
+# pci_conf <name> <pod> <host-device JSON> <addresses JSON> <roce-tune JSON> <rxe|norxe>
+pci_conf() {
+    local name="kl$SIDX-$1"
+    jq -n --arg name "$name" --argjson hd "$3" --argjson addrs "$4" --argjson rt "$5" \
+        --arg rxe "$(rxe_of "$2")" --arg with "$6" '
+      {cniVersion: "1.0.0", name: $name, plugins: ([
+        {type: "host-device"} + $hd + {ipam: {type: "static", addresses: $addrs}}]
+        + (if $with == "rxe" then [{type: "rxe-link", rdmaDevice: $rxe}] else [] end)
+        + [{type: "roce-tune"} + $rt, {type: "sbr"}])}' >"$NODE_NETD/$name.conflist" || return 1
+    echo "$name"
+}
+
+# pci_unchanged <what> <pod> <its rdma dev | -> <its ToS, extended regex> <sysctls before> [ip]
+pci_unchanged() {
+    local what="$1" pod="$2" dev="$3" tos="$4" before="$5" ip="${6:-}"
+    expect_eq "$what: pod A's $PCI_RXE_A ToS" "$(tos_of "$PCI_RXE_A")" 106 || return 1
+    if [ "$dev" != - ]; then
+        expect_contains "$what: $dev's own ToS" "$(tos_of "$dev")" "^($tos)$" || return 1
+    fi
+    expect_eq "$what: roce-tune state entries (pod A's alone)" "$(state_records | tr '\n' ' ')" "$PCI_STATE_A" || return 1
+    expect_eq "$what: the sysctls roce-tune sets, in pod $pod" "$(pod_rt_sysctls "$pod")" "$before" || return 1
+    if [ -n "$ip" ] && sbr_rule_present "$pod" "$ip"; then fail "$what: sbr ran (a rule for $ip)"; return 1; fi
+    return 0
+}
+
+# pci_attach_case <pod> <network> <rdma dev | -> <ip> <deviceID> <message regex> <what>:
+# cnitool ADD of the whole chain must fail at roce-tune with 100's message; nothing changed.
+pci_attach_case() {
+    local pod="$1" net="$2" dev="$3" ip="$4" devid="$5" re="$6" before
+    before="$(pod_rt_sysctls_new "$pod")"
+    cnitool_run add "$net" "$pod" net1
+    PCI_ADDED=0; [ "$CNI_RC" != 0 ] || PCI_ADDED=1
+    fact "$7 (deviceID $devid): cnitool add $(cni_note)"
+    [ "$dev" = - ] || fact "$7: $dev: $(link_json_pod "$pod" "$dev"), ToS $(tos_of "$dev")"
+    fact "$7: pod $pod net1: $(ip -n "$(pod_netns "$pod")" -d -j link show net1 2>/dev/null | jq -c '.[0] | {parentbus, parentdev, address}')"
+    [ "$CNI_RC" != 0 ] || { fail "cnitool add with deviceID $devid succeeded: roce-tune took the pod's device though deviceID is not its netdev's PCI function"; return 1; }
+    expect_contains "cnitool's error comes from roce-tune" "$CNI_ERR" 'plugin type="roce-tune"' || return 1
+    expect_contains "cnitool's message" "$CNI_ERR" "$re" || return 1
+    pci_unchanged "after the failed cnitool add" "$pod" "$dev" "unset|0" "$before" "$ip"
+}
+# pci_direct_case <pod> <network> <rdma dev | -> <cidr> <message regex> <what>: roce-tune alone
+# on the attached pod, the pod's ToS set to 64 first: 100 and the message; nothing changed.
+pci_direct_case() {
+    local pod="$1" net="$2" dev="$3" cidr="$4" re="$5" before
+    ip -n "$(pod_netns "$pod")" link show net1 >/dev/null 2>&1 || { fail "setup: no net1 in pod $pod"; return 1; }
+    if [ "$dev" != - ]; then
+        rdma_dev_exists "$dev" || { fail "setup: no $dev"; return 1; }
+        mkdir -p "$CONFIGFS/$dev" && echo 64 >"$CONFIGFS/$dev/ports/1/default_roce_tos" || { fail "setup: ToS 64 on $dev"; return 1; }
+    fi
+    before="$(pod_rt_sysctls "$pod")"
+    rt_exec ADD "$(rt_conf "$net")" "$(prev_result "$pod" "$cidr")" "$pod" "kl-pci-$pod-direct"
+    PCI_DIRECT_ADDED=0; [ "$PL_RC" != 0 ] || PCI_DIRECT_ADDED=1
+    fact "$6, roce-tune alone: rc $PL_RC, stdout $(head -c 400 <<<"$PL_OUT")"
+    expect_eq "roce-tune's error code (its own stdout: $(head -c 200 <<<"$PL_OUT"))" "$(pl_code)" 100 || return 1
+    expect_contains "roce-tune's message" "$(pl_msg)" "$re" || return 1
+    pci_unchanged "after the failed direct ADD" "$pod" "$dev" 64 "$before"
+}
+# pci_detach <pod> <network> <NIC's PCI address | ->: undo what a wrongly successful direct
+# ADD did (its DEL restores the ToS), then DEL the chain, the NIC back under its name.
+pci_detach() {
+    local pod="$1" net="$2" pci="$3" i
+    [ "${PCI_DIRECT_ADDED:-0}" = 0 ] || rt_exec DEL "$(rt_conf "$net")" "" "$pod" "kl-pci-$pod-direct"
+    PCI_DIRECT_ADDED=0
+    cnitool_run del "$net" "$pod" net1
+    local del_rc="$CNI_RC"
+    ip netns del "$(pod_netns "$pod")" 2>/dev/null
+    if [ "$pci" != - ]; then
+        for ((i = 0; i < 50; i++)); do [ -n "$(pci_netdev "$pci")" ] && break; sleep 0.1; done
+        pci_restore_name "$pci" || { fail "NIC $pci is '$(pci_netdev "$pci")' in the host netns after DEL, not ${PCI_IF[$pci]}"; return 1; }
+    fi
+    CNI_RC="$del_rc"; expect_rc0 "cnitool del $net"
+}
+# pci_restore_name <pci>: a NIC that came back from a deleted netns keeps the pod's name (net1).
+pci_restore_name() {
+    local cur; cur="$(pci_netdev "$1")"
+    [ -n "$cur" ] && [ "$cur" != "${PCI_IF[$1]}" ] && ip link set "$cur" down && ip link set "$cur" name "${PCI_IF[$1]}"
+    [ "$(pci_netdev "$1")" = "${PCI_IF[$1]}" ]
+}
+
+# pci_case <label> <function> [args...]: one case; its verdict on a CASE line, the lane goes on.
+pci_case() {
+    local label="$1" rc reason; shift
+    rm -f "$E2E_TMP/reason.$NODE"
+    "$@"; rc=$?
+    reason="$(cat "$E2E_TMP/reason.$NODE" 2>/dev/null)"; rm -f "$E2E_TMP/reason.$NODE"
+    if [ "$rc" = 0 ]; then
+        echo "CASE $NODE $label: PASS"; log "CASE $label: PASS"
+    else
+        echo "CASE $NODE $label: FAIL: ${reason:-rc $rc}"; log "CASE $label: FAIL: $reason"
+        PCI_FAILED+="${PCI_FAILED:+; }$label: $(cut -c1-160 <<<"${reason:-rc $rc}")"
+    fi
+}
+
+# pci_facts <pod> <pci>: what the kernel shows of a NIC's netdev moved into a pod.
+pci_facts() {
+    local pod="$1" pci="$2" ns path; ns="$(pod_netns "$pod")"; path="$(pod_path "$pod")"
+    fact "$pci in pod $pod: ip -d -j link show net1: $(ip -n "$ns" -d -j link show net1 | jq -c '.[0] | {ifname, address, parentbus, parentdev, ifalias, operstate}')"
+    fact "$pci in pod $pod: class/net/net1/device, sysfs of 'ip netns exec': $(ip netns exec "$ns" readlink /sys/class/net/net1/device 2>&1)"
+    fact "$pci in pod $pod: class/net/net1/device, sysfs mounted in the pod netns (nsenter --net, unshare -m): $(nsenter --net="$path" unshare -m sh -c 'mount -t sysfs sysfs /sys && readlink -f /sys/class/net/net1/device' 2>&1)"
+    fact "$pci in pod $pod: host's sysfs: /sys/bus/pci/devices/$pci/net holds [$(pci_netdev "$pci")], /sys/class/net/net1 $([ -e /sys/class/net/net1 ] && echo exists || echo absent)"
+}
+
+s_pci_lookup() {
+    local pci n t0 i
+    PCI_FAILED=""
+    trap 'pci_cleanup; scen_cleanup' EXIT
+    # Preconditions: the NICs run.sh gives, and no device at PCI_NONE.
+    for pci in "$PCI_A" "$PCI_B"; do
+        n="$(pci_netdev "$pci")"
+        [ -n "$n" ] || { fail "no netdev at PCI $pci: the lane boots with two e1000e NICs (run.sh; KERNEL_LANE_NICS=${KERNEL_LANE_NICS:-1})"; return 1; }
+        PCI_IF[$pci]="$n"
+        fact "NIC $pci: driver $(basename "$(readlink "/sys/bus/pci/devices/$pci/driver")"), netdev $n: $(ip -d -j link show "$n" | jq -c '.[0] | {address, parentbus, parentdev}')"
+    done
+    [ ! -e "/sys/bus/pci/devices/$PCI_NONE" ] || { fail "precondition: a device exists at $PCI_NONE"; return 1; }
+    expect_eq "NIC A's MAC (run.sh's fixed one)" "$(cat "/sys/class/net/${PCI_IF[$PCI_A]}/address")" "$MAC_A" || return 1
+    expect_eq "NIC B's MAC (run.sh's fixed one)" "$(cat "/sys/class/net/${PCI_IF[$PCI_B]}/address")" "$MAC_B" || return 1
+    expect_eq "NIC A's rtnetlink parent" "$(ip -d -j link show "${PCI_IF[$PCI_A]}" | jq -r '.[0] | "\(.parentbus) \(.parentdev)"')" "pci $PCI_A" || return 1
+    # Carrier: how long e1000e takes to report it after 'ip link set up' (both NICs at once).
+    t0="${EPOCHREALTIME/./}"
+    ip link set "${PCI_IF[$PCI_A]}" up; ip link set "${PCI_IF[$PCI_B]}" up
+    declare -A up=()
+    for ((i = 0; i < 300; i++)); do
+        for pci in "$PCI_A" "$PCI_B"; do
+            [ -z "${up[$pci]:-}" ] && [ "$(cat "/sys/class/net/${PCI_IF[$pci]}/carrier" 2>/dev/null)" = 1 ] \
+                && up[$pci]=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+        done
+        [ -n "${up[$PCI_A]:-}" ] && [ -n "${up[$PCI_B]:-}" ] && break
+        sleep 0.05
+    done
+    fact "carrier after 'ip link set up' (host netns): $PCI_A ${up[$PCI_A]:-none within 15 s} ms, $PCI_B ${up[$PCI_B]:-none within 15 s} ms"
+    ip link set "${PCI_IF[$PCI_A]}" down; ip link set "${PCI_IF[$PCI_B]}" down
+
+    # ---- a: pod A, deviceID = its own NIC
+    PCI_RXE_A="$(rxe_of a)"
+    pod_create a || return 1
+    local neta ipa=192.168.70.1 ms
+    neta="$(pci_conf a-own a "{\"pciBusID\": \"$PCI_A\"}" "[{\"address\": \"$ipa/24\"}]" \
+        "{\"gidIndex\": 1, \"logLevel\": \"debug\", \"deviceID\": \"$PCI_A\", \"rdmaCmTos\": 106}" rxe)" || return 1
+    t0="${EPOCHREALTIME/./}"
+    cnitool_run add "$neta" a net1
+    ms=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+    for ((i = 0; i < 300; i++)); do [ "$(ip -n "$(pod_netns a)" -j link show net1 2>/dev/null | jq -r '.[0].operstate')" = UP ] && break; sleep 0.05; done
+    fact "a (deviceID $PCI_A, its own NIC): cnitool add $(cni_note) in $ms ms; net1's operstate $(ip -n "$(pod_netns a)" -j link show net1 2>/dev/null | jq -r '.[0].operstate') $((i * 50)) ms after cnitool returned"
+    pci_facts a "$PCI_A"
+    facts_link a "$PCI_RXE_A"
+    fact "$PCI_RXE_A: sysfs $(readlink -f "/sys/class/infiniband/$PCI_RXE_A"), device link $([ -e "/sys/class/infiniband/$PCI_RXE_A/device" ] && readlink -f "/sys/class/infiniband/$PCI_RXE_A/device" || echo none), node_guid $(cat "/sys/class/infiniband/$PCI_RXE_A/node_guid" 2>&1)"
+    facts_gids "$PCI_RXE_A" 2
+    fact "a: roce-tune's log: $(lookup_line "$(cnitool_cid a)"); ToS of $PCI_RXE_A $(tos_of "$PCI_RXE_A")"
+    pci_case a pci_case_a "$neta" "$ipa" || true
+    [ -z "$PCI_FAILED" ] || { printf '%s' "$PCI_FAILED" >"$E2E_TMP/reason.$NODE"; return 1; }
+    PCI_STATE_A="$(state_records | tr '\n' ' ')"
+
+    # ---- b: pod B on NIC B, deviceID = NIC A
+    local netb ipb=192.168.70.2 re_both="($PCI_A.*$PCI_B|$PCI_B.*$PCI_A)"
+    pod_create b || return 1
+    netb="$(pci_conf b-other b "{\"pciBusID\": \"$PCI_B\"}" "[{\"address\": \"$ipb/24\"}]" \
+        "{\"gidIndex\": 1, \"logLevel\": \"debug\", \"deviceID\": \"$PCI_A\", \"rdmaCmTos\": 74}" rxe)" || return 1
+    pci_case b pci_attach_case b "$netb" "$(rxe_of b)" "$ipb" "$PCI_A" "$re_both" "b (pod B on $PCI_B)"
+    pci_undo_add b "$netb"
+    pci_case b-direct pci_direct_case b "$netb" "$(rxe_of b)" "$ipb/24" "$re_both" "b (pod B on $PCI_B, deviceID $PCI_A)"
+    pci_case b-detach pci_detach b "$netb" "$PCI_B"
+
+    # ---- c: pod C on NIC B, deviceID = no device
+    local netc ipc=192.168.70.3 re_none="($PCI_NONE.*$PCI_B|$PCI_B.*$PCI_NONE)"
+    pod_create c || return 1
+    netc="$(pci_conf c-none c "{\"pciBusID\": \"$PCI_B\"}" "[{\"address\": \"$ipc/24\"}]" \
+        "{\"gidIndex\": 1, \"logLevel\": \"debug\", \"deviceID\": \"$PCI_NONE\", \"rdmaCmTos\": 74}" rxe)" || return 1
+    pci_case c pci_attach_case c "$netc" "$(rxe_of c)" "$ipc" "$PCI_NONE" "$re_none" "c (pod C on $PCI_B)"
+    pci_undo_add c "$netc"
+    pci_case c-direct pci_direct_case c "$netc" "$(rxe_of c)" "$ipc/24" "$re_none" "c (pod C on $PCI_B, deviceID $PCI_NONE)"
+    pci_case c-detach pci_detach c "$netc" "$PCI_B"
+
+    # ---- d: veth pods naming NIC A, with an rxe device on net1 and without one
+    local netv netw ipv=192.168.71.2 ipw=192.168.71.3
+    pod_create v || return 1; make_vf v || return 1
+    netv="$(pci_conf d-veth-rxe v "{\"device\": \"$(vf_of v)\"}" "[{\"address\": \"$ipv/24\"}]" \
+        "{\"gidIndex\": 1, \"logLevel\": \"debug\", \"deviceID\": \"$PCI_A\", \"rdmaCmTos\": 74}" rxe)" || return 1
+    pci_case d-rxe pci_attach_case v "$netv" "$(rxe_of v)" "$ipv" "$PCI_A" "not a VF|no PCI function" "d-rxe (a veth pod with $(rxe_of v))"
+    pci_undo_add v "$netv"
+    pci_case d-rxe-direct pci_direct_case v "$netv" "$(rxe_of v)" "$ipv/24" "not a VF|no PCI function" "d-rxe (a veth pod with $(rxe_of v), deviceID $PCI_A)"
+    pci_case d-rxe-detach pci_detach v "$netv" -
+    pod_create w || return 1; make_vf w || return 1
+    netw="$(pci_conf d-veth w "{\"device\": \"$(vf_of w)\"}" "[{\"address\": \"$ipw/24\"}]" \
+        "{\"gidIndex\": 1, \"logLevel\": \"debug\", \"deviceID\": \"$PCI_A\", \"rdmaCmTos\": 74}" norxe)" || return 1
+    fact "d-norxe: RDMA devices the veth pod sees before ADD: $(ip netns exec "$(pod_netns w)" rdma -j link show 2>/dev/null | jq -c '[.[] | select(.netdev != null) | .ifname]')"
+    pci_case d-norxe pci_attach_case w "$netw" - "$ipw" "$PCI_A" "not a VF" "d-norxe (a veth pod, no RDMA device)"
+    pci_undo_add w "$netw"
+    pci_case d-norxe-direct pci_direct_case w "$netw" - "$ipw/24" "not a VF" "d-norxe (a veth pod, no RDMA device, deviceID $PCI_A)"
+    pci_case d-norxe-detach pci_detach w "$netw" -
+
+    # ---- DEL: roce-tune first (the rxe device goes with rxe-link's DEL), then the chain.
+    pci_case del pci_case_del "$neta" "$ipa"
+    [ -z "$PCI_FAILED" ] || { printf '%s' "$PCI_FAILED" >"$E2E_TMP/reason.$NODE"; return 1; }
+}
+
+pci_case_a() {
+    local net="$1" ip="$2" ns; ns="$(pod_netns a)"
+    expect_rc0 "cnitool add with deviceID $PCI_A, the pod's own NIC" || return 1
+    expect_eq "pod A's net1: rtnetlink parent, asked in the pod" "$(ip -n "$ns" -d -j link show net1 | jq -r '.[0] | "\(.parentbus) \(.parentdev)"')" "pci $PCI_A" || return 1
+    expect_contains "pod A's class/net/net1/device, sysfs made in the pod netns" \
+        "$(nsenter --net="$(pod_path a)" unshare -m sh -c 'mount -t sysfs sysfs /sys && readlink -f /sys/class/net/net1/device' 2>&1)" "/$PCI_A$" || return 1
+    expect_eq "host's /sys/bus/pci/devices/$PCI_A/net after host-device moved it" "$(pci_netdev "$PCI_A")" "" || return 1
+    expect_eq "pod view: netdev of $PCI_RXE_A" "$(link_json_pod a "$PCI_RXE_A" | jq -r '.[0].netdev // "none"')" net1 || return 1
+    expect_gid "link-local GID of the fixed MAC" "$PCI_RXE_A" 0 "$(gid_from_mac "$MAC_A")" || return 1
+    expect_eq "node GUID of $PCI_RXE_A (from the fixed MAC)" "$(cat "/sys/class/infiniband/$PCI_RXE_A/node_guid")" 5054:00ff:fe4b:0010 || return 1
+    expect_gid "pod A's address" "$PCI_RXE_A" 1 "$(v4_gid "$ip")" || return 1
+    expect_contains "roce-tune's account of the lookup" "$(lookup_line "$(cnitool_cid a)")" "RDMA device $PCI_RXE_A port 1 \(by RDMA netlink\)" || return 1
+    expect_eq "pod A's rdma_cm ToS after ADD" "$(tos_of "$PCI_RXE_A")" 106 || return 1
+    expect_eq "the sysctls roce-tune sets, in pod A" "$(pod_rt_sysctls a)" "$(rail_sysctls)" || return 1
+    sbr_rule_present a "$ip" || { fail "no sbr rule for $ip after ADD"; return 1; }
+}
+# pci_undo_add <pod> <network>: what a wrongly successful cnitool ADD did, undone before the
+# direct case: roce-tune's DEL restores the ToS it wrote, the sysctls go back by hand.
+pci_undo_add() {
+    [ "${PCI_ADDED:-0}" = 1 ] || return 0
+    rt_exec DEL "$(rt_conf "$2")" "" "$1" "$(cnitool_cid "$1")"
+    pod_rt_sysctls_set "$1" "$(pod_rt_sysctls_new "$1")"
+}
+pci_case_del() {
+    local net="$1" ip="$2"
+    rt_exec DEL "$(rt_conf "$net")" "" a "$(cnitool_cid a)"
+    expect_eq "roce-tune DEL of pod A (stdout: $PL_OUT)" "$PL_RC" 0 || return 1
+    # The original: the kernel's 0 of a new cma device (rxe-link made it in the same chain).
+    expect_eq "pod A's ToS after roce-tune's DEL (the original)" "$(tos_of "$PCI_RXE_A")" 0 || return 1
+    cnitool_run del "$net" a net1; expect_rc0 "cnitool del pod A" || return 1
+    rdma_dev_exists "$PCI_RXE_A" && { fail "$PCI_RXE_A still there after DEL"; return 1; }
+    expect_eq "NIC A back in the host netns, under its name" "$(pci_netdev "$PCI_A")" "${PCI_IF[$PCI_A]}" || return 1
+    expect_no_state "after DEL" || return 1
+}
+pci_cleanup() {
+    local ns pci i
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^kl-$SIDX-" || true); do ip netns del "$ns" 2>/dev/null; done
+    for pci in "${!PCI_IF[@]}"; do
+        for ((i = 0; i < 50; i++)); do [ -n "$(pci_netdev "$pci")" ] && break; sleep 0.1; done
+        pci_restore_name "$pci" || echo "kernel scenarios: NIC $pci is '$(pci_netdev "$pci")' after pci-lookup, not ${PCI_IF[$pci]}" >&2
+    done
+}
+
 # ---------------------------------------------------------------- gid-late
 # By hand, as a VF is before the runtime calls ADD: net1 in the pod, its RDMA device there, no
 # address yet. roce-tune's ADD starts; the address comes 800 ms later; the kernel adds the GID
@@ -594,7 +902,7 @@ s_rdma_cm_tos() {
 }
 
 # ================================================================ runner
-SCENARIOS=(exclusive:s_exclusive lookup:s_lookup gid-late:s_gid_late ipv6:s_ipv6
+SCENARIOS=(exclusive:s_exclusive lookup:s_lookup pci-lookup:s_pci_lookup gid-late:s_gid_late ipv6:s_ipv6
            two-pods:s_two_pods inspect:s_inspect traffic-class:s_traffic_class
            del-gone:s_del_gone rdma-cm-tos:s_rdma_cm_tos)
 read -ra want <<<"${KERNEL_SCENARIOS:-}"
