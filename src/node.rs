@@ -11,11 +11,14 @@
 //! missing file means the defaults. It must be a regular file owned by root
 //! and not writable by group or others.
 
-use crate::cni::{code, json, CniError, CniResult};
+use crate::cni::json;
 use serde_json::{Map, Value};
+use std::fmt;
 use std::io::Read;
+use std::net::SocketAddr;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
 
 pub const DEFAULT_PATH: &str = "/etc/cni/roce-tune/node.json";
 pub const PATH_ENV: &str = "ROCE_TUNE_NODE_CONFIG";
@@ -23,6 +26,26 @@ pub const DEFAULT_STATE_DIR: &str = "/run/cni/roce-tune";
 pub const DEFAULT_SYSFS_ROOT: &str = "/sys";
 /// Where Multus and the device-info spec keep device-info files.
 pub const DEFAULT_DEVICE_INFO_DIR: &str = "/var/run/k8s.cni.cncf.io/devinfo/cni";
+/// The kubelet's PodResources socket (k8s.io/kubelet pkg/apis/podresources,
+/// what Multus's kubeletclient reads too).
+pub const DEFAULT_POD_RESOURCES_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
+/// The kubelet's device manager checkpoint: an internal format, read only
+/// where the socket is absent, as Multus falls back to it.
+pub const DEFAULT_POD_RESOURCES_CHECKPOINT: &str =
+    "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint";
+/// An ADD must not wait on a slow kubelet: the PodResources call is bounded
+/// by this, then ADD goes on without the placement check (`make bench`: a
+/// call answers in about 0.5 ms).
+pub const DEFAULT_POD_RESOURCES_TIMEOUT: Duration = Duration::from_millis(250);
+const MAX_POD_RESOURCES_TIMEOUT_MS: u64 = 10_000;
+/// The device-plugin resources whose devices are GPUs.
+pub const DEFAULT_GPU_RESOURCES: &[&str] = &["nvidia.com/gpu", "amd.com/gpu"];
+/// NVIDIA's driver's per-GPU directory (`<bdf>/information`).
+pub const DEFAULT_NVIDIA_GPUS_DIR: &str = "/proc/driver/nvidia/gpus";
+/// The agent's metrics: loopback only unless the node admin says otherwise
+/// (pod and namespace names are not for every tenant on the node); the
+/// shipped manifests put kube-rbac-proxy in front of it.
+pub const DEFAULT_METRICS_ADDRESS: &str = "127.0.0.1:9662";
 /// A node config is a few hundred bytes.
 const MAX_BYTES: u64 = 64 * 1024;
 const MAX_PATTERNS: usize = 256;
@@ -37,7 +60,40 @@ pub struct NodeConfig {
     /// `None`: every key under `net.` is allowed.
     pub sysctl_allowlist: Option<Vec<String>>,
     pub device_info_dir: PathBuf,
+    pub pod_resources_socket: PathBuf,
+    /// `None`: no fallback to the kubelet's checkpoint.
+    pub pod_resources_checkpoint: Option<PathBuf>,
+    pub pod_resources_timeout: Duration,
+    pub gpu_resources: Vec<String>,
+    pub nvidia_gpus_dir: PathBuf,
+    pub metrics_address: SocketAddr,
+    pub drift_policy: DriftPolicy,
 }
+
+/// What the agent does with a live rail whose owned file no longer holds
+/// what roce-tune wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriftPolicy {
+    /// Write the value back (under the device's lock), log and count it.
+    Repair,
+    /// Log and count it only.
+    Report,
+}
+
+/// The node config is refused (code 104 at the CNI edge): the message names
+/// the file and the fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeError(pub String);
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+pub type NodeResult<T> = Result<T, NodeError>;
 
 impl NodeConfig {
     pub fn defaults(source: PathBuf) -> NodeConfig {
@@ -48,6 +104,16 @@ impl NodeConfig {
             log_file: None,
             sysctl_allowlist: None,
             device_info_dir: DEFAULT_DEVICE_INFO_DIR.into(),
+            pod_resources_socket: DEFAULT_POD_RESOURCES_SOCKET.into(),
+            pod_resources_checkpoint: Some(DEFAULT_POD_RESOURCES_CHECKPOINT.into()),
+            pod_resources_timeout: DEFAULT_POD_RESOURCES_TIMEOUT,
+            gpu_resources: DEFAULT_GPU_RESOURCES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            nvidia_gpus_dir: DEFAULT_NVIDIA_GPUS_DIR.into(),
+            metrics_address: DEFAULT_METRICS_ADDRESS.parse().expect("a socket address"),
+            drift_policy: DriftPolicy::Repair,
         }
     }
 
@@ -59,19 +125,16 @@ impl NodeConfig {
     }
 
     /// Load the node config this process should use.
-    pub fn load() -> CniResult<NodeConfig> {
+    pub fn load() -> NodeResult<NodeConfig> {
         Self::load_from(&Self::path_from_env())
     }
 
-    pub fn load_from(path: &Path) -> CniResult<NodeConfig> {
+    pub fn load_from(path: &Path) -> NodeResult<NodeConfig> {
         let refused = |why: String| {
-            CniError::new(
-                code::NODE_CONFIG,
-                format!(
-                    "node config {} is refused: {why}; it holds the node's host paths, so only root may write it (chown root, chmod 644)",
-                    path.display()
-                ),
-            )
+            NodeError(format!(
+                "node config {} is refused: {why}; it holds the node's host paths, so only root may write it (chown root, chmod 644)",
+                path.display()
+            ))
         };
         let file = std::fs::OpenOptions::new()
             .read(true)
@@ -117,13 +180,8 @@ impl NodeConfig {
     }
 
     /// Decode and validate the file's content.
-    pub fn parse(source: &Path, bytes: &[u8]) -> CniResult<NodeConfig> {
-        let bad = |why: String| {
-            CniError::new(
-                code::NODE_CONFIG,
-                format!("node config {}: {why}", source.display()),
-            )
-        };
+    pub fn parse(source: &Path, bytes: &[u8]) -> NodeResult<NodeConfig> {
+        let bad = |why: String| NodeError(format!("node config {}: {why}", source.display()));
         let v = json::from_slice(bytes).map_err(|e| {
             bad(format!(
                 "not valid JSON (line {}, column {}): fix the file",
@@ -140,6 +198,13 @@ impl NodeConfig {
             "logFile",
             "sysctlAllowlist",
             "deviceInfoDir",
+            "podResourcesSocket",
+            "podResourcesCheckpoint",
+            "podResourcesTimeoutMs",
+            "gpuResources",
+            "nvidiaGpusDir",
+            "metricsAddress",
+            "driftPolicy",
         ];
         if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
             // A typo here would silently fall back to a default host path.
@@ -160,6 +225,68 @@ impl NodeConfig {
         if let Some(p) = abs_path(obj, "deviceInfoDir").map_err(&bad)? {
             node.device_info_dir = p;
         }
+        if let Some(p) = abs_path(obj, "podResourcesSocket").map_err(&bad)? {
+            node.pod_resources_socket = p;
+        }
+        match obj.get("podResourcesCheckpoint") {
+            // null: the node admin turns the fallback off.
+            Some(Value::Null) => node.pod_resources_checkpoint = None,
+            _ => {
+                if let Some(p) = abs_path(obj, "podResourcesCheckpoint").map_err(&bad)? {
+                    node.pod_resources_checkpoint = Some(p);
+                }
+            }
+        }
+        if let Some(p) = abs_path(obj, "nvidiaGpusDir").map_err(&bad)? {
+            node.nvidia_gpus_dir = p;
+        }
+        match obj.get("podResourcesTimeoutMs") {
+            None | Some(Value::Null) => {}
+            Some(v) => match v.as_u64() {
+                Some(ms) if (1..=MAX_POD_RESOURCES_TIMEOUT_MS).contains(&ms) => {
+                    node.pod_resources_timeout = Duration::from_millis(ms)
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "podResourcesTimeoutMs must be a whole number of milliseconds from 1 to {MAX_POD_RESOURCES_TIMEOUT_MS}"
+                    )))
+                }
+            },
+        }
+        match obj.get("gpuResources") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(a)) if a.len() <= 64 => {
+                node.gpu_resources = a
+                    .iter()
+                    .map(|r| match r.as_str() {
+                        Some(s) if is_resource_name(s) => Ok(s.to_owned()),
+                        _ => Err(bad(
+                            "gpuResources holds something that is not a resource name like nvidia.com/gpu".into(),
+                        )),
+                    })
+                    .collect::<NodeResult<_>>()?;
+            }
+            Some(_) => {
+                return Err(bad(
+                    "gpuResources must be an array of at most 64 resource names".into(),
+                ))
+            }
+        }
+        match obj.get("metricsAddress") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(a)) => {
+                node.metrics_address = a.parse().map_err(|_| {
+                    bad("metricsAddress must be IP:port (e.g. 127.0.0.1:9662), no host name".into())
+                })?
+            }
+            Some(_) => return Err(bad("metricsAddress must be a string IP:port".into())),
+        }
+        node.drift_policy = match obj.get("driftPolicy").and_then(Value::as_str) {
+            None if obj.get("driftPolicy").is_none_or(Value::is_null) => DriftPolicy::Repair,
+            Some("repair") => DriftPolicy::Repair,
+            Some("report") => DriftPolicy::Report,
+            _ => return Err(bad("driftPolicy must be \"repair\" or \"report\"".into())),
+        };
         node.sysctl_allowlist = match obj.get("sysctlAllowlist") {
             None | Some(Value::Null) => None,
             Some(Value::Array(a)) if a.len() <= MAX_PATTERNS => Some(
@@ -168,7 +295,7 @@ impl NodeConfig {
                         Some(s) => validate_pattern(s).map(|()| s.to_owned()).map_err(&bad),
                         None => Err(bad("sysctlAllowlist holds a non-string".into())),
                     })
-                    .collect::<CniResult<_>>()?,
+                    .collect::<NodeResult<_>>()?,
             ),
             Some(_) => {
                 return Err(bad(format!(
@@ -204,6 +331,25 @@ fn abs_path(obj: &Map<String, Value>, key: &str) -> Result<Option<PathBuf>, Stri
         }
         Some(_) => Err(format!("{key} must be a string")),
     }
+}
+
+/// A device-plugin resource name: `<domain>/<name>` of letters, digits and
+/// `.-_` (k8s.io/kubelet's extended resource names).
+fn is_resource_name(s: &str) -> bool {
+    let Some((domain, name)) = s.split_once('/') else {
+        return false;
+    };
+    // Each part starts and ends with a letter or digit (a DNS label's rule).
+    let ok = |p: &str| {
+        let b = p.as_bytes();
+        !b.is_empty()
+            && b.len() <= 63
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b'_'))
+    };
+    ok(domain) && ok(name)
 }
 
 /// A pattern is a dotted sysctl key whose components may hold `*` (any run of
@@ -278,7 +424,7 @@ fn glob(p: &[u8], s: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn parse(s: &str) -> CniResult<NodeConfig> {
+    fn parse(s: &str) -> NodeResult<NodeConfig> {
         NodeConfig::parse(Path::new("/etc/cni/roce-tune/node.json"), s.as_bytes())
     }
 
@@ -298,6 +444,21 @@ mod tests {
         assert!(n.is_test_tree());
         assert_eq!(n.log_file.as_deref(), Some(Path::new("/var/log/rt.log")));
         assert_eq!(n.device_info_dir, Path::new("/run/d"));
+        let n = parse("{}").unwrap();
+        assert_eq!(n.metrics_address.to_string(), "127.0.0.1:9662");
+        assert_eq!(n.drift_policy, DriftPolicy::Repair);
+        assert_eq!(n.gpu_resources, ["nvidia.com/gpu", "amd.com/gpu"]);
+        assert_eq!(n.pod_resources_timeout, Duration::from_millis(250));
+        let n = parse(
+            r#"{"metricsAddress":"[::1]:9999","driftPolicy":"report","podResourcesCheckpoint":null,
+                "gpuResources":["example.com/gpu"],"podResourcesTimeoutMs":1000,
+                "podResourcesSocket":"/run/k.sock","nvidiaGpusDir":"/tmp/gpus"}"#,
+        )
+        .unwrap();
+        assert_eq!(n.metrics_address.to_string(), "[::1]:9999");
+        assert_eq!(n.drift_policy, DriftPolicy::Report);
+        assert_eq!(n.pod_resources_checkpoint, None);
+        assert_eq!(n.gpu_resources, ["example.com/gpu"]);
     }
 
     #[test]
@@ -312,10 +473,25 @@ mod tests {
             ("[]", "object"),
             ("{", "JSON"),
             (r#"{"logFile":"/a","logFile":"/b"}"#, "JSON"),
+            (r#"{"metricsAddress":"localhost:9662"}"#, "metricsAddress"),
+            (r#"{"metricsAddress":9662}"#, "metricsAddress"),
+            (r#"{"driftPolicy":"fix"}"#, "driftPolicy"),
+            (r#"{"podResourcesTimeoutMs":0}"#, "podResourcesTimeoutMs"),
+            (
+                r#"{"podResourcesTimeoutMs":600000}"#,
+                "podResourcesTimeoutMs",
+            ),
+            (
+                r#"{"gpuResources":["nvidia.com/gpu","../etc"]}"#,
+                "gpuResources",
+            ),
+            (
+                r#"{"podResourcesSocket":"kubelet.sock"}"#,
+                "podResourcesSocket",
+            ),
         ] {
             let e = parse(text).unwrap_err();
-            assert_eq!(e.code, code::NODE_CONFIG, "{text}");
-            assert!(e.msg.contains(needle), "{text}: {}", e.msg);
+            assert!(e.0.contains(needle), "{text}: {}", e.0);
         }
     }
 

@@ -75,7 +75,7 @@ fn dispatch(decoded: &CniResult<Value>, version: &str) -> Outcome {
     }
     // The node config first: it says where to log, so even a refused network
     // config leaves a line in the node's log.
-    let node = NodeConfig::load();
+    let node = NodeConfig::load().map_err(node_error);
     init_log(&node, context(&env));
     let conf = decoded
         .clone()
@@ -132,7 +132,7 @@ fn dispatch(decoded: &CniResult<Value>, version: &str) -> Outcome {
 /// order) in the sandbox and the pod in Terminating. Only a retry that can
 /// help (a passing OS error before the entry could be read, code 11) fails.
 fn del(decoded: &CniResult<Value>) -> Outcome {
-    let node = NodeConfig::load();
+    let node = NodeConfig::load().map_err(node_error);
     let env = match CniEnv::for_del(|k| std::env::var_os(k)) {
         Ok(env) => env,
         Err(e) => {
@@ -167,6 +167,11 @@ fn del(decoded: &CniResult<Value>) -> Outcome {
     commands::del::run(&env, &node)?;
     crate::info!("done");
     Ok(None)
+}
+
+/// A refused node config is the node admin's problem, never the tenant's: 104.
+fn node_error(e: crate::node::NodeError) -> CniError {
+    CniError::new(code::NODE_CONFIG, e.0)
 }
 
 fn init_log(node: &CniResult<NodeConfig>, context: String) {

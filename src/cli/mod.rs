@@ -11,7 +11,7 @@ use crate::node::NodeConfig;
 use crate::state::StateDir;
 use crate::sysfs::View;
 use anyhow::{Context, Result};
-use errors::{cause, message};
+use errors::cause;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -124,7 +124,7 @@ fn node_config_arg(it: &mut std::slice::Iter<'_, String>) -> std::result::Result
 
 /// Every operator command starts so: the node config, and the log where it says.
 fn load_node(path: &Path, context: &str) -> Result<NodeConfig> {
-    let node = NodeConfig::load_from(path).map_err(message)?;
+    let node = NodeConfig::load_from(path).map_err(cause)?;
     crate::log::init(
         crate::cni::config::LogLevel::Info,
         context.into(),
@@ -194,7 +194,7 @@ mod tests {
         assert_eq!(chain, "sysfs root /x: it does not exist");
         assert_eq!(exit_code(stop), 1);
         // A CniError shows its message, not the code a runtime reads.
-        let e = message(crate::cni::CniError::new(104, "node config /n is refused"));
+        let e = errors::message(crate::cni::CniError::new(104, "node config /n is refused"));
         assert_eq!(e.to_string(), "node config /n is refused");
     }
 }
