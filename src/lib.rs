@@ -23,6 +23,7 @@ pub mod netns;
 pub mod node;
 pub mod orphans;
 pub mod ownership;
+pub mod placement;
 pub mod plugin;
 pub mod podresources;
 pub mod rdma;
@@ -30,6 +31,7 @@ pub mod safe_dir;
 pub mod state;
 pub mod sysctl;
 pub mod sysfs;
+pub mod tally;
 pub mod topology;
 pub mod undo;
 

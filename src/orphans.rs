@@ -6,8 +6,8 @@
 //! is another netns than the one recorded (a reused /proc/<pid> path).
 //!
 //! Three callers: each ADD repairs a few (`sweep_bounded`), `roce-tune gc
-//! --orphans` repairs all once, and `--every SECONDS` repairs in a loop, so a
-//! draining node with no ADDs still gets every class back.
+//! --orphans` repairs all once, and the agent (`crate::agent`) repairs all
+//! every period, so a draining node with no ADDs still gets every class back.
 
 use crate::node::NodeConfig;
 use crate::ownership::{is_live, release_entry, Done, Place};
@@ -134,46 +134,5 @@ pub fn sweep_all(node: &NodeConfig) -> Report {
             sweep(place, None, usize::MAX, usize::MAX)
         }
         Err(e) => failed(format!("sysfs root {}: {e}", node.sysfs_root.display())),
-    }
-}
-
-/// `gc --orphans --every SECONDS`: sweep, then wait, until SIGTERM or SIGINT.
-/// The signals are blocked and waited for with a timeout, so a signal never
-/// interrupts a release halfway, and no lock is held while waiting (each
-/// release takes and drops its own).
-pub fn repair_loop(node: &NodeConfig, every: std::time::Duration) -> i32 {
-    use nix::sys::signal::{SigSet, Signal};
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGTERM);
-    set.add(Signal::SIGINT);
-    if let Err(e) = set.thread_block() {
-        crate::error!("cannot block SIGTERM: {e}");
-        return 1;
-    }
-    crate::info!(
-        "orphan repair every {} s (state dir {}); SIGTERM stops it",
-        every.as_secs(),
-        node.state_dir.display()
-    );
-    loop {
-        let r = sweep_all(node);
-        if !r.released.is_empty() || !r.failed.is_empty() {
-            crate::info!(
-                "sweep: examined {}, released {}, not yet {}",
-                r.examined,
-                r.released.len(),
-                r.failed.len()
-            );
-        }
-        let ts = nix::libc::timespec {
-            tv_sec: every.as_secs() as nix::libc::time_t,
-            tv_nsec: every.subsec_nanos() as nix::libc::c_long,
-        };
-        // SAFETY: a valid signal set and timespec; no siginfo wanted.
-        let sig = unsafe { nix::libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
-        if sig == Signal::SIGTERM as i32 || sig == Signal::SIGINT as i32 {
-            crate::info!("signal {sig}: orphan repair stops");
-            return 0;
-        }
     }
 }

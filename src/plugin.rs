@@ -14,8 +14,18 @@ use std::io::{Read, Write};
 /// Used in an error object when the config's own version is not known.
 const FALLBACK_VERSION: &str = "1.1.0";
 
+/// What a run leaves for the tally: the command, and the node's state dir
+/// once the node config named one.
+#[derive(Default)]
+struct Ran {
+    command: Option<Command>,
+    state_dir: Option<std::path::PathBuf>,
+}
+
 /// Run one CNI command as a runtime invokes it; returns the exit code.
 pub fn run() -> i32 {
+    let started = std::time::Instant::now();
+    let mut ran = Ran::default();
     let mut stdin = Vec::new();
     // One byte over the limit is enough to know it is too large.
     let read = std::io::stdin()
@@ -26,7 +36,9 @@ pub fn run() -> i32 {
         Err(e) => Err(CniError::io("read stdin", e)),
     };
     let version = version_of(&decoded);
-    match dispatch(&decoded, &version) {
+    let outcome = dispatch(&decoded, &version, &mut ran);
+    let code = outcome.as_ref().map_or_else(|e| e.code, |_| 0);
+    let status = match outcome {
         Ok(Some(v)) => print(&v),
         Ok(None) => 0,
         Err(e) => {
@@ -34,7 +46,15 @@ pub fn run() -> i32 {
             print(&e.to_json(&version));
             1
         }
+    };
+    // Counted for the agent (roce_tune_cni_requests_total) in a state dir
+    // that is the node's own, after the answer is out.
+    if let (Some(command), Some(dir)) = (ran.command, ran.state_dir) {
+        if let Ok(Some(state)) = crate::state::StateDir::existing(&dir) {
+            crate::tally::count(state.path(), command, code, started.elapsed());
+        }
     }
+    status
 }
 
 fn print(v: &Value) -> i32 {
@@ -64,10 +84,12 @@ fn version_of(decoded: &CniResult<Value>) -> String {
 
 type Outcome = CniResult<Option<Value>>;
 
-fn dispatch(decoded: &CniResult<Value>, version: &str) -> Outcome {
-    let command = std::env::var("CNI_COMMAND").ok();
-    if command.as_deref() == Some("DEL") {
-        return del(decoded);
+fn dispatch(decoded: &CniResult<Value>, version: &str, ran: &mut Ran) -> Outcome {
+    ran.command = std::env::var("CNI_COMMAND")
+        .ok()
+        .and_then(|c| Command::parse(&c).ok());
+    if ran.command == Some(Command::Del) {
+        return del(decoded, ran);
     }
     let env = CniEnv::from_process()?;
     if env.command == Command::Version {
@@ -76,6 +98,7 @@ fn dispatch(decoded: &CniResult<Value>, version: &str) -> Outcome {
     // The node config first: it says where to log, so even a refused network
     // config leaves a line in the node's log.
     let node = NodeConfig::load().map_err(node_error);
+    ran.state_dir = node.as_ref().ok().map(|n| n.state_dir.clone());
     init_log(&node, context(&env));
     let conf = decoded
         .clone()
@@ -131,8 +154,9 @@ fn dispatch(decoded: &CniResult<Value>, version: &str) -> Outcome {
 /// that refuses leaves the VF of sriov/host-device (after roce-tune in DEL
 /// order) in the sandbox and the pod in Terminating. Only a retry that can
 /// help (a passing OS error before the entry could be read, code 11) fails.
-fn del(decoded: &CniResult<Value>) -> Outcome {
+fn del(decoded: &CniResult<Value>, ran: &mut Ran) -> Outcome {
     let node = NodeConfig::load().map_err(node_error);
+    ran.state_dir = node.as_ref().ok().map(|n| n.state_dir.clone());
     let env = match CniEnv::for_del(|k| std::env::var_os(k)) {
         Ok(env) => env,
         Err(e) => {

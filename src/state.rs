@@ -16,7 +16,7 @@
 //! read and replaced; 0.1.0 itself never opens a `.state` file, so a rollback
 //! to it leaves newer entries untouched too.
 
-use crate::cni::env::{validate_container_id, validate_ifname};
+use crate::cni::env::{is_k8s_name, validate_container_id, validate_ifname};
 use crate::netns::NsId;
 use crate::rdma::device::Identity;
 use crate::rdma::reach::Reach;
@@ -105,8 +105,41 @@ pub struct Entry {
     /// The device-info file roce-tune made for this attachment (it goes on
     /// release); `None` when it made none.
     pub device_info: Option<DeviceInfoFile>,
+    /// The pod, when CNI_ARGS named one.
+    #[serde(default)]
+    pub pod: Option<PodRecord>,
+    /// The placement verdict, when the check ran.
+    #[serde(default)]
+    pub placement: Option<PlacementRecord>,
+    /// The RoCE v2 GID of the pod's address (sysfs's form), when the GID
+    /// check ran: the agent reports where it sits now.
+    #[serde(default)]
+    pub gid: Option<String>,
     /// Nanoseconds since the epoch: orders co-owners.
     pub created_ns: u64,
+}
+
+/// The Kubernetes pod of an attachment, from CNI_ARGS at ADD: what the
+/// agent labels the rail's metrics with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PodRecord {
+    pub namespace: String,
+    pub name: String,
+    pub uid: Option<String>,
+}
+
+/// The placement verdict at ADD (README, "Placement"), as it concerns this
+/// rail: the agent exports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PlacementRecord {
+    /// This rail is near at least one of the pod's GPUs.
+    pub near: bool,
+    /// How many of the pod's GPUs are starved of near rails.
+    pub starved_gpus: u32,
+    /// The GDR level judged against.
+    pub level: String,
 }
 
 /// A device-info file roce-tune created, by its name in the node's
@@ -157,6 +190,9 @@ impl From<EntryV2> for Entry {
             guid: v.guid,
             owned: owned_of(v.traffic_class, v.rdma_cm_tos),
             device_info: None,
+            pod: None,
+            placement: None,
+            gid: None,
             created_ns: v.created_ns,
         }
     }
@@ -214,6 +250,9 @@ impl From<EntryV1> for Entry {
                 None,
             ),
             device_info: None,
+            pod: None,
+            placement: None,
+            gid: None,
             created_ns: v.created.saturating_mul(1_000_000_000),
         }
     }
@@ -252,6 +291,26 @@ impl Entry {
                 && d.name.bytes().all(|b| b.is_ascii_graphic() && b != b'/');
             if !name_ok || crate::cni::config::PciAddr::parse(&d.pci).is_none() {
                 return Err("its device-info file is not a file name and a PCI address".into());
+            }
+        }
+        if let Some(p) = &self.pod {
+            let uid_ok = p.uid.as_deref().is_none_or(|u| {
+                u.len() == 36 && u.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+            });
+            if !is_k8s_name(&p.namespace, 63) || !is_k8s_name(&p.name, 253) || !uid_ok {
+                return Err("its pod is not a Kubernetes namespace, name and UID".into());
+            }
+        }
+        if self
+            .gid
+            .as_deref()
+            .is_some_and(|g| g.parse::<std::net::Ipv6Addr>().is_err())
+        {
+            return Err("its gid is not a GID".into());
+        }
+        if let Some(p) = &self.placement {
+            if !matches!(p.level.as_str(), "PIX" | "PXB" | "PHB" | "SYS") {
+                return Err("its placement level is not a GDR level".into());
             }
         }
         if self.owned.is_empty() && self.device_info.is_none() {
@@ -763,6 +822,9 @@ mod tests {
             )]
             .into(),
             device_info: None,
+            pod: None,
+            placement: None,
+            gid: None,
             created_ns: 1,
         }
     }

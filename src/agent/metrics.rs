@@ -236,24 +236,9 @@ pub fn family(m: Metric) -> &'static Family {
     &CATALOGUE[m as usize]
 }
 
-/// Upper bounds of `roce_tune_cni_request_duration_seconds`: client_golang's
-/// default buckets (5 ms to 10 s), plus 30 and 60 s because an ADD may wait
-/// for the kernel's GID up to `gidTimeoutMs` (3 s by default, 60 s at most).
-pub const CNI_DURATION_BUCKETS: [Duration; 13] = [
-    Duration::from_millis(5),
-    Duration::from_millis(10),
-    Duration::from_millis(25),
-    Duration::from_millis(50),
-    Duration::from_millis(100),
-    Duration::from_millis(250),
-    Duration::from_millis(500),
-    Duration::from_secs(1),
-    Duration::from_millis(2500),
-    Duration::from_secs(5),
-    Duration::from_secs(10),
-    Duration::from_secs(30),
-    Duration::from_secs(60),
-];
+/// Upper bounds of `roce_tune_cni_request_duration_seconds`: the tally's,
+/// where the CNI processes count themselves (`crate::tally::BUCKETS`).
+pub const CNI_DURATION_BUCKETS: [Duration; crate::tally::BUCKETS.len()] = crate::tally::BUCKETS;
 
 /// The per-rail label values: where the rail is (pod, interface) and what it
 /// is (device, VF, network). All come from a state entry's validated fields.
@@ -841,15 +826,15 @@ pub(crate) mod tests {
     #[test]
     fn histogram_buckets_take_each_observation_once() {
         let mut h = Histogram::default();
-        h.observe(Duration::from_millis(5)); // on a bound: that bucket (le is "<=")
-        h.observe(Duration::from_micros(5001));
+        h.observe(Duration::from_micros(500)); // on a bound: that bucket (le is "<=")
+        h.observe(Duration::from_micros(501));
         h.observe(Duration::ZERO);
         h.observe(Duration::from_secs(61));
         assert_eq!(h.counts[0], 2);
         assert_eq!(h.counts[1], 1);
         assert_eq!(h.counts[CNI_DURATION_BUCKETS.len()], 1);
         assert_eq!(h.count(), 4);
-        assert_eq!(h.sum, Duration::from_micros(61_010_001));
+        assert_eq!(h.sum, Duration::from_micros(61_001_001));
         assert_eq!(Command::from_cni("DEL"), Some(Command::Del));
         assert_eq!(Command::from_cni("del"), None);
     }

@@ -26,11 +26,15 @@ its network config on stdin. Without CNI_COMMAND it is an operator's tool:
                     [--sysfs-root DIR] [--json]
       Show the node's RDMA devices, or a pod's rails, and PASS/FAIL each check
       (exit 0 all pass, 1 a check failed, 2 usage error); inspect --help for more.
+  roce-tune agent [--every SECONDS] [--node-config PATH]
+      The node's agent (the DaemonSet's long-running container): every SECONDS
+      (default 10) repair orphans and drift (driftPolicy), read every rail; serve
+      Prometheus metrics on the node config's metricsAddress (/metrics,
+      /healthz) all the time; until SIGTERM.
   roce-tune gc --orphans [--every SECONDS] [--node-config PATH]
-      Restore what every state entry whose pod netns is gone recorded; with
-      --every, repeat until SIGTERM (the DaemonSet's long-running container).
-      The state dir and sysfs root come from the node config
-      (/etc/cni/roce-tune/node.json, or ROCE_TUNE_NODE_CONFIG).
+      Restore what every state entry whose pod netns is gone recorded, once;
+      with --every it is `agent --every`. The state dir and sysfs root come from
+      the node config (/etc/cni/roce-tune/node.json, or ROCE_TUNE_NODE_CONFIG).
   roce-tune reset-idle [--dry-run] [--node-config PATH]
       Return every idle VF (netdev on the host, no pod's entry) that holds a
       traffic class to unset, under the same locks as ADD and DEL: the class
@@ -62,6 +66,7 @@ pub fn run(args: &[String]) -> i32 {
             0
         }
         Some("gc") => gc(&args[1..]),
+        Some("agent") => agent(&args[1..]),
         Some("reset-idle") => reset_idle(&args[1..]),
         Some("inspect") => inspect::run(&args[1..]),
         Some(other) => {
@@ -133,10 +138,39 @@ fn load_node(path: &Path, context: &str) -> Result<NodeConfig> {
     Ok(node)
 }
 
+/// The agent's default period: an orphan or a drifted class is back within
+/// two of them (README, "The agent").
+const DEFAULT_EVERY: Duration = Duration::from_secs(10);
+
+fn agent(args: &[String]) -> i32 {
+    let mut every = DEFAULT_EVERY;
+    let mut node_path = NodeConfig::path_from_env();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--every" => match it.next().and_then(|s| s.parse::<u64>().ok()) {
+                Some(n) if (1..=86_400).contains(&n) => every = Duration::from_secs(n),
+                _ => return usage_error("--every needs a whole number of seconds from 1 to 86400"),
+            },
+            "--node-config" => match node_config_arg(&mut it) {
+                Ok(p) => node_path = p,
+                Err(code) => return code,
+            },
+            "-h" | "--help" => {
+                println!("roce-tune agent [--every SECONDS] [--node-config PATH]\n  The node's agent: repairs orphans and drift every SECONDS (default 10), serves metrics;\n  until SIGTERM.");
+                return 0;
+            }
+            other => return usage_error(&format!("unknown agent option {other:?}")),
+        }
+    }
+    exit_code(load_node(&node_path, "agent").map(|node| crate::agent::run(&node, every)))
+}
+
 fn gc_orphans(node_path: &Path, every: Option<Duration>) -> Result<i32> {
     let node = load_node(node_path, "GC --orphans")?;
     if let Some(every) = every {
-        return Ok(crate::orphans::repair_loop(&node, every));
+        // The repair loop grew into the agent; `gc --orphans --every` is it.
+        return Ok(crate::agent::run(&node, every));
     }
     // A state dir or sysfs root that cannot be used is one of the report's
     // failures, not a stop: the sweep says what it could not do.

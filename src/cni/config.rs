@@ -46,6 +46,38 @@ pub enum GidCheck {
     Off,
 }
 
+/// `placementCheck`: what a rail's ADD does when the pod's GPUs lack near
+/// rails (README, "Placement").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlacementCheck {
+    /// Log one line that names the rail, the starved GPUs and the fix.
+    Warn,
+    /// Fail the ADD (code 106); nothing is changed.
+    Enforce,
+    Off,
+}
+
+/// `gdrLevel`: NCCL_NET_GDR_LEVEL, the farthest path at which NCCL still
+/// uses GPUDirect RDMA (docs/topology.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GdrLevel {
+    Pix,
+    Pxb,
+    Phb,
+    Sys,
+}
+
+impl GdrLevel {
+    pub fn name(self) -> &'static str {
+        match self {
+            GdrLevel::Pix => "PIX",
+            GdrLevel::Pxb => "PXB",
+            GdrLevel::Phb => "PHB",
+            GdrLevel::Sys => "SYS",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LogLevel {
     Error,
@@ -128,6 +160,8 @@ pub struct NetConf {
     pub gid_index: u32,
     pub gid_check: GidCheck,
     pub gid_timeout_ms: u64,
+    pub placement_check: PlacementCheck,
+    pub gdr_level: GdrLevel,
     /// A cross-check of the port RDMA netlink reports; the port to use when
     /// RDMA netlink is unavailable (default 1).
     pub rdma_port: Option<u32>,
@@ -253,6 +287,29 @@ impl NetConf {
         let gid_timeout_ms =
             opt_int(obj, "gidTimeoutMs", 0, MAX_GID_TIMEOUT_MS)?.unwrap_or(DEFAULT_GID_TIMEOUT_MS);
         let rdma_port = opt_int(obj, "rdmaPort", 1, 255)?.map(|p| p as u32);
+        let placement_check = match opt_str(obj, "placementCheck")?.as_deref() {
+            None | Some("warn") => PlacementCheck::Warn,
+            Some("enforce") => PlacementCheck::Enforce,
+            Some("off") => PlacementCheck::Off,
+            Some(o) => {
+                return Err(CniError::config(format!(
+                    "placementCheck {:?} is not one of \"warn\", \"enforce\", \"off\"",
+                    o.chars().take(32).collect::<String>()
+                )))
+            }
+        };
+        let gdr_level = match opt_str(obj, "gdrLevel")?.as_deref() {
+            Some("PIX") => GdrLevel::Pix,
+            None | Some("PXB") => GdrLevel::Pxb,
+            Some("PHB") => GdrLevel::Phb,
+            Some("SYS") => GdrLevel::Sys,
+            Some(o) => {
+                return Err(CniError::config(format!(
+                    "gdrLevel {:?} is not one of \"PIX\", \"PXB\", \"PHB\", \"SYS\" (NCCL_NET_GDR_LEVEL)",
+                    o.chars().take(32).collect::<String>()
+                )))
+            }
+        };
 
         let device_id = opt_pci(obj, "deviceID")?;
         let pci_bus_id = opt_pci(obj, "pciBusID")?;
@@ -298,6 +355,8 @@ impl NetConf {
             gid_index,
             gid_check,
             gid_timeout_ms,
+            placement_check,
+            gdr_level,
             rdma_port,
             device_id,
             log_level,
@@ -319,6 +378,8 @@ impl NetConf {
             gid_index: DEFAULT_GID_INDEX,
             gid_check: GidCheck::Off,
             gid_timeout_ms: 0,
+            placement_check: PlacementCheck::Off,
+            gdr_level: GdrLevel::Pxb,
             rdma_port: None,
             device_id: None,
             log_level: LogLevel::Info,
@@ -659,6 +720,9 @@ mod tests {
             ("gidIndex", json!(5000)),
             ("gidCheck", json!("maybe")),
             ("gidTimeoutMs", json!(600000)),
+            ("placementCheck", json!("strict")),
+            ("gdrLevel", json!("NVL")),
+            ("gdrLevel", json!("pxb")),
             ("rdmaPort", json!(0)),
             ("deviceID", json!("0c:00.2")),
             ("pciBusID", json!("0000:0c:00.9")),

@@ -146,6 +146,52 @@ impl CniEnv {
     }
 }
 
+/// The Kubernetes pod an attachment is for, as CNI_ARGS names it (the
+/// kubelet's pairs; Multus passes its own first, then the runtime's again:
+/// the first of each key is taken). Only values that are Kubernetes names
+/// are kept: they reach state entries, logs and metric labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: Option<String>,
+}
+
+impl CniEnv {
+    /// The pod, when CNI_ARGS names one with valid names.
+    pub fn pod(&self) -> Option<PodRef> {
+        let first = |k: &str| {
+            self.args
+                .iter()
+                .find(|(key, v)| key == k && !v.is_empty())
+                .map(|(_, v)| v.clone())
+        };
+        let namespace = first("K8S_POD_NAMESPACE").filter(|n| is_k8s_name(n, 63))?;
+        let name = first("K8S_POD_NAME").filter(|n| is_k8s_name(n, 253))?;
+        let uid = first("K8S_POD_UID")
+            .filter(|u| u.len() == 36 && u.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'));
+        Some(PodRef {
+            namespace,
+            name,
+            uid,
+        })
+    }
+}
+
+/// A DNS-1123 name (a namespace is a label of at most 63, a pod a subdomain
+/// of at most 253): lower-case letters, digits, '-' and, for a subdomain,
+/// '.'; a letter or digit at each end.
+pub fn is_k8s_name(s: &str, max: usize) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= max
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|&c| {
+            c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || (max > 63 && c == b'.')
+        })
+}
+
 fn missing(name: &str) -> CniError {
     CniError::env(format!(
         "{name} is required for this command but is empty or unset"
@@ -321,6 +367,45 @@ mod tests {
         assert!(parse_args("A=1;;B=2").unwrap().len() == 2);
         for bad in ["novalue", "=v", "A=1;junk", "A=\u{1}"] {
             assert_eq!(parse_args(bad).unwrap_err().code, 4, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_pod_comes_from_the_first_pairs_that_are_names() {
+        // Multus thin mode: its five pairs, then the kubelet's again.
+        let args = "IgnoreUnknown=true;K8S_POD_NAMESPACE=ml;K8S_POD_NAME=train-0;K8S_POD_INFRA_CONTAINER_ID=c;K8S_POD_UID=6f1b7d8e-1c2a-4b3c-8d4e-5f6a7b8c9d0e;IgnoreUnknown=1;K8S_POD_NAMESPACE=ml;K8S_POD_NAME=train-0";
+        let e = env(&[
+            ("CNI_COMMAND", "ADD"),
+            ("CNI_CONTAINERID", "c1"),
+            ("CNI_NETNS", "/var/run/netns/p"),
+            ("CNI_IFNAME", "net1"),
+            ("CNI_ARGS", args),
+        ])
+        .unwrap();
+        let pod = e.pod().unwrap();
+        assert_eq!(
+            (pod.namespace.as_str(), pod.name.as_str()),
+            ("ml", "train-0")
+        );
+        assert_eq!(
+            pod.uid.as_deref(),
+            Some("6f1b7d8e-1c2a-4b3c-8d4e-5f6a7b8c9d0e")
+        );
+        for bad in [
+            "K8S_POD_NAMESPACE=ML;K8S_POD_NAME=p",
+            "K8S_POD_NAMESPACE=a.b;K8S_POD_NAME=p",
+            "K8S_POD_NAME=p",
+            "K8S_POD_NAMESPACE=n;K8S_POD_NAME=-p",
+        ] {
+            let e = env(&[
+                ("CNI_COMMAND", "ADD"),
+                ("CNI_CONTAINERID", "c1"),
+                ("CNI_NETNS", "/n"),
+                ("CNI_IFNAME", "net1"),
+                ("CNI_ARGS", bad),
+            ])
+            .unwrap();
+            assert_eq!(e.pod(), None, "{bad}");
         }
     }
 

@@ -29,6 +29,9 @@ pub mod code {
     pub const NODE_CONFIG: u32 = 104;
     /// The rdma_cm default ToS could not be written or did not read back.
     pub const RDMA_CM_TOS: u32 = 105;
+    /// `placementCheck: enforce`: a GPU of the pod has too few rails near it
+    /// for GPUDirect RDMA (README, "Placement").
+    pub const PLACEMENT: u32 = 106;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,20 +5,23 @@
 //! shows the device. Each change pushes its undo on a guard, so any failure
 //! leaves the node as ADD found it.
 
-use crate::cni::config::{GidCheck, NetConf};
+use crate::cni::config::{GidCheck, NetConf, PlacementCheck};
 use crate::cni::env::CniEnv;
 use crate::cni::result::NetResult;
 use crate::cni::{code, CniError, CniResult};
 use crate::device_info::{self, Plan, Request};
 use crate::node::NodeConfig;
 use crate::ownership::{self, Claim, Wanted};
+use crate::placement;
+use crate::podresources::{PodDevices, Source};
 use crate::rdma::gid::{self, Verdict, Want};
 use crate::rdma::lookup::Found;
 use crate::rdma::reach::{PodSide, Reach};
 use crate::rdma::setting::{self, Views};
-use crate::state::{DeviceInfoFile, StateDir};
+use crate::state::{DeviceInfoFile, PlacementRecord, PodRecord, StateDir};
 use crate::sysctl;
 use crate::sysfs::View;
+use crate::topology::PathType;
 use crate::undo::Undo;
 use serde_json::Value;
 use std::net::{IpAddr, Ipv6Addr};
@@ -72,6 +75,16 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     }
     // Decided once: where this rail's device is reached.
     let reach = sysfs.as_ref().map_or(Reach::Host, |s| s.reach());
+    // The pod's GPUs and VFs, from the kubelet, asked from this host-side
+    // thread within the node's bound; a skip is one log line, never an error.
+    let pod = env.pod();
+    let kubelet = (conf.placement_check != PlacementCheck::Off && conf.needs_rdma())
+        .then(|| placement::pod_devices(node, pod.as_ref()))
+        .and_then(|asked| {
+            asked
+                .inspect_err(|skip| crate::info!("placement check skipped: {skip}"))
+                .ok()
+        });
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-validation");
 
@@ -81,12 +94,17 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
         .run(|| -> CniResult<_> {
             let Some(sysfs) = sysfs.as_ref().filter(|_| conf.needs_rdma()) else {
                 let undo = sysctl::apply(&sysctls)?;
-                return Ok((None, None, undo));
+                return Ok((None, None, undo, None));
             };
             let label = format!("<sysfs of netns {}>", netns.path().display());
             let mut side = PodSide::new(sysfs, netns.id(), label);
             let link = super::pod_link(ifname)?;
             let found = super::locate(conf, &mut side, reach, &link)?;
+            // Judged before anything changes: enforce leaves the node as it was.
+            let placed = kubelet
+                .as_ref()
+                .and_then(|devices| judge_placement(conf, node, sysfs, devices, ifname, &found))
+                .transpose()?;
             let undo = sysctl::apply(&sysctls)?;
             crate::debug!("sysctls applied: {}", sysctls.len());
             #[cfg(feature = "fault-injection")]
@@ -104,10 +122,10 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
                     return Err(e);
                 }
             }
-            Ok((Some(found), pod_view, undo))
+            Ok((Some(found), pod_view, undo, placed))
         })
         .map_err(super::ns_error)??;
-    let (found, pod_view, applied) = trip;
+    let (found, pod_view, applied, placed) = trip;
     let views = sysfs.as_ref().map(|s| Views {
         device: pod_view.as_ref().unwrap_or(s.host()),
         host: s.host(),
@@ -138,6 +156,13 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
                     name: r.name.clone(),
                     pci: pci.clone(),
                 }),
+                pod: pod.map(|p| PodRecord {
+                    namespace: p.namespace,
+                    name: p.name,
+                    uid: p.uid,
+                }),
+                placement: placed,
+                gid: expected.map(|(g, _)| gid::format_gid(&g)),
             };
             release_previous_device(super::place(state, sysfs, node), env, &found.port)?;
             // Recorded before the first write; a failure gives back what
@@ -152,6 +177,48 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     }
     undo.disarm();
     Ok(output)
+}
+
+/// The placement verdict for this rail, `Err` (106) when the pod is starved
+/// and the network enforces it; `None` when the check cannot run here.
+fn judge_placement(
+    conf: &NetConf,
+    node: &NodeConfig,
+    sysfs: &crate::rdma::reach::Sysfs,
+    devices: &(PodDevices, Source),
+    ifname: &str,
+    found: &Found,
+) -> Option<CniResult<PlacementRecord>> {
+    let vf = found
+        .port
+        .pci
+        .as_deref()
+        .or_else(|| found.parent.as_ref().and_then(|p| p.pci_address()))?;
+    let level = PathType::parse_level(conf.gdr_level.name()).unwrap_or(PathType::Pxb);
+    let judged = placement::judge(sysfs.host(), node, &devices.0, &[(ifname, vf)], level);
+    let j = match judged {
+        Ok(j) => j,
+        Err(skip) => {
+            crate::info!("placement check skipped: {skip}");
+            return None;
+        }
+    };
+    let explained = format!(
+        "placement: {} (from the kubelet's {:?})",
+        j.explain(),
+        devices.1
+    );
+    if !j.verdict.starved {
+        crate::info!("{explained}");
+    } else if conf.placement_check == PlacementCheck::Enforce {
+        return Some(Err(CniError::new(
+            code::PLACEMENT,
+            format!("{explained}; placementCheck is enforce: nothing was changed"),
+        )));
+    } else {
+        crate::warn!("{explained}");
+    }
+    Some(Ok(j.record()))
 }
 
 /// This attachment's device-info file, judged against the PCI function the

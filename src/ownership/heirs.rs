@@ -58,6 +58,9 @@ mod tests {
                 .into_iter()
                 .collect(),
             device_info: None,
+            pod: None,
+            placement: None,
+            gid: None,
             created_ns,
         }
     }

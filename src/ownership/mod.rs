@@ -15,7 +15,10 @@ use crate::rdma::device::{self, Resolved};
 use crate::rdma::reach::{Reach, Sysfs};
 use crate::rdma::setting::{self, Setting, SettingError, Views, SETTINGS};
 use crate::rdma::RdmaPort;
-use crate::state::{self, DeviceInfoFile, Entry, Owned, ReadError, StateDir, StateError, FORMAT};
+use crate::state::{
+    self, DeviceInfoFile, Entry, Owned, PlacementRecord, PodRecord, ReadError, StateDir,
+    StateError, FORMAT,
+};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
@@ -69,6 +72,10 @@ pub struct Claim<'a> {
     pub reach: Reach,
     /// The device-info file this ADD is about to make, recorded first.
     pub device_info: Option<DeviceInfoFile>,
+    pub pod: Option<PodRecord>,
+    pub placement: Option<PlacementRecord>,
+    /// The RoCE v2 GID the check proved, sysfs's form.
+    pub gid: Option<String>,
 }
 
 /// A setting ADD writes, and its value.
@@ -127,6 +134,9 @@ pub fn take(
             .device_info
             .clone()
             .or_else(|| own.as_ref().and_then(|e| e.device_info.clone())),
+        pod: claim.pod.clone(),
+        placement: claim.placement.clone(),
+        gid: claim.gid.clone(),
         created_ns: state::now_ns(),
     };
     let own = own.filter(|e| e.same_device(&entry));

@@ -1,0 +1,309 @@
+//! One period of the agent: repair the orphans, repair (or report) drift on
+//! the live rails, read each rail's state, and gather what the CNI
+//! processes counted, into a `metrics::Snapshot`.
+//!
+//! Drift: a live rail whose owned file no longer holds what roce-tune wrote.
+//! It is judged under the device's lock (the one ADD and DEL take), so an
+//! ADD between its record and its write is never taken for drift; on a port
+//! with co-owners the file should hold the newest live owner's value, as
+//! DEL hands it on (`ownership::heirs`). A rail whose device is gone, or
+//! whose file is gone with a re-created device, is not drift: the entry's
+//! identity rules decide, at DEL or in the orphan repair. The original
+//! recorded at ADD stays the one DEL restores.
+
+use super::metrics::{
+    self, CniCounts, Histogram, PodSample, RailLabels, RailSample, Reading, SettingCounts, Snapshot,
+};
+use crate::netns::NetNs;
+use crate::node::{DriftPolicy, NodeConfig};
+use crate::orphans;
+use crate::ownership::{heirs, is_live, Place};
+use crate::rdma::device::{self, Resolved};
+use crate::rdma::gid;
+use crate::rdma::reach::{Reach, Sysfs};
+use crate::rdma::setting::{self, Setting, Views, SETTINGS};
+use crate::rdma::RdmaPort;
+use crate::state::{Entry, StateDir};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::SystemTime;
+
+/// What the agent counts across passes (the CNI processes count themselves
+/// in the tally).
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub drift: SettingCounts,
+    pub drift_repairs: SettingCounts,
+    pub orphan_repairs: u64,
+    pub agent: metrics::AgentSample,
+}
+
+/// One pass. Every failure is logged and counted as a failed pass; the
+/// snapshot holds what could be read.
+pub fn run(node: &NodeConfig, totals: &mut Totals) -> Snapshot {
+    totals.agent.repair_passes += 1;
+    let mut failed = false;
+    let report = orphans::sweep_all(node);
+    totals.orphan_repairs += report.released.len() as u64;
+    if !report.released.is_empty() || !report.failed.is_empty() {
+        crate::info!(
+            "orphan repair: examined {}, released {}, not yet {}",
+            report.examined,
+            report.released.len(),
+            report.failed.len()
+        );
+    }
+    let mut snap = Snapshot {
+        orphans_pending: report.failed.len() as u64,
+        ..Snapshot::default()
+    };
+    let state = match StateDir::existing(&node.state_dir) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::error!("state dir: {e}");
+            None
+        }
+    };
+    match (&state, Sysfs::open(&node.sysfs_root)) {
+        (Some(state), Ok(sysfs)) => {
+            let place = Place {
+                state,
+                sysfs: &sysfs,
+                device_info_dir: &node.device_info_dir,
+            };
+            let entries = state.entries(|_, _, _| {}).unwrap_or_default();
+            let live: Vec<&Entry> = entries.iter().filter(|e| is_live(e)).collect();
+            for e in &live {
+                snap.rails
+                    .extend(rail(place, e, &live, node.drift_policy, totals));
+            }
+            snap.pods = pods(&live);
+            snap.idle_vfs_holding_class = crate::idle::find(sysfs.host(), &entries).len() as u64;
+            snap.cni = cni_counts(state.path());
+        }
+        (None, Ok(_)) => {}
+        (_, Err(e)) => {
+            crate::error!("sysfs root {}: {e}", node.sysfs_root.display());
+            failed = true;
+        }
+    }
+    // A sweep that could not even run (a refused state dir) is a failed
+    // pass; an orphan not restorable yet is pending, not a failure.
+    failed |= !report.failed.is_empty() && report.examined == 0;
+    if failed {
+        totals.agent.repair_pass_failures += 1;
+    } else {
+        totals.agent.last_success = Some(SystemTime::now());
+    }
+    snap.drift = totals.drift;
+    snap.drift_repairs = totals.drift_repairs;
+    snap.orphan_repairs = totals.orphan_repairs;
+    snap
+}
+
+/// The metrics' name for a setting.
+fn metric_setting(s: &dyn Setting) -> Option<metrics::Setting> {
+    match s.key() {
+        "trafficClass" => Some(metrics::Setting::TrafficClass),
+        "rdmaCmTos" => Some(metrics::Setting::RdmaCmTos),
+        _ => None,
+    }
+}
+
+/// One live rail: its drift judged (and repaired), its state read. `None`
+/// when its device is not where the entry says (gone or invisible: not
+/// drift, the identity rules decide at release).
+fn rail(
+    place: Place,
+    entry: &Entry,
+    live: &[&Entry],
+    policy: DriftPolicy,
+    totals: &mut Totals,
+) -> Option<RailSample> {
+    let ns = NetNs::still(Path::new(&entry.netns), entry.netns_id)
+        .ok()
+        .flatten()?;
+    let pod_view = match entry.reach {
+        Reach::Pod => place.sysfs.pod_side_of(&ns).ok().flatten(),
+        Reach::Host => None,
+    };
+    let device_view = pod_view.as_ref().unwrap_or(place.sysfs.host());
+    let Resolved::Here(port) = device::resolve(device_view, entry.identity()) else {
+        return None;
+    };
+    let at = Views {
+        device: device_view,
+        host: place.sysfs.host(),
+    };
+    let mut sample = RailSample {
+        labels: labels(entry),
+        placement_near: entry.placement.as_ref().map(|p| p.near),
+        ..RailSample::default()
+    };
+    for s in SETTINGS {
+        let Some(owned) = entry.owned.get(s.key()) else {
+            continue;
+        };
+        let now = judge_drift(place.state, entry, live, *s, at, &port, policy, totals);
+        let Some(name) = metric_setting(*s) else {
+            continue;
+        };
+        let wanted = u8::try_from(owned.written).ok();
+        match name {
+            metrics::Setting::TrafficClass => {
+                sample.traffic_class = now.map(|v| v.map_or(Reading::Unset, Reading::Value));
+                sample.traffic_class_wanted = wanted;
+            }
+            metrics::Setting::RdmaCmTos => {
+                sample.rdma_cm_tos = now.flatten().and_then(|v| u8::try_from(v).ok());
+                sample.rdma_cm_tos_wanted = wanted;
+            }
+        }
+    }
+    // Where the pod's RoCE v2 GID is now, read from inside the pod netns
+    // (MLNX_OFED shows zeros for a GID whose netdev is in another netns).
+    if let Some(want) = entry.gid.as_deref().and_then(|g| g.parse().ok()) {
+        let found = ns
+            .run(|| gid::locate(device_view, &port, &want))
+            .ok()
+            .flatten();
+        sample.gid_index = Some(found.map_or(Reading::Unset, Reading::Value));
+    }
+    Some(sample)
+}
+
+/// What the file holds now (`None`: unreadable), after repairing drift under
+/// the device's lock when the policy says so.
+#[allow(clippy::too_many_arguments)]
+fn judge_drift(
+    state: &StateDir,
+    entry: &Entry,
+    live: &[&Entry],
+    s: &dyn Setting,
+    at: Views,
+    port: &RdmaPort,
+    policy: DriftPolicy,
+    totals: &mut Totals,
+) -> Option<setting::Value> {
+    let _lock = state.lock(&entry.lock_key()).ok()?;
+    // Under the lock, from the entry as it is now: an ADD or DEL that ran
+    // since the pass began has the last word.
+    let now = state.read(&entry.container_id, &entry.ifname).ok()?;
+    let co: Vec<Entry> = live
+        .iter()
+        .filter(|o| o.same_device(&now))
+        .map(|o| (*o).clone())
+        .collect();
+    let (_, wanted) = heirs::heir(s.key(), &co)?;
+    if !s.present(at, port).unwrap_or(false) {
+        return None;
+    }
+    let current = s.read(at, port).ok()?;
+    if s.same(current, Some(wanted.written)) {
+        return Some(current);
+    }
+    let counter = metric_setting(s);
+    if let Some(c) = counter {
+        totals.drift.add(c, 1);
+    }
+    let who = match (s.key(), current) {
+        (_, None) => "unset: a driver reset or a re-created VF unsets it (the class lives in driver memory)",
+        ("trafficClass", Some(0)) => {
+            "0: what NVIDIA's rdma CNI fork writes when rdmaQoS.tc is unset, and what the RDMA CNI leaves on DEL"
+        }
+        _ => "set by someone else: another plugin or an admin's script",
+    };
+    let pod = entry.pod.as_ref().map_or_else(
+        || "?".to_string(),
+        |p| format!("{}/{}", p.namespace, p.name),
+    );
+    let what = format!(
+        "drift: the {} of {} port {} (pod {pod}, {}) is {}, roce-tune wrote {}; likely {who}",
+        s.title(),
+        port.device,
+        port.port,
+        entry.ifname,
+        setting::show(current),
+        wanted.written
+    );
+    if policy == DriftPolicy::Report {
+        crate::warn!("{what}; driftPolicy is report: left as it is");
+        return Some(current);
+    }
+    match s
+        .write(at, port, Some(wanted.written))
+        .and_then(|()| s.verify(at, port, Some(wanted.written)))
+    {
+        Ok(()) => {
+            if let Some(c) = counter {
+                totals.drift_repairs.add(c, 1);
+            }
+            crate::warn!("{what}; repaired: it holds {} again", wanted.written);
+            Some(Some(wanted.written))
+        }
+        Err(e) => {
+            crate::error!("{what}; the repair failed: {e}");
+            Some(current)
+        }
+    }
+}
+
+fn labels(e: &Entry) -> RailLabels {
+    let (namespace, pod) = e.pod.as_ref().map_or((String::new(), String::new()), |p| {
+        (p.namespace.clone(), p.name.clone())
+    });
+    RailLabels {
+        namespace,
+        pod,
+        interface: e.ifname.clone(),
+        rdma_device: e.device.clone(),
+        pci_address: e.pci.clone().unwrap_or_default(),
+        network: e.network.clone(),
+    }
+}
+
+/// Per pod, its starved GPUs as its rails' ADDs judged them (the newest).
+fn pods(live: &[&Entry]) -> Vec<PodSample> {
+    let mut by_pod: BTreeMap<(String, String), (u64, u32)> = BTreeMap::new();
+    for e in live {
+        let (Some(p), Some(pl)) = (&e.pod, &e.placement) else {
+            continue;
+        };
+        let slot = by_pod
+            .entry((p.namespace.clone(), p.name.clone()))
+            .or_insert((0, 0));
+        if e.created_ns >= slot.0 {
+            *slot = (e.created_ns, pl.starved_gpus);
+        }
+    }
+    by_pod
+        .into_iter()
+        .map(|((namespace, pod), (_, starved_gpus))| PodSample {
+            namespace,
+            pod,
+            starved_gpus,
+        })
+        .collect()
+}
+
+/// The CNI processes' tally, as the metrics count it.
+fn cni_counts(state_dir: &Path) -> CniCounts {
+    let mut out = CniCounts::default();
+    for (cmd, counts) in crate::tally::read(state_dir).unwrap_or_default() {
+        let Some(c) = metrics::Command::from_cni(&format!("{cmd:?}").to_uppercase()) else {
+            continue;
+        };
+        for (code, n) in counts.by_code {
+            out.requests.push((c, code, n));
+        }
+        let mut h = Histogram::default();
+        for (i, n) in counts.buckets.iter().enumerate().take(h.counts.len()) {
+            h.counts[i] = *n;
+        }
+        h.sum = counts.sum;
+        if h.count() > 0 {
+            out.durations.push((c, h));
+        }
+    }
+    out
+}
