@@ -14,7 +14,7 @@ use nix::sys::socket::{
     SockProtocol, SockType,
 };
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Netlink dumps fill at most about 32 KiB per datagram (`netlink_dump` in
 /// net/netlink/af_netlink.c caps its skb there); a bigger datagram is
@@ -78,9 +78,19 @@ impl Socket {
     pub fn exchange(
         &mut self,
         encode: impl FnOnce(u32) -> Vec<u8>,
+        reply: impl FnMut(Message<'_>) -> Result<(), DecodeError>,
+    ) -> Result<(), Error> {
+        self.exchange_within(TIMEOUT, encode, reply)
+    }
+
+    /// [`Socket::exchange`] with another bound than [`TIMEOUT`] (tests).
+    pub fn exchange_within(
+        &mut self,
+        timeout: Duration,
+        encode: impl FnOnce(u32) -> Vec<u8>,
         mut reply: impl FnMut(Message<'_>) -> Result<(), DecodeError>,
     ) -> Result<(), Error> {
-        let deadline = Instant::now() + TIMEOUT;
+        let deadline = Instant::now() + timeout;
         self.seq = self.seq.wrapping_add(1);
         let request = encode(self.seq);
         loop {
@@ -126,9 +136,13 @@ impl Socket {
         use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+            // Whole milliseconds, rounded up: rounded down, poll would give
+            // up before the deadline.
+            let ms = left.as_micros().div_ceil(1000);
+            let timeout = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
             let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, timeout) {
+                Ok(0) if Instant::now() < deadline => continue,
                 Ok(0) => return Err(Error::Timeout),
                 Ok(_) => return Ok(()),
                 Err(Errno::EINTR) => continue,

@@ -492,3 +492,30 @@ fn names_no_link_has_are_none() {
         assert_eq!(nl.link_by_name(name).unwrap(), None, "{name:?}");
     }
 }
+
+#[test]
+fn an_answer_that_never_comes_times_out() {
+    // Without NLM_F_REQUEST the kernel handles nothing, and without NLM_F_ACK
+    // it does not acknowledge either (`netlink_rcv_skb`: "Only requests are
+    // handled by the kernel", then an ACK only for NLM_F_ACK or an error).
+    let mut sock = Socket::open(Protocol::Route).unwrap();
+    let bound = std::time::Duration::from_millis(200);
+    let start = std::time::Instant::now();
+    let got = sock.exchange_within(
+        bound,
+        |seq| Builder::new(RTM_GETLINK, 0, seq).bytes(&[0; 16]).finish(),
+        |_| Ok(()),
+    );
+    let took = start.elapsed();
+    assert!(matches!(got, Err(Error::Timeout)), "{got:?}");
+    assert!(took >= bound && took < bound * 10, "{took:?}");
+    // The socket still works afterwards, and a late answer to the silent
+    // request could not be mistaken for the next one (a new sequence number).
+    let mut links = 0;
+    sock.exchange(
+        |seq| encode_request(Request::Links, seq),
+        |m| decode_link(m).map(|_| links += 1),
+    )
+    .unwrap();
+    assert!(links >= 1);
+}
