@@ -72,7 +72,7 @@ fn main() {
                 }
             },
             Ok(None) => println!("match {ifname}: no such interface here"),
-            Err(e) => println!("match {ifname}: rtnetlink: {}", e.msg),
+            Err(e) => println!("match {ifname}: rtnetlink: {e}"),
         }
     }
 }

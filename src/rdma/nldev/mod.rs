@@ -4,9 +4,11 @@
 //!
 //! Three parts:
 //! - here, what the kernel answers, as plain types, and [`port_for_netdev`];
-//! - `wire`: the wire format as pure functions ([`encode_request`],
-//!   [`decode_replies`], [`Exchange`]), tested and fuzzed without a kernel;
-//! - `socket`: [`RdmaNetlink`], a small synchronous socket like `crate::netlink`.
+//! - `wire`: the nldev codec as pure functions ([`encode_request`],
+//!   [`decode_replies`], [`Exchange`]) on the framing of `crate::netlink`,
+//!   tested and fuzzed without a kernel;
+//! - `socket`: [`RdmaNetlink`], on the exchange loop rtnetlink uses too
+//!   (`crate::netlink::Socket`).
 //!
 //! Sources of every fact below (Linux, read for facts only):
 //! - `include/uapi/rdma/rdma_netlink.h`: the client, command and attribute
@@ -27,7 +29,6 @@ pub use wire::*;
 
 use super::{is_safe_component, NetnsMode};
 use std::fmt;
-use std::time::Duration;
 
 /// `RDMA_NL_NLDEV` (rdma_netlink.h): the nldev client, 5th in the client enum.
 const RDMA_NL_NLDEV: u16 = 5;
@@ -83,20 +84,6 @@ pub const fn nl_type(op: u16) -> u16 {
 const fn split_type(kind: u16) -> (u16, u16) {
     ((kind >> 10) & 0x3f, kind & 0x3ff)
 }
-
-const NLMSG_HDRLEN: usize = 16;
-
-/// A dump brings one message per device or port. No host has this many: past
-/// it the socket is talking nonsense, and we stop instead of reading forever.
-pub const MAX_MESSAGES: usize = 16 * 1024;
-
-/// Netlink dumps fill at most about 32 KiB per datagram (`netlink_dump`);
-/// a bigger datagram is reported as truncated, not silently cut.
-const RECV_BUFFER: usize = 64 * 1024;
-
-/// The kernel answers in the sender's context and in `recvmsg`; a socket
-/// silent this long will not answer.
-const RECV_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What roce-tune asks the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,27 +216,8 @@ pub enum Reply {
     System(System),
 }
 
-/// How an answer ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
-    /// NLMSG_DONE with errno 0: the dump is complete.
-    Done,
-    /// NLMSG_ERROR with errno 0: the ACK of a doit request.
-    Ack,
-    /// NLMSG_ERROR, or NLMSG_DONE, carrying an errno (positive, e.g. 95 for
-    /// EOPNOTSUPP). A dump whose callback fails ends with a DONE holding the
-    /// errno (`netlink_dump_done`), not with an NLMSG_ERROR.
-    Failed(i32),
-}
-
 /// What one received buffer held for our sequence number.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Batch {
-    pub replies: Vec<Reply>,
-    pub end: Option<End>,
-    /// Messages read, ours or not (bounds the exchange).
-    pub messages: usize,
-}
+pub type Batch = crate::netlink::Batch<Reply>;
 
 /// Which port a netdev belongs to.
 #[derive(Debug, PartialEq, Eq)]

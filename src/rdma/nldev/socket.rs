@@ -1,12 +1,11 @@
 //! The NETLINK_RDMA socket: opened in the calling thread's netns, one
-//! exchange per request, bounded in time and size.
+//! exchange per request on the loop rtnetlink uses too
+//! (`crate::netlink::Socket`), bounded in time and size.
 
 use super::*;
-use netlink_sys::{protocols::NETLINK_RDMA, Socket, SocketAddr};
+use crate::netlink::{self as nl, Protocol, Socket};
 use nix::errno::Errno;
 use std::io;
-use std::os::fd::AsFd;
-use std::time::Instant;
 
 /// Why an RDMA netlink call failed. Callers branch on [`Error::errno`] /
 /// [`Error::is_unavailable`], never on the text.
@@ -69,7 +68,7 @@ impl fmt::Display for Error {
             Error::Timeout { request } => write!(
                 f,
                 "no answer to {request} within {} s",
-                RECV_TIMEOUT.as_secs()
+                nl::TIMEOUT.as_secs()
             ),
             Error::Decode { request, err } => write!(f, "malformed answer to {request}: {err}"),
         }
@@ -78,95 +77,57 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
+impl Error {
+    /// The shared exchange's error, with the request it answered. ECONNREFUSED
+    /// can only come from `send()` on this connected socket: no kernel socket
+    /// for this netns (`netlink_getsockbyportid` finds none).
+    fn of(request: Request, e: nl::Error) -> Error {
+        match e {
+            nl::Error::Io { err, .. } if err.raw_os_error() == Some(Errno::ECONNREFUSED as i32) => {
+                Error::Unavailable(err)
+            }
+            nl::Error::Io { what, err } => Error::Io { what, err },
+            nl::Error::Kernel(errno) => Error::Kernel {
+                request,
+                errno: errno as i32,
+            },
+            nl::Error::Timeout => Error::Timeout { request },
+            nl::Error::Decode(err) => Error::Decode { request, err },
+        }
+    }
+}
+
 /// A NETLINK_RDMA socket of the netns of the thread that opened it; kept
 /// open, later calls need no setns.
 pub struct RdmaNetlink {
     sock: Socket,
-    seq: u32,
 }
 
 impl RdmaNetlink {
     /// Open the socket in the CALLING thread's netns.
     pub fn open() -> Result<RdmaNetlink, Error> {
-        let mut sock = Socket::new(NETLINK_RDMA).map_err(|e| {
-            if e.raw_os_error() == Some(Errno::EPROTONOSUPPORT as i32) {
-                Error::Unavailable(e)
-            } else {
-                Error::Io {
-                    what: "open a NETLINK_RDMA socket",
-                    err: e,
-                }
+        let sock = Socket::open(Protocol::Rdma).map_err(|e| match e {
+            // No ib_core: the kernel knows no NETLINK_RDMA.
+            nl::Error::Io { err, .. }
+                if err.raw_os_error() == Some(Errno::EPROTONOSUPPORT as i32) =>
+            {
+                Error::Unavailable(err)
             }
+            // Opening makes socket calls only, so this is an Io error.
+            e => Error::of(Request::Devices, e),
         })?;
-        sock.bind_auto().map_err(|err| Error::Io {
-            what: "bind the NETLINK_RDMA socket",
-            err,
-        })?;
-        sock.connect(&SocketAddr::new(0, 0))
-            .map_err(|err| Error::Io {
-                what: "connect the NETLINK_RDMA socket",
-                err,
-            })?;
-        Ok(RdmaNetlink { sock, seq: 0 })
+        Ok(RdmaNetlink { sock })
     }
 
     fn exchange(&mut self, request: Request) -> Result<Vec<Reply>, Error> {
-        self.seq = self.seq.wrapping_add(1);
-        let req = encode_request(request, self.seq);
-        if let Err(err) = self.sock.send(&req, 0) {
-            // No kernel socket for this netns: an old kernel whose RDMA
-            // netlink lives in the initial netns only.
-            if err.raw_os_error() == Some(Errno::ECONNREFUSED as i32) {
-                return Err(Error::Unavailable(err));
-            }
-            return Err(Error::Io {
-                what: "send a request",
-                err,
-            });
-        }
-        let mut ex = Exchange::new(request, self.seq);
-        let mut rx: Vec<u8> = Vec::with_capacity(RECV_BUFFER);
-        let deadline = Instant::now() + RECV_TIMEOUT;
-        loop {
-            self.wait_readable(request, deadline)?;
-            rx.clear();
-            let n = self
-                .sock
-                .recv(&mut rx, nix::libc::MSG_TRUNC)
-                .map_err(|err| Error::Io {
-                    what: "receive an answer",
-                    err,
-                })?;
-            if n > rx.len() {
-                return Err(Error::Decode {
-                    request,
-                    err: DecodeError::Truncated { len: n },
-                });
-            }
-            if ex.feed(&rx)? {
-                return Ok(ex.into_replies());
-            }
-        }
-    }
-
-    fn wait_readable(&self, request: Request, deadline: Instant) -> Result<(), Error> {
-        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let timeout = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
-            let mut fds = [PollFd::new(self.sock.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, timeout) {
-                Ok(0) => return Err(Error::Timeout { request }),
-                Ok(_) => return Ok(()),
-                Err(Errno::EINTR) => continue,
-                Err(e) => {
-                    return Err(Error::Io {
-                        what: "wait for an answer",
-                        err: e.into(),
-                    })
-                }
-            }
-        }
+        let mut replies = Vec::new();
+        self.sock
+            .exchange(
+                |seq| encode_request(request, seq),
+                |m| take(request, &mut replies, m),
+            )
+            .map_err(|e| Error::of(request, e))?;
+        Ok(replies)
     }
 
     /// Every RDMA device this netns may see: all of them in shared mode, its
