@@ -874,9 +874,9 @@ mod tests {
         // Format 2: each setting a field of its own, `exclusive` for the reach.
         let mut v2 = serde_json::to_value(&e).unwrap();
         let m = v2.as_object_mut().unwrap();
-        m.remove("reach");
-        m.remove("deviceInfo");
-        m.remove("owned");
+        for new_in_3 in ["reach", "deviceInfo", "owned", "pod", "placement", "gid"] {
+            m.remove(new_in_3);
+        }
         v2["version"] = json!(2);
         v2["exclusive"] = json!(true);
         v2["trafficClass"] = json!({"original": null, "written": 41});

@@ -173,7 +173,9 @@ impl Mapping {
     /// it is missing or not this layout. The file must be a regular file of
     /// ours (root's, on a node) with one link: the state dir is root's, but a
     /// planted link or a hard link to another file must not become a write
-    /// target.
+    /// target. Every process maps the same inode: a new file is laid out in
+    /// place, under an flock of the file itself, never renamed over one that
+    /// another process may already be adding to (that would lose its adds).
     fn open(path: &Path, create: bool) -> Option<Mapping> {
         let file = OpenOptions::new()
             .read(true)
@@ -190,43 +192,30 @@ impl Mapping {
         if !meta.file_type().is_file() || meta.uid() != me || meta.nlink() != 1 {
             return None;
         }
-        if meta.len() != SIZE as u64 {
-            if !create {
-                return None;
+        // The fast path: laid out already.
+        if meta.len() == SIZE as u64 {
+            let map = Self::map(&file)?;
+            if map.get(0) == MAGIC {
+                return Some(map);
             }
-            // New (size 0) or another layout: start over in a new file, and
-            // put it in place in one rename, so no process maps half of one.
-            return Self::replace(path);
         }
+        if !create {
+            return None;
+        }
+        let file = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()?;
+        // Under the lock, again: another process may have laid it out.
+        let len = file.metadata().ok()?.len();
+        if len == SIZE as u64 {
+            let map = Self::map(&file)?;
+            if map.get(0) == MAGIC {
+                return Some(map);
+            }
+        }
+        // New (empty), or another layout: zeroed to this size, then marked.
+        file.set_len(0).ok()?;
+        file.set_len(SIZE as u64).ok()?;
         let map = Self::map(&file)?;
-        if map.get(0) != MAGIC {
-            drop(map);
-            return if create { Self::replace(path) } else { None };
-        }
-        Some(map)
-    }
-
-    fn replace(path: &Path) -> Option<Mapping> {
-        let tmp = path.with_extension(format!("new{}", std::process::id()));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .open(&tmp)
-            .ok()?;
-        let ok = file.set_len(SIZE as u64).is_ok();
-        let map = ok.then(|| Self::map(&file)).flatten();
-        let Some(map) = map else {
-            let _ = std::fs::remove_file(&tmp);
-            return None;
-        };
-        map.add(0, MAGIC);
-        if std::fs::rename(&tmp, path).is_err() {
-            let _ = std::fs::remove_file(&tmp);
-            return None;
-        }
+        map.word(0).store(MAGIC, Ordering::Release);
         Some(map)
     }
 

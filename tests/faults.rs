@@ -124,7 +124,7 @@ fn leftovers(state: &StateDirPath) -> Vec<String> {
     };
     let mut v: Vec<String> = rd
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n != "locks")
+        .filter(|n| !is_state_infrastructure(n))
         .collect();
     v.sort();
     v

@@ -31,9 +31,12 @@ fn links_and_addresses_of_a_pod_netns() {
     .parse()
     .unwrap();
 
-    let netns = NetNs::open_required(Path::new(&pod.path())).unwrap();
+    let roce_tune::netns::Lookup::Netns(netns) = NetNs::lookup(Path::new(&pod.path())).unwrap()
+    else {
+        panic!("{} is no netns", pod.path());
+    };
     let (by_name, by_alt, links, addrs, lo_addrs) = netns
-        .run(|| {
+        .run(|| -> Result<_, roce_tune::netlink::Error> {
             let mut nl = Netlink::open()?;
             let by_name = nl.link_by_name("net1")?;
             let by_alt = nl.link_by_name("rail-alt0")?;
@@ -42,6 +45,7 @@ fn links_and_addresses_of_a_pod_netns() {
             let lo_addrs = nl.addresses(1)?;
             Ok((by_name, by_alt, links, addrs, lo_addrs))
         })
+        .unwrap()
         .unwrap();
 
     let link = by_name.expect("net1 is in the pod");

@@ -205,7 +205,7 @@ fn stress_many_workers_many_devices() {
     let left: Vec<String> = std::fs::read_dir(&state.0)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n != "locks")
+        .filter(|n| !is_state_infrastructure(n))
         .collect();
     println!(
         "devices back to their original: {}/{DEVICES}; state left: {left:?}",

@@ -373,7 +373,8 @@ fn cases() -> Vec<Case> {
                 expect(p.tree.tc(DEV) == "Global tclass=106\n", "tc written")?;
                 expect(
                     std::fs::read_dir(&p.state).map_or(true, |d| {
-                        d.filter_map(Result::ok).all(|e| e.file_name() == "locks")
+                        d.filter_map(Result::ok)
+                            .all(|e| is_state_infrastructure(&e.file_name().to_string_lossy()))
                     }),
                     "state written",
                 )
@@ -445,7 +446,7 @@ fn state_dir_is_private_whatever_the_umask() {
     let names: Vec<String> = std::fs::read_dir(&state)
         .unwrap()
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n != "locks")
+        .filter(|n| !is_state_infrastructure(n))
         .collect();
     assert_eq!(names, [format!("{cid}:net1.state")], "only the entry");
     let e: Value = serde_json::from_slice(&std::fs::read(&entry).unwrap()).unwrap();

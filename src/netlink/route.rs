@@ -158,6 +158,30 @@ pub fn decode_link(m: Message<'_>) -> Result<Link, DecodeError> {
     Ok(link)
 }
 
+/// A link whose name is no usable interface name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OddLink {
+    pub index: u32,
+    /// The name with every control character escaped (`log::escape`).
+    pub shown: String,
+}
+
+/// The index and the escaped name of a link `decode_link` refused for its
+/// name (the header and attributes decoded already).
+fn odd_link(m: Message<'_>) -> OddLink {
+    let p = m.payload;
+    let index = u32::from_ne_bytes([p[4], p[5], p[6], p[7]]);
+    let shown = attrs(&p[IFINFOMSG_LEN..], m.offset + IFINFOMSG_LEN)
+        .filter_map(Result::ok)
+        .find(|(kind, _)| *kind == IFLA_IFNAME)
+        .map(|(_, v)| {
+            let bytes = v.split(|&b| b == 0).next().unwrap_or_default();
+            crate::log::escape(&String::from_utf8_lossy(&bytes[..bytes.len().min(64)]))
+        })
+        .unwrap_or_default();
+    OddLink { index, shown }
+}
+
 /// One RTM_NEWADDR.
 pub fn decode_address(m: Message<'_>) -> Result<Address, DecodeError> {
     if m.kind != RTM_NEWADDR {
@@ -286,15 +310,30 @@ impl Netlink {
 
     /// Every link of this netns.
     pub fn links(&mut self) -> Result<Vec<Link>, Error> {
+        Ok(self.every_link()?.0)
+    }
+
+    /// Every link, and apart those whose name is no usable interface name
+    /// (a pod names its interfaces itself: any byte but '/', ':', whitespace
+    /// and NUL), by index with the name escaped for display only. `inspect`
+    /// shows them; nothing uses such a name as a path.
+    pub fn every_link(&mut self) -> Result<(Vec<Link>, Vec<OddLink>), Error> {
         let mut links = Vec::new();
+        let mut odd = Vec::new();
         self.sock.exchange(
             |seq| encode_request(Request::Links, seq),
             |m| {
-                links.push(decode_link(m)?);
+                match decode_link(m) {
+                    Ok(l) => links.push(l),
+                    Err(DecodeError::BadName {
+                        attr: IFLA_IFNAME, ..
+                    }) => odd.push(odd_link(m)),
+                    Err(e) => return Err(e),
+                }
                 Ok(())
             },
         )?;
-        Ok(links)
+        Ok((links, odd))
     }
 
     /// The IP addresses (with prefix length) of the link with index `index`.

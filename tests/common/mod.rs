@@ -326,6 +326,13 @@ impl Drop for Tree {
 /// node config not owned by root.
 pub const TEST_BASE: &str = "/run/roce-tune-tests";
 
+/// What a state dir holds besides entries: the device locks (with their
+/// owner index) and the CNI request tally the agent reads. Neither is an
+/// attachment's state: "no state left" means nothing but these.
+pub fn is_state_infrastructure(name: &str) -> bool {
+    matches!(name, "locks" | "tally")
+}
+
 /// A private dir for one test under `TEST_BASE`, removed on drop.
 pub fn private_dir(tag: &str) -> PathBuf {
     use std::os::unix::fs::DirBuilderExt;
@@ -805,7 +812,8 @@ impl StateDirPath {
 /// Every path under `root` (links not followed) with its mode and what it
 /// holds: a file's bytes, a link's target; FIFOs and other special files are
 /// never opened. Two snapshots differ if anything under `root` was created,
-/// removed, written, re-linked or chmod-ed.
+/// removed, written, re-linked or chmod-ed. A state dir's tally (every
+/// request counts itself there) is left out.
 pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
     fn walk(p: &Path, out: &mut BTreeMap<PathBuf, String>) {
         let Ok(m) = std::fs::symlink_metadata(p) else {
@@ -828,6 +836,7 @@ pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
     }
     let mut out = BTreeMap::new();
     walk(root, &mut out);
+    out.retain(|p, _| p.file_name().is_none_or(|n| n != "tally"));
     out
 }
 

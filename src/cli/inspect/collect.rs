@@ -306,7 +306,14 @@ fn in_pod(opts: &Options, side: &mut PodSide, reach: Reach) -> CniResult<InPod> 
             )),
         },
         None => {
-            for link in nl.links()? {
+            let (links, odd) = nl.every_link()?;
+            for o in odd {
+                not_rails.push((
+                    o.shown,
+                    "its name is not a usable interface name (bytes that are no interface name of a rail)".into(),
+                ));
+            }
+            for link in links {
                 if link.name == "lo" {
                     continue;
                 }
