@@ -4,8 +4,7 @@
 //! four of them before its own work. Live pods and corrupt entries are never
 //! touched by a sweep.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 const ADDR: &str = "192.168.0.34/16";

@@ -3,8 +3,7 @@
 //! kernel: the GID is there at once, later, elsewhere, of the wrong type, or
 //! never. A failed check (101) leaves the node as ADD found it.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 

@@ -5,11 +5,10 @@
 //! config (which works), and must get its exact code, no panic, no hang, and
 //! what its check says: nothing followed out of the state dir, nothing
 //! trusted that could have been planted, a corrupt entry moved aside.
-//! The rows are `tests/common/cases.rs`'s `Case`, as in `tests/bad_inputs.rs`.
+//! The rows are `tests/it/common/cases.rs`'s `Case`, as in `tests/it/bad_inputs.rs`.
 
-mod common;
-use common::cases::{Case, Place, ADDR, CID, DEV, PCI};
-use common::*;
+use crate::common::cases::{Case, Place, ADDR, CID, DEV, PCI};
+use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -401,7 +400,7 @@ fn a_tampered_state_dir_is_never_followed() {
     let cases = cases();
     // Counted, so that a row lost in an edit shows.
     assert_eq!(cases.len(), 19, "rows in the table");
-    let failed = common::cases::failures(&pod, &cases);
+    let failed = crate::common::cases::failures(&pod, &cases);
     println!(
         "{} tampered state dirs, {} failed",
         cases.len(),

@@ -3,10 +3,9 @@
 //! succeeds, what could not be restored stays recorded with a log line that
 //! says why, and the orphan repair later restores every original exactly.
 //! (The refused pod sysfs, which needs the fault-injection build, is in
-//! tests/faults.rs.)
+//! tests/it/faults.rs.)
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

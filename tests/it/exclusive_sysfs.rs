@@ -5,8 +5,7 @@
 //! thread's mounts stay exactly as they were. Proved here with a real veth,
 //! since no RDMA device can be moved into a netns on this machine.
 
-mod common;
-use common::*;
+use crate::common::*;
 use roce_tune::netns::{Lookup, NetNs, NsId};
 use roce_tune::rdma::reach::{Reach, Sysfs};
 use roce_tune::rdma::NetnsMode;

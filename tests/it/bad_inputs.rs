@@ -3,16 +3,15 @@
 //! wrongly typed numbers, bad sysctl keys and values, host paths in the
 //! network config, oversized and malformed stdin. Each row is refused with
 //! its exact code and message and changes nothing outside its place
-//! (`tests/common/cases.rs` says what is checked, and how).
+//! (`tests/it/common/cases.rs` says what is checked, and how).
 //!
 //! The base config of each row WORKS (trafficClass, deviceID, GID present),
 //! so a row that got past validation would visibly write something.
 //! NUL cannot be put in an environment variable at all (execve takes C
 //! strings), so NUL is tried only where JSON can carry it (`\u0000`).
 
-mod common;
-use common::cases::{Case, Place, ADDR};
-use common::*;
+use crate::common::cases::{Case, Place, ADDR};
+use crate::common::*;
 use serde_json::{json, Value};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
@@ -829,7 +828,7 @@ fn bad_inputs_get_their_code_and_change_nothing() {
     let cases = cases();
     // Counted, so that a row lost in an edit shows.
     assert_eq!(cases.len(), 131, "rows in the table");
-    let failed = common::cases::failures(&pod, &cases);
+    let failed = crate::common::cases::failures(&pod, &cases);
     println!("{} bad inputs, {} failed", cases.len(), failed.len());
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

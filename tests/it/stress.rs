@@ -7,10 +7,9 @@
 //! original (unset included), and no entry, temp file or quarantined entry
 //! may be left.
 //!
-//! Run: cargo test --release --test stress -- --ignored --nocapture
+//! Run: cargo test --release --test it stress:: -- --ignored --nocapture
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

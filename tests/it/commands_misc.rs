@@ -1,8 +1,7 @@
 //! VERSION, GC and STATUS as a runtime sends them, and the binary run by
 //! hand (no CNI_COMMAND). None of these touch a netns, so none needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 

@@ -9,8 +9,7 @@
 //! password hash, a precious file, /etc/passwd), and for the secret appearing
 //! nowhere: not on stdout, stderr, nor in the node's log file.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;

@@ -6,8 +6,7 @@
 //! prevResult of its own version, and pairs whose prevResult was written in
 //! another version than the config (a chain can mix plugin versions).
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 const VERSIONS: &[&str] = &["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];

@@ -11,8 +11,7 @@
 //! itself: cargo's freshness check is a no-op when it is current, and a stale
 //! fault binary would silently test old code.
 
-mod common;
-use common::*;
+use crate::common::*;
 use nix::fcntl::{Flock, FlockArg};
 use roce_tune::rdma::traffic_class::{self, TrafficClass};
 use serde_json::{json, Value};

@@ -3,8 +3,7 @@
 //! netlink reports it. `infiniband/` must hold exactly one entry; anything
 //! else is 100, before anything on the node is changed.
 
-mod common;
-use common::*;
+use crate::common::*;
 use roce_tune::netlink::{Link, Netlink};
 use roce_tune::netns::{Lookup, NetNs};
 use roce_tune::rdma::device::{self, Parent};

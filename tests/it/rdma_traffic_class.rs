@@ -3,8 +3,7 @@
 //! only when the file still holds what roce-tune wrote. Real netns and veth;
 //! the test tree's plain file holds what was last written.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 

@@ -2,8 +2,7 @@
 //! valid attachments are given back and dropped; valid ones and another
 //! network's entries sharing the state dir are left alone.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 fn conf(

@@ -1,9 +1,8 @@
-//! The test runner itself (`tests/common`'s `Exec`): what the other tests
+//! The test runner itself (`tests/it/common`'s `Exec`): what the other tests
 //! rely on when a plugin hangs, dies of a signal or is handed bytes that are
 //! not UTF-8. No root needed.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::time::Duration;

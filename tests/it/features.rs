@@ -6,8 +6,7 @@
 //! CNI fork (`inspect`, `reset-idle`). The kernel lane proves rdmaCmTos on a
 //! real configfs (integration/kernel/).
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 

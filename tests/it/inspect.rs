@@ -1,10 +1,9 @@
 //! `roce-tune inspect` run as an operator runs it: the built binary, no
 //! CNI_COMMAND, against a real netns holding a veth renamed net1 and an RDMA
-//! sysfs test tree in which the test plays the kernel (`tests/common`'s
+//! sysfs test tree in which the test plays the kernel (`tests/it/common`'s
 //! `Tree`: the class, PCI and GID files a driver would make).
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::process::Command;
 
