@@ -821,9 +821,7 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn bad_inputs_get_their_code_and_change_nothing() {
-    if !have_root("bad_inputs_get_their_code_and_change_nothing") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     let cases = cases();
     // Counted, so that a row lost in an edit shows.
@@ -837,9 +835,7 @@ fn bad_inputs_get_their_code_and_change_nothing() {
 /// table's row for that key saw its writes undone, not skipped.
 #[test]
 fn the_undone_sysctl_writes_were_real() {
-    if !have_root("the_undone_sysctl_writes_were_real") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     pod.untune("net1");
     let place = Place::new();

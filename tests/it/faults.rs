@@ -7,17 +7,15 @@
 //!
 //! The crash points exist only in a build with the `fault-injection` feature,
 //! which is built into target/fault (its own target dir, so the normal test
-//! build is never rebuilt with the feature and back). The test builds it
-//! itself: cargo's freshness check is a no-op when it is current, and a stale
-//! fault binary would silently test old code.
+//! build is never rebuilt with the feature and back). A test that runs it
+//! says `needs!(fault_bin)`, which builds it (common/need.rs says why).
 
+use crate::common::need::fault_build;
 use crate::common::*;
 use nix::fcntl::{Flock, FlockArg};
 use roce_tune::rdma::traffic_class::{self, TrafficClass};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::path::Path;
 
 const PCI: &str = "0000:0c:00.2";
 const DEV: &str = "mlx5_2";
@@ -39,36 +37,6 @@ const DEL_POINTS: &[&str] = &[
     "del-before-state-remove",
 ];
 
-/// The fault-injection build of the plugin, built once per test process.
-fn fault_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let target = root.join("target/fault");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "--locked",
-                "--features",
-                "fault-injection",
-                "--bin",
-                "roce-tune",
-            ])
-            .env("CARGO_TARGET_DIR", &target)
-            .current_dir(root)
-            .status()
-            .expect("run cargo to build the fault-injection binary");
-        assert!(
-            status.success(),
-            "building the fault-injection binary failed"
-        );
-        let bin = target.join("debug/roce-tune");
-        assert!(bin.exists(), "{} missing after the build", bin.display());
-        bin
-    })
-}
-
 /// One run as a runtime does it, optionally told to crash at `fault`.
 fn run(
     state: &StateDirPath,
@@ -79,7 +47,7 @@ fn run(
     fault: Option<&str>,
 ) -> Run {
     let exec = Exec::cni(
-        fault_bin(),
+        fault_build(),
         &node_config(state),
         command,
         cid,
@@ -207,7 +175,7 @@ fn crashed_at(out: &Run, point: &str) -> Result<(), String> {
 
 /// The repair loop's sweep, once, by the fault build.
 fn gc_orphans(state: &StateDirPath) -> Run {
-    gc_orphans_with(fault_bin(), state)
+    gc_orphans_with(fault_build(), state)
 }
 
 fn scenario(shared: &Pod, point: &'static str, original: &'static str, next: Next) -> Row {
@@ -301,10 +269,8 @@ fn scenario(shared: &Pod, point: &'static str, original: &'static str, next: Nex
 
 #[test]
 fn every_fault_point_leaves_the_node_as_it_was() {
-    if !have_root("every_fault_point_leaves_the_node_as_it_was") {
-        return;
-    }
-    fault_bin();
+    needs!(root);
+    needs!(fault_bin);
     let pod = Pod::new("net1", Some(ADDR));
     let mut rows = Vec::new();
     for original in ["", "Global tclass=106\n"] {
@@ -413,9 +379,8 @@ fn every_fault_point_in_src_has_a_scenario() {
 /// back on the host, the repair restores the original.
 #[test]
 fn a_refused_pod_sysfs_never_fails_del() {
-    if !have_root("a_refused_pod_sysfs_never_fails_del") {
-        return;
-    }
+    needs!(root);
+    let bin = needs!(fault_bin);
     let pod = Pod::new("net1", Some(ADDR));
     let tree = Tree::new();
     let state = StateDirPath::new();
@@ -431,17 +396,10 @@ fn a_refused_pod_sysfs_never_fails_del() {
     state.plant(&e);
     // Exclusive mode: the device is in the pod, whose sysfs is refused.
     tree.move_into(&pod, PCI, DEV);
-    let out = Exec::cni(
-        fault_bin(),
-        &node_config(&state),
-        "DEL",
-        &cid,
-        &pod.path(),
-        "net1",
-    )
-    .env("ROCE_TUNE_REFUSE", "pod-sysfs")
-    .stdin(c.as_str())
-    .run();
+    let out = Exec::cni(bin, &node_config(&state), "DEL", &cid, &pod.path(), "net1")
+        .env("ROCE_TUNE_REFUSE", "pod-sysfs")
+        .stdin(c.as_str())
+        .run();
     let stderr = &out.stderr;
     assert_eq!(out.status, 0, "DEL failed: {stderr}");
     assert!(

@@ -647,9 +647,7 @@ fn attacks() -> Vec<Attack> {
 
 #[test]
 fn no_tenant_input_reaches_a_host_file() {
-    if !have_root("no_tenant_input_reaches_a_host_file") {
-        return;
-    }
+    needs!(root);
     let list = attacks();
     assert!(list.len() >= 28, "only {} attacks", list.len());
     let mut failures = Vec::new();

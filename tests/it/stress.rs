@@ -60,9 +60,7 @@ struct Tally {
 #[test]
 #[ignore = "stress: run by `make stress`"]
 fn stress_many_workers_many_devices() {
-    if !have_root("stress_many_workers_many_devices") {
-        return;
-    }
+    needs!(root);
     let secs: u64 = std::env::var("STRESS_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())

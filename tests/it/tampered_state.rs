@@ -393,9 +393,7 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn a_tampered_state_dir_is_never_followed() {
-    if !have_root("a_tampered_state_dir_is_never_followed") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     let cases = cases();
     // Counted, so that a row lost in an edit shows.
@@ -414,9 +412,7 @@ fn a_tampered_state_dir_is_never_followed() {
 /// `<containerID>:<ifname>.state` and it holds what ADD recorded.
 #[test]
 fn state_dir_is_private_whatever_the_umask() {
-    if !have_root("state_dir_is_private_whatever_the_umask") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     let place = Place::new();
     let conf = place.conf(&pod);

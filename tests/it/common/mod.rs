@@ -5,7 +5,10 @@
 #![allow(dead_code)]
 
 pub mod cases;
+pub mod need;
 pub mod topology;
+
+pub(crate) use need::needs;
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -30,21 +33,6 @@ pub fn unique(tag: &str) -> String {
         std::process::id() % 100_000,
         SEQ.fetch_add(1, Ordering::SeqCst)
     )
-}
-
-/// Tests that need root and netns call this first. Without root they say so
-/// on stderr and return false; under CI (ROCE_TUNE_REQUIRE_ROOT=1) a skip is
-/// a failure, so CI cannot pass by skipping.
-pub fn have_root(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { nix::libc::geteuid() } == 0;
-    if !root {
-        if std::env::var("ROCE_TUNE_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
-            panic!("{test}: needs root (netns, veth, sysctls) and ROCE_TUNE_REQUIRE_ROOT=1 forbids skipping");
-        }
-        eprintln!("SKIPPED {test}: needs root to create a netns and veth; run the tests as root");
-    }
-    root
 }
 
 pub fn sh(cmd: &str) -> String {
