@@ -23,7 +23,7 @@ const ADDR: &str = "192.168.0.34/16";
 const IP: &str = "192.168.0.34";
 const CLASS: u8 = 41;
 
-const ADD_POINTS: &[&str] = &[
+pub(crate) const ADD_POINTS: &[&str] = &[
     "add-after-validation",
     "add-after-sysctls",
     "add-after-state-write",
@@ -31,7 +31,7 @@ const ADD_POINTS: &[&str] = &[
     "add-after-readback",
     "add-gid-wait",
 ];
-const DEL_POINTS: &[&str] = &[
+pub(crate) const DEL_POINTS: &[&str] = &[
     "del-after-read-state",
     "del-after-restore-write",
     "del-before-state-remove",
@@ -117,7 +117,7 @@ fn held_locks(state: &StateDirPath) -> Vec<String> {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Next {
+pub(crate) enum Next {
     /// ADD crashed: the runtime gives up on the pod and runs DEL.
     Del,
     /// ADD crashed and the sandbox went with it: DEL with CNI_NETNS empty.
@@ -144,6 +144,35 @@ impl Next {
             Next::OrphanRepair => "pod gone, no DEL: gc --orphans",
         }
     }
+}
+
+/// The class files the scenarios start from: unset, and a class.
+pub(crate) const ORIGINALS: &[&str] = &["", "Global tclass=106\n"];
+/// What comes after a crash in ADD, and after one in DEL.
+pub(crate) const ADD_NEXT: &[Next] = &[
+    Next::Del,
+    Next::DelNoNetns,
+    Next::RetryAddThenDel,
+    Next::OrphanRepair,
+];
+pub(crate) const DEL_NEXT: &[Next] = &[Next::DelAgain, Next::DelAgainNoNetns, Next::OrphanRepair];
+
+/// Every scenario (fault point, original, next step), in the order they run.
+pub(crate) fn plan() -> Vec<(&'static str, &'static str, Next)> {
+    let mut v = Vec::new();
+    for &original in ORIGINALS {
+        for &point in ADD_POINTS {
+            for &next in ADD_NEXT {
+                v.push((point, original, next));
+            }
+        }
+        for &point in DEL_POINTS {
+            for &next in DEL_NEXT {
+                v.push((point, original, next));
+            }
+        }
+    }
+    v
 }
 
 struct Row {
@@ -272,24 +301,11 @@ fn every_fault_point_leaves_the_node_as_it_was() {
     needs!(root);
     needs!(fault_bin);
     let pod = Pod::new("net1", Some(ADDR));
-    let mut rows = Vec::new();
-    for original in ["", "Global tclass=106\n"] {
-        for &point in ADD_POINTS {
-            for next in [
-                Next::Del,
-                Next::DelNoNetns,
-                Next::RetryAddThenDel,
-                Next::OrphanRepair,
-            ] {
-                rows.push(scenario(&pod, point, original, next));
-            }
-        }
-        for &point in DEL_POINTS {
-            for next in [Next::DelAgain, Next::DelAgainNoNetns, Next::OrphanRepair] {
-                rows.push(scenario(&pod, point, original, next));
-            }
-        }
-    }
+    let planned = plan();
+    let mut rows: Vec<Row> = planned
+        .iter()
+        .map(|&(point, original, next)| scenario(&pod, point, original, next))
+        .collect();
     rows.sort_by_key(|r| {
         let i = ADD_POINTS
             .iter()
@@ -322,7 +338,7 @@ fn every_fault_point_leaves_the_node_as_it_was() {
         rows.len() - failed.len(),
         failed.len()
     );
-    assert_eq!(rows.len(), 66);
+    assert_eq!(rows.len(), planned.len(), "every scenario ran");
     assert!(
         failed.is_empty(),
         "{} scenarios did not end as they began: {}",

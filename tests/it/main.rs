@@ -14,6 +14,7 @@ mod cni_versions;
 mod commands_misc;
 mod conf_examples;
 mod del_never_stuck;
+mod docs_figures;
 mod exclusive_sysfs;
 mod faults;
 mod features;

@@ -222,6 +222,11 @@ fn link(target: &Path, at: &Path) {
     std::os::unix::fs::symlink(target, at).unwrap();
 }
 
+/// The attacks' names, for docs_figures.
+pub(crate) fn row_names() -> Vec<String> {
+    attacks().iter().map(|a| a.name.to_string()).collect()
+}
+
 fn attacks() -> Vec<Attack> {
     const FORGED: &str = "x\n2026-01-01T00:00:00.000Z FORGED roce-tune[1] info ADD x/y: done";
     vec![
@@ -648,8 +653,9 @@ fn attacks() -> Vec<Attack> {
 #[test]
 fn no_tenant_input_reaches_a_host_file() {
     needs!(root);
+    // How many attacks there are is for docs_figures to check, against
+    // what README.md and docs/ cite.
     let list = attacks();
-    assert!(list.len() >= 28, "only {} attacks", list.len());
     let mut failures = Vec::new();
     for a in &list {
         let pod = Pod::new("net1", Some(ADDR));
