@@ -1,8 +1,9 @@
 //! The integration tests, one binary (`cargo test --test it`): each module is
 //! one concern, and `common` is their harness (the process runner `Exec`, the
 //! pod netns, the sysfs test tree). One binary, not one per file: cargo links
-//! each test binary against the library and its dependencies, and on two
-//! cores linking twenty of them took longer than running them.
+//! each test binary against the library and its dependencies. With twenty
+//! binaries a clean `cargo test --no-run` took 36 to 48 s and 1.1 GB of
+//! target/ on two cores; with this one, 26 to 31 s and 627 MB.
 //!
 //! A test names its module in a filter: `cargo test --test it faults::`
 //! (`make faults`), `cargo test --test it stress:: -- --ignored` (`make stress`).
