@@ -172,6 +172,7 @@ fn rdma_cm_tos_without_configfs_is_105_and_changes_nothing() {
 
 #[test]
 fn rdma_cm_tos_out_of_range_is_7() {
+    needs!(root);
     let state = StateDirPath::new();
     write_node_config(&state, None, json!({}));
     let c = json!({"cniVersion": "1.0.0", "name": "n", "type": "roce-tune", "rdmaCmTos": 256});

@@ -130,6 +130,7 @@ fn gc_orphans_restores_pods_deleted_without_del() {
 
 #[test]
 fn gc_orphans_without_a_state_dir_is_a_no_op() {
+    needs!(root);
     let state = StateDirPath::new();
     let (code, summary) = sweep(&state);
     assert_eq!(code, 0);
@@ -178,6 +179,7 @@ fn each_add_repairs_up_to_four_orphans_first() {
 /// sees, not an empty node.
 #[test]
 fn gc_orphans_reports_a_refused_state_dir() {
+    needs!(root);
     let real = StateDirPath::new();
     std::fs::create_dir_all(&real.0).unwrap();
     let link = StateDirPath::new();

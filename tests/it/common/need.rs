@@ -1,7 +1,7 @@
 //! What a test needs from the machine, said once at its top:
 //!
 //! ```ignore
-//! needs!(root);                  // root: a netns, veth ends, sysctls
+//! needs!(root);                  // a netns, veths, sysctls, a state dir
 //! let py = needs!(grpc_venv);    // the fake kubelet's python
 //! let bin = needs!(fault_bin);   // the fault-injection build
 //! ```
@@ -56,7 +56,8 @@ fn lacking<T>(at: &str, why: &str) -> Option<T> {
     None
 }
 
-/// Root, which a netns, veth ends and the pod's sysctls take.
+/// Root, which a netns, veth ends and the pod's sysctls take, and so do the
+/// state dir and node config the plugin accepts (root-owned, under /run).
 pub fn root(at: &str) -> Option<()> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { nix::libc::geteuid() } == 0 {
@@ -64,7 +65,7 @@ pub fn root(at: &str) -> Option<()> {
     }
     lacking(
         at,
-        "needs root to create a netns and veth (and set sysctls); run the tests as root",
+        "needs root (a netns, veths, sysctls, a root-owned state dir); run the tests as root",
     )
 }
 
