@@ -514,13 +514,25 @@ state_list() { find "$NODE_STATE" -maxdepth 1 -name '*.state' -printf '%f\n' | s
 
 pod_sysctl() { ip netns exec "$(pod_ns "$1")" sysctl -n "$2" 2>&1; }
 
-# The six rail sysctls roce-tune sets by default and their values, stated once for the
-# scripts, independently of the plugin's own defaults (src/cni/config.rs), so that a wrong
-# default fails the e2e instead of agreeing with it (the Rust tests: tests/common's
-# rail_sysctls). RAIL_SYSCTLS_ALL are under net.ipv4.conf.all, RAIL_SYSCTLS under
-# net.ipv4.conf.<ifname> (the kernel uses the max of the two for rp_filter).
-RAIL_SYSCTLS_ALL="rp_filter=0"
-RAIL_SYSCTLS="arp_announce=2 arp_filter=1 arp_ignore=1 rp_filter=0 accept_local=1"
+# The rail sysctls roce-tune sets by default and their values, as `name=value` words:
+# RAIL_SYSCTLS_ALL under net.ipv4.conf.all, RAIL_SYSCTLS under net.ipv4.conf.<ifname> (the
+# kernel uses the max of the two for rp_filter). Read from tests/data/rail-sysctls.txt, which
+# states them once for the scripts and the Rust tests alike (and says why apart from the
+# plugin's own defaults). A file that cannot be read stops the run: empty lists would check
+# nothing.
+RAIL_SYSCTLS_ALL="" RAIL_SYSCTLS=""
+while read -r k v; do
+    case "$k" in
+        ""|"#"*) continue ;;
+        net.ipv4.conf.all.*) RAIL_SYSCTLS_ALL+="${RAIL_SYSCTLS_ALL:+ }${k#net.ipv4.conf.all.}=$v" ;;
+        net.ipv4.conf.IFNAME.*) RAIL_SYSCTLS+="${RAIL_SYSCTLS:+ }${k#net.ipv4.conf.IFNAME.}=$v" ;;
+        *) echo "lib.sh: tests/data/rail-sysctls.txt: $k is neither under all nor IFNAME" >&2; exit 1 ;;
+    esac
+    [ -n "$v" ] || { echo "lib.sh: tests/data/rail-sysctls.txt: $k has no value" >&2; exit 1; }
+done <"$E2E_REPO/tests/data/rail-sysctls.txt"
+if [ -z "$RAIL_SYSCTLS_ALL" ] || [ -z "$RAIL_SYSCTLS" ]; then
+    echo "lib.sh: no rail sysctls read from $E2E_REPO/tests/data/rail-sysctls.txt" >&2; exit 1
+fi
 
 # sysctls_bad <pod> <ifname>: prints the mismatches ("key=got(want)"), empty when all match.
 sysctls_bad() {

@@ -8,8 +8,10 @@
 #   make stress   64 workers over 16 devices for STRESS_SECONDS (default 60),
 #                 release build (root). Not in CI.
 #
-# tests/faults.rs builds the fault binary itself when `cargo test` runs it, so
-# `make integration` needs nothing more; `fault-bin` only does it up front.
+# The fault and stress tests are modules of the one integration binary
+# (tests/it): these targets pick them by name. tests/it/faults.rs builds the
+# fault binary itself when `cargo test` runs it; `fault-bin` only does it up
+# front (`make integration` does, so no test builds it while others run).
 
 CARGO          ?= cargo
 FUZZ_SECONDS   ?= 60
@@ -21,10 +23,10 @@ fault-bin:
 	CARGO_TARGET_DIR=target/fault $(CARGO) build --locked --features fault-injection --bin roce-tune
 
 faults: fault-bin
-	ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --test faults -- --nocapture
+	ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --test it faults:: -- --nocapture
 
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
 
 stress:
-	STRESS_SECONDS=$(STRESS_SECONDS) ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --release --test stress -- --ignored --nocapture
+	STRESS_SECONDS=$(STRESS_SECONDS) ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --release --test it stress:: -- --ignored --nocapture

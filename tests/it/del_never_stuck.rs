@@ -3,10 +3,9 @@
 //! succeeds, what could not be restored stays recorded with a log line that
 //! says why, and the orphan repair later restores every original exactly.
 //! (The refused pod sysfs, which needs the fault-injection build, is in
-//! tests/faults.rs.)
+//! tests/it/faults.rs.)
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -42,9 +41,7 @@ fn vanish(pod: Pod) {
 
 #[test]
 fn a_stale_netns_path_is_gone_not_an_error() {
-    if !have_root("a_stale_netns_path_is_gone_not_an_error") {
-        return;
-    }
+    needs!(root);
     // The mount is gone but its file is left: a plain file at the path.
     let (pod, tree, state, c) = setup("Global tclass=106\n");
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
@@ -60,9 +57,7 @@ fn a_stale_netns_path_is_gone_not_an_error() {
 
 #[test]
 fn a_reused_netns_path_is_another_netns_and_the_entry_an_orphan() {
-    if !have_root("a_reused_netns_path_is_another_netns_and_the_entry_an_orphan") {
-        return;
-    }
+    needs!(root);
     // The entry names a path that is a live netns, but not the one recorded
     // (a /proc/<pid>/ns/net path whose pid was reused): an orphan.
     let (pod, tree, state, c) = setup("");
@@ -81,9 +76,7 @@ fn a_reused_netns_path_is_another_netns_and_the_entry_an_orphan() {
 
 #[test]
 fn a_class_file_that_no_longer_parses_is_kept_and_repaired_later() {
-    if !have_root("a_class_file_that_no_longer_parses_is_kept_and_repaired_later") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, c) = setup("Global tclass=106\n");
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
     tree.set_tc(DEV, "Global tclass=garbage\n");
@@ -111,9 +104,7 @@ fn a_class_file_that_no_longer_parses_is_kept_and_repaired_later() {
 
 #[test]
 fn a_driver_that_refuses_the_restore_is_retried_by_the_repair() {
-    if !have_root("a_driver_that_refuses_the_restore_is_retried_by_the_repair") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, c) = setup("");
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
     let tc = path_str(&tree.tc_path(DEV));
@@ -134,9 +125,7 @@ fn a_driver_that_refuses_the_restore_is_retried_by_the_repair() {
 
 #[test]
 fn a_state_dir_whose_mode_changed_never_fails_del() {
-    if !have_root("a_state_dir_whose_mode_changed_never_fails_del") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, c) = setup("Global tclass=106\n");
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
     std::fs::set_permissions(&state.0, std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -162,9 +151,7 @@ fn a_state_dir_whose_mode_changed_never_fails_del() {
 
 #[test]
 fn an_invisible_exclusive_device_is_kept_until_it_comes_back() {
-    if !have_root("an_invisible_exclusive_device_is_kept_until_it_comes_back") {
-        return;
-    }
+    needs!(root);
     // Exclusive mode: the pod's netns is gone, but the kernel moves the
     // device back only in the asynchronous netns exit. Until then its PCI
     // function shows no RDMA device.
@@ -196,9 +183,7 @@ fn an_invisible_exclusive_device_is_kept_until_it_comes_back() {
 
 #[test]
 fn a_dead_co_owner_is_never_the_heir() {
-    if !have_root("a_dead_co_owner_is_never_the_heir") {
-        return;
-    }
+    needs!(root);
     let (pod_a, tree, state, ca) = setup("");
     let pod_b = Pod::new("net1", Some(ADDR));
     let mut cb = rail_conf(&tree, &state, PCI, &pod_b, 42, &[ADDR]);
@@ -222,9 +207,7 @@ fn a_dead_co_owner_is_never_the_heir() {
 
 #[test]
 fn a_renamed_device_is_found_by_its_pci_function() {
-    if !have_root("a_renamed_device_is_found_by_its_pci_function") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, c) = setup("Global tclass=106\n");
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
     // The device is renamed (mlx5_2 -> mlx5_7), identity unchanged.
@@ -238,9 +221,7 @@ fn a_renamed_device_is_found_by_its_pci_function() {
 
 #[test]
 fn another_device_under_the_recorded_name_is_not_touched() {
-    if !have_root("another_device_under_the_recorded_name_is_not_touched") {
-        return;
-    }
+    needs!(root);
     // A version 1 entry knows only the name; the device now under that name
     // has another node GUID than... the entry recorded none, so the name
     // rules. A version 2 entry records the GUID: a different one is another
@@ -259,9 +240,7 @@ fn another_device_under_the_recorded_name_is_not_touched() {
 
 #[test]
 fn any_executable_name_works() {
-    if !have_root("any_executable_name_works") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup("");
     let dir = state.base().join("bin");
     std::fs::create_dir_all(&dir).unwrap();
@@ -285,9 +264,7 @@ fn any_executable_name_works() {
 
 #[test]
 fn an_entry_from_a_newer_release_is_left_alone() {
-    if !have_root("an_entry_from_a_newer_release_is_left_alone") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, c) = setup("Global tclass=106\n");
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
     let mut e = state.entry("c1", "net1").unwrap();
@@ -319,9 +296,7 @@ fn an_entry_from_a_newer_release_is_left_alone() {
 
 #[test]
 fn a_version_1_entry_is_still_restored() {
-    if !have_root("a_version_1_entry_is_still_restored") {
-        return;
-    }
+    needs!(root);
     // Written by 0.1.0 before an upgrade: its own sysfsRoot is ignored (the
     // node config says where sysfs is).
     let (pod, tree, state, c) = setup("");
@@ -338,9 +313,7 @@ fn a_version_1_entry_is_still_restored() {
 
 #[test]
 fn a_config_add_would_refuse_still_gets_its_del() {
-    if !have_root("a_config_add_would_refuse_still_gets_its_del") {
-        return;
-    }
+    needs!(root);
     // The NAD was edited since (or is from 0.1.0, with stateDir in it).
     let (pod, tree, state, mut c) = setup("");
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
@@ -366,9 +339,7 @@ fn a_config_add_would_refuse_still_gets_its_del() {
 /// readable, DEL releases its entry even if the rest of the input is not.
 #[test]
 fn del_never_refuses_what_add_would_have_refused() {
-    if !have_root("del_never_refuses_what_add_would_have_refused") {
-        return;
-    }
+    needs!(root);
     let deep = format!(
         r#"{{"cniVersion":"1.0.0","name":"rail","type":"roce-tune","x":{}1{}}}"#,
         "[".repeat(200),
@@ -476,9 +447,7 @@ fn del_never_refuses_what_add_would_have_refused() {
 /// and the repair reads every entry: neither may hang on it.
 #[test]
 fn an_entry_whose_netns_is_a_fifo_hangs_nothing() {
-    if !have_root("an_entry_whose_netns_is_a_fifo_hangs_nothing") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, c) = setup("Global tclass=106\n");
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
     let fifo = state.base().join("netns-fifo");
@@ -519,9 +488,7 @@ fn an_entry_whose_netns_is_a_fifo_hangs_nothing() {
 /// without DEL on several devices within two periods, and stops on SIGTERM.
 #[test]
 fn the_repair_loop_restores_every_original_and_stops_on_sigterm() {
-    if !have_root("the_repair_loop_restores_every_original_and_stops_on_sigterm") {
-        return;
-    }
+    needs!(root);
     let tree = Tree::new();
     let state = StateDirPath::new();
     let originals = ["", "Global tclass=106\n", "Global tclass=0\n", ""];

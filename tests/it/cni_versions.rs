@@ -6,8 +6,7 @@
 //! prevResult of its own version, and pairs whose prevResult was written in
 //! another version than the config (a chain can mix plugin versions).
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 const VERSIONS: &[&str] = &["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
@@ -106,9 +105,7 @@ fn add(state: &StateDirPath, pod: &Pod, cid: &str, c: &Value) -> Run {
 
 #[test]
 fn add_outputs_prev_result_in_the_config_version() {
-    if !have_root("add_outputs_prev_result_in_the_config_version") {
-        return;
-    }
+    needs!(root);
     for case in cases() {
         let (cv, pv) = case;
         let l = label(case);
@@ -166,9 +163,7 @@ fn add_outputs_prev_result_in_the_config_version() {
 /// `ips[].version`: accepted, and dropped from a 1.x output.
 #[test]
 fn stale_version_field_in_a_1x_prev_result_is_tolerated() {
-    if !have_root("stale_version_field_in_a_1x_prev_result_is_tolerated") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     let state = StateDirPath::new();
     for cv in VERSIONS {
@@ -187,9 +182,7 @@ fn stale_version_field_in_a_1x_prev_result_is_tolerated() {
 
 #[test]
 fn default_sysctls_land_in_the_pod_and_not_on_the_host() {
-    if !have_root("default_sysctls_land_in_the_pod_and_not_on_the_host") {
-        return;
-    }
+    needs!(root);
     for case in cases() {
         let l = label(case);
         let pod = pod_with_strict_rp_filter("net1");
@@ -218,9 +211,7 @@ fn default_sysctls_land_in_the_pod_and_not_on_the_host() {
 
 #[test]
 fn custom_sysctl_map_replaces_the_defaults() {
-    if !have_root("custom_sysctl_map_replaces_the_defaults") {
-        return;
-    }
+    needs!(root);
     for case in cases() {
         let l = label(case);
         let pod = pod_with_strict_rp_filter("net1");
@@ -260,9 +251,7 @@ fn custom_sysctl_map_replaces_the_defaults() {
 /// `IFNAME` becomes CNI_IFNAME, in the defaults and in a custom map alike.
 #[test]
 fn ifname_placeholder_is_replaced_by_cni_ifname() {
-    if !have_root("ifname_placeholder_is_replaced_by_cni_ifname") {
-        return;
-    }
+    needs!(root);
     for case in cases() {
         let l = label(case);
         let pod = pod_with_strict_rp_filter("rail_3");
@@ -322,9 +311,7 @@ fn check(state: &StateDirPath, pod: &Pod, cid: &str, c: &Value) -> Run {
 
 #[test]
 fn check_passes_from_0_4_0_and_is_refused_before() {
-    if !have_root("check_passes_from_0_4_0_and_is_refused_before") {
-        return;
-    }
+    needs!(root);
     for case in cases() {
         let l = label(case);
         let (pod, state, c) = added_for_check(case, "cv7");
@@ -342,9 +329,7 @@ fn check_passes_from_0_4_0_and_is_refused_before() {
 
 #[test]
 fn check_reports_a_sysctl_changed_by_hand() {
-    if !have_root("check_reports_a_sysctl_changed_by_hand") {
-        return;
-    }
+    needs!(root);
     for case in cases() {
         let l = label(case);
         let (pod, state, c) = added_for_check(case, "cv8");
@@ -365,9 +350,7 @@ fn check_reports_a_sysctl_changed_by_hand() {
 
 #[test]
 fn del_is_best_effort_and_repeatable() {
-    if !have_root("del_is_best_effort_and_repeatable") {
-        return;
-    }
+    needs!(root);
     for case in cases() {
         let l = label(case);
         let pod = Pod::new("net1", Some(ADDR));

@@ -3,16 +3,15 @@
 //! wrongly typed numbers, bad sysctl keys and values, host paths in the
 //! network config, oversized and malformed stdin. Each row is refused with
 //! its exact code and message and changes nothing outside its place
-//! (`tests/common/cases.rs` says what is checked, and how).
+//! (`tests/it/common/cases.rs` says what is checked, and how).
 //!
 //! The base config of each row WORKS (trafficClass, deviceID, GID present),
 //! so a row that got past validation would visibly write something.
 //! NUL cannot be put in an environment variable at all (execve takes C
 //! strings), so NUL is tried only where JSON can carry it (`\u0000`).
 
-mod common;
-use common::cases::{Case, Place, ADDR};
-use common::*;
+use crate::common::cases::{Case, Place, ADDR};
+use crate::common::*;
 use serde_json::{json, Value};
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
@@ -30,6 +29,11 @@ fn padded(pad: usize) -> Vec<u8> {
     v.resize(v.len() + pad, b'x');
     v.extend_from_slice(b"\"}");
     v
+}
+
+/// The rows' names, for docs_figures.
+pub(crate) fn row_names() -> Vec<String> {
+    cases().into_iter().map(|c| c.name).collect()
 }
 
 fn cases() -> Vec<Case> {
@@ -822,14 +826,12 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn bad_inputs_get_their_code_and_change_nothing() {
-    if !have_root("bad_inputs_get_their_code_and_change_nothing") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
+    // How many rows there are is for docs_figures to check, against what
+    // README.md and docs/ cite: a row lost in an edit shows there.
     let cases = cases();
-    // Counted, so that a row lost in an edit shows.
-    assert_eq!(cases.len(), 131, "rows in the table");
-    let failed = common::cases::failures(&pod, &cases);
+    let failed = crate::common::cases::failures(&pod, &cases);
     println!("{} bad inputs, {} failed", cases.len(), failed.len());
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }
@@ -838,9 +840,7 @@ fn bad_inputs_get_their_code_and_change_nothing() {
 /// table's row for that key saw its writes undone, not skipped.
 #[test]
 fn the_undone_sysctl_writes_were_real() {
-    if !have_root("the_undone_sysctl_writes_were_real") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     pod.untune("net1");
     let place = Place::new();

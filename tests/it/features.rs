@@ -6,8 +6,7 @@
 //! CNI fork (`inspect`, `reset-idle`). The kernel lane proves rdmaCmTos on a
 //! real configfs (integration/kernel/).
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
@@ -29,9 +28,7 @@ fn setup() -> (Pod, Tree, StateDirPath, Value) {
 
 #[test]
 fn gid_check_present_accepts_any_index_and_logs_it() {
-    if !have_root("gid_check_present_accepts_any_index_and_logs_it") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup();
     // NCCL picks the index itself: here the v2 GID of the address is at 5.
     tree.set_gid(DEV, 5, &v4_gid(IP), "RoCE v2");
@@ -83,9 +80,7 @@ fn with_configfs(tree: &Tree, tos: &str) -> std::path::PathBuf {
 
 #[test]
 fn rdma_cm_tos_is_recorded_written_verified_and_restored_exactly() {
-    if !have_root("rdma_cm_tos_is_recorded_written_verified_and_restored_exactly") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup();
     tree.set_ipv4_gids(DEV, IP);
     let tos = with_configfs(&tree, "0\n");
@@ -152,9 +147,7 @@ fn rdma_cm_tos_is_recorded_written_verified_and_restored_exactly() {
 
 #[test]
 fn rdma_cm_tos_without_configfs_is_105_and_changes_nothing() {
-    if !have_root("rdma_cm_tos_without_configfs_is_105_and_changes_nothing") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup();
     tree.set_ipv4_gids(DEV, IP);
     c["rdmaCmTos"] = json!(106);
@@ -182,6 +175,7 @@ fn rdma_cm_tos_without_configfs_is_105_and_changes_nothing() {
 
 #[test]
 fn rdma_cm_tos_out_of_range_is_7() {
+    needs!(root);
     let state = StateDirPath::new();
     write_node_config(&state, None, json!({}));
     let c = json!({"cniVersion": "1.0.0", "name": "n", "type": "roce-tune", "rdmaCmTos": 256});
@@ -201,9 +195,7 @@ fn rdma_cm_tos_out_of_range_is_7() {
 
 #[test]
 fn a_pod_picks_its_class_only_from_the_networks_list() {
-    if !have_root("a_pod_picks_its_class_only_from_the_networks_list") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup();
     tree.set_ipv4_gids(DEV, IP);
     c["args"] = json!({"cni": {"trafficClass": 106}});
@@ -239,9 +231,7 @@ fn a_pod_picks_its_class_only_from_the_networks_list() {
 
 #[test]
 fn device_info_names_the_rdma_device_and_stays_read_only() {
-    if !have_root("device_info_names_the_rdma_device_and_stays_read_only") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup();
     tree.set_ipv4_gids(DEV, IP);
     let dir = state.base().join("devinfo");
@@ -290,9 +280,7 @@ fn device_info_names_the_rdma_device_and_stays_read_only() {
 /// roce-tune created is removed on DEL; one sriov-cni made is left to it.
 #[test]
 fn device_info_is_only_this_attachments_own() {
-    if !have_root("device_info_is_only_this_attachments_own") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup();
     tree.set_ipv4_gids(DEV, IP);
     // deviceInfoDir does not exist yet: roce-tune makes it, root's, 0700.
@@ -359,9 +347,7 @@ fn device_info_is_only_this_attachments_own() {
 
 #[test]
 fn device_info_outside_the_nodes_dir_is_never_written() {
-    if !have_root("device_info_outside_the_nodes_dir_is_never_written") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup();
     tree.set_ipv4_gids(DEV, IP);
     let dir = state.base().join("devinfo");
@@ -429,9 +415,7 @@ fn cli(state: &StateDirPath, args: &[&str]) -> Run {
 
 #[test]
 fn idle_vfs_left_with_a_class_by_the_rdma_cni_fork_are_flagged_and_reset() {
-    if !have_root("idle_vfs_left_with_a_class_by_the_rdma_cni_fork_are_flagged_and_reset") {
-        return;
-    }
+    needs!(root);
     let tree = Tree::new();
     let state = StateDirPath::new();
     write_node_config(&state, Some(&tree), json!({}));

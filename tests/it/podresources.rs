@@ -4,11 +4,11 @@
 //! its timeout and a small margin.
 //!
 //! The fake runs from the venv integration/setup.sh makes
-//! (integration/.build/venv-grpc, or under $ROCE_TUNE_BUILD_DIR). Without it
-//! each test says so and passes, except under ROCE_TUNE_REQUIRE_ROOT=1 (CI),
-//! where a missing venv is a failure. Self-contained, so it can become a
-//! module of a single test binary.
+//! (integration/.build/venv-grpc, or under $ROCE_TUNE_BUILD_DIR): each test
+//! says `needs!(grpc_venv)`, which skips without it, except under
+//! ROCE_TUNE_REQUIRE_ROOT=1 (CI), where a missing venv is a failure.
 
+use crate::common::needs;
 use roce_tune::podresources::{
     pod_devices, Device, Error, PodDevices, Query, Source, MAX_RESPONSE,
 };
@@ -41,31 +41,6 @@ const PODS: &str = r#"{"pods": [
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The venv's python, or None (and a SKIPPED line) when there is none.
-fn python(test: &str) -> Option<PathBuf> {
-    let build = std::env::var_os("ROCE_TUNE_BUILD_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("integration/.build"));
-    let py = build.join("venv-grpc/bin/python");
-    let ok = py.is_file()
-        && Command::new(&py)
-            .args(["-c", "import grpc, grpc_tools.protoc"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if ok {
-        return Some(py);
-    }
-    let why = format!(
-        "{test}: no usable {} (run integration/setup.sh as root: it installs grpcio there)",
-        py.display()
-    );
-    if std::env::var("ROCE_TUNE_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
-        panic!("{why}; ROCE_TUNE_REQUIRE_ROOT=1 forbids skipping");
-    }
-    eprintln!("SKIPPED {why}");
-    None
 }
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -191,9 +166,7 @@ fn found(r: Answer, source: Source) -> Vec<Device> {
 
 #[test]
 fn fake_kubelet_matches_the_documented_api() {
-    let Some(py) = python("fake_kubelet_matches_the_documented_api") else {
-        return;
-    };
+    let py = needs!(grpc_venv);
     let out = Command::new(&py)
         .args(["-m", "unittest", "discover", "-s"])
         .arg(repo().join("integration/fake_kubelet"))
@@ -206,9 +179,7 @@ fn fake_kubelet_matches_the_documented_api() {
 
 #[test]
 fn get_finds_the_pod_by_namespace_and_name() {
-    let Some(py) = python("get_finds_the_pod_by_namespace_and_name") else {
-        return;
-    };
+    let py = needs!(grpc_venv);
     let fake = Fake::start(&py, &[]);
     let (r, _) = call(&fake.socket, T, &q("team-a", "trainer"));
     assert_eq!(found(r, Source::Get), trainer_a());
@@ -221,9 +192,7 @@ fn get_finds_the_pod_by_namespace_and_name() {
 
 #[test]
 fn an_unknown_pod_is_none_after_get_then_list() {
-    let Some(py) = python("an_unknown_pod_is_none_after_get_then_list") else {
-        return;
-    };
+    let py = needs!(grpc_venv);
     let fake = Fake::start(&py, &[]);
     // Get answers UNKNOWN "pod ... not found"; List on the same connection
     // (HPACK table carried over) does not have it either.
@@ -239,9 +208,7 @@ fn an_unknown_pod_is_none_after_get_then_list() {
 
 #[test]
 fn without_get_list_is_used_and_filtered_by_namespace() {
-    let Some(py) = python("without_get_list_is_used_and_filtered_by_namespace") else {
-        return;
-    };
+    let py = needs!(grpc_venv);
     for flag in ["--no-get", "--get-disabled"] {
         let fake = Fake::start(&py, &[flag]);
         let (r, _) = call(&fake.socket, T, &q("team-a", "trainer"));
@@ -255,9 +222,7 @@ fn without_get_list_is_used_and_filtered_by_namespace() {
 
 #[test]
 fn a_slow_kubelet_within_the_timeout_answers() {
-    let Some(py) = python("a_slow_kubelet_within_the_timeout_answers") else {
-        return;
-    };
+    let py = needs!(grpc_venv);
     let fake = Fake::start(&py, &["--delay-ms", "300"]);
     let (r, took) = call(
         &fake.socket,
@@ -274,9 +239,7 @@ fn a_slow_kubelet_within_the_timeout_answers() {
 
 #[test]
 fn a_slow_kubelet_beyond_the_timeout_times_out() {
-    let Some(py) = python("a_slow_kubelet_beyond_the_timeout_times_out") else {
-        return;
-    };
+    let py = needs!(grpc_venv);
     let fake = Fake::start(&py, &["--delay-ms", "2000"]);
     for ms in [100, 400] {
         let timeout = Duration::from_millis(ms);
@@ -288,9 +251,7 @@ fn a_slow_kubelet_beyond_the_timeout_times_out() {
 
 #[test]
 fn a_hanging_kubelet_times_out() {
-    let Some(py) = python("a_hanging_kubelet_times_out") else {
-        return;
-    };
+    let py = needs!(grpc_venv);
     let fake = Fake::start(&py, &["--hang"]);
     let timeout = Duration::from_millis(300);
     let (r, took) = call(&fake.socket, timeout, &q("team-a", "trainer"));
@@ -300,9 +261,7 @@ fn a_hanging_kubelet_times_out() {
 
 #[test]
 fn garbage_is_a_protocol_error_at_once() {
-    let Some(py) = python("garbage_is_a_protocol_error_at_once") else {
-        return;
-    };
+    let py = needs!(grpc_venv);
     for seed in ["1", "2", "3"] {
         let fake = Fake::start(&py, &["--garbage", "--seed", seed]);
         let (r, took) = call(
@@ -321,9 +280,7 @@ fn garbage_is_a_protocol_error_at_once() {
 
 #[test]
 fn a_huge_answer_is_too_large() {
-    let Some(py) = python("a_huge_answer_is_too_large") else {
-        return;
-    };
+    let py = needs!(grpc_venv);
     for flags in [&["--huge"][..], &["--huge", "--no-get"][..]] {
         let fake = Fake::start(&py, flags);
         let (r, _) = call(

@@ -4,8 +4,7 @@
 //! four of them before its own work. Live pods and corrupt entries are never
 //! touched by a sweep.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 const ADDR: &str = "192.168.0.34/16";
@@ -65,9 +64,7 @@ fn sweep(state: &StateDirPath) -> (i32, String) {
 
 #[test]
 fn gc_orphans_restores_pods_deleted_without_del() {
-    if !have_root("gc_orphans_restores_pods_deleted_without_del") {
-        return;
-    }
+    needs!(root);
     let tree = Tree::new();
     let state = StateDirPath::new();
     let originals = ["", "Global tclass=106\n", "Global tclass=0\n"];
@@ -133,6 +130,7 @@ fn gc_orphans_restores_pods_deleted_without_del() {
 
 #[test]
 fn gc_orphans_without_a_state_dir_is_a_no_op() {
+    needs!(root);
     let state = StateDirPath::new();
     let (code, summary) = sweep(&state);
     assert_eq!(code, 0);
@@ -144,9 +142,7 @@ fn gc_orphans_without_a_state_dir_is_a_no_op() {
 /// a backlog heals over a few ADDs without one ADD paying for all of it.
 #[test]
 fn each_add_repairs_up_to_four_orphans_first() {
-    if !have_root("each_add_repairs_up_to_four_orphans_first") {
-        return;
-    }
+    needs!(root);
     let tree = Tree::new();
     let state = StateDirPath::new();
     // Two orphans, then a new pod: both are repaired by its ADD.
@@ -183,6 +179,7 @@ fn each_add_repairs_up_to_four_orphans_first() {
 /// sees, not an empty node.
 #[test]
 fn gc_orphans_reports_a_refused_state_dir() {
+    needs!(root);
     let real = StateDirPath::new();
     std::fs::create_dir_all(&real.0).unwrap();
     let link = StateDirPath::new();
@@ -199,9 +196,7 @@ fn gc_orphans_reports_a_refused_state_dir() {
 
 #[test]
 fn an_orphan_behind_many_live_entries_is_reached_by_later_adds() {
-    if !have_root("an_orphan_behind_many_live_entries_is_reached_by_later_adds") {
-        return;
-    }
+    needs!(root);
     // Each ADD examines a bounded window of entries; the window starts at a
     // different place each time, so an orphan that sorts after more live
     // entries than one window holds is still repaired by some later ADD.

@@ -5,11 +5,10 @@
 //! config (which works), and must get its exact code, no panic, no hang, and
 //! what its check says: nothing followed out of the state dir, nothing
 //! trusted that could have been planted, a corrupt entry moved aside.
-//! The rows are `tests/common/cases.rs`'s `Case`, as in `tests/bad_inputs.rs`.
+//! The rows are `tests/it/common/cases.rs`'s `Case`, as in `tests/it/bad_inputs.rs`.
 
-mod common;
-use common::cases::{Case, Place, ADDR, CID, DEV, PCI};
-use common::*;
+use crate::common::cases::{Case, Place, ADDR, CID, DEV, PCI};
+use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -81,6 +80,11 @@ fn canary_intact(p: &Place) -> Result<(), String> {
         std::fs::read_to_string(p.canary.join("precious")).unwrap() == "do not touch\n",
         "canary file written",
     )
+}
+
+/// The rows' names, for docs_figures.
+pub(crate) fn row_names() -> Vec<String> {
+    cases().into_iter().map(|c| c.name).collect()
 }
 
 fn cases() -> Vec<Case> {
@@ -395,14 +399,12 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn a_tampered_state_dir_is_never_followed() {
-    if !have_root("a_tampered_state_dir_is_never_followed") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
+    // How many rows there are is for docs_figures to check (as in
+    // bad_inputs).
     let cases = cases();
-    // Counted, so that a row lost in an edit shows.
-    assert_eq!(cases.len(), 19, "rows in the table");
-    let failed = common::cases::failures(&pod, &cases);
+    let failed = crate::common::cases::failures(&pod, &cases);
     println!(
         "{} tampered state dirs, {} failed",
         cases.len(),
@@ -416,9 +418,7 @@ fn a_tampered_state_dir_is_never_followed() {
 /// `<containerID>:<ifname>.state` and it holds what ADD recorded.
 #[test]
 fn state_dir_is_private_whatever_the_umask() {
-    if !have_root("state_dir_is_private_whatever_the_umask") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     let place = Place::new();
     let conf = place.conf(&pod);

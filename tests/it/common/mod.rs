@@ -5,7 +5,10 @@
 #![allow(dead_code)]
 
 pub mod cases;
+pub mod need;
 pub mod topology;
+
+pub(crate) use need::needs;
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -30,21 +33,6 @@ pub fn unique(tag: &str) -> String {
         std::process::id() % 100_000,
         SEQ.fetch_add(1, Ordering::SeqCst)
     )
-}
-
-/// Tests that need root and netns call this first. Without root they say so
-/// on stderr and return false; under CI (ROCE_TUNE_REQUIRE_ROOT=1) a skip is
-/// a failure, so CI cannot pass by skipping.
-pub fn have_root(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let root = unsafe { nix::libc::geteuid() } == 0;
-    if !root {
-        if std::env::var("ROCE_TUNE_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
-            panic!("{test}: needs root (netns, veth, sysctls) and ROCE_TUNE_REQUIRE_ROOT=1 forbids skipping");
-        }
-        eprintln!("SKIPPED {test}: needs root to create a netns and veth; run the tests as root");
-    }
-    root
 }
 
 pub fn sh(cmd: &str) -> String {
@@ -864,17 +852,23 @@ pub fn epoch_secs() -> u64 {
         .as_secs()
 }
 
-/// The six rail sysctls (docs/design.md, "The sysctls") for `ifname`, with
-/// the values roce-tune must set: stated here independently of the plugin's
-/// own defaults, so a wrong default fails the tests instead of agreeing with
-/// them (the scripts: integration/lib.sh's RAIL_SYSCTLS_ALL, RAIL_SYSCTLS).
+/// The rail sysctls for `ifname` with the values roce-tune must set, in the
+/// order of tests/data/rail-sysctls.txt, which states them once for these
+/// tests and integration/lib.sh alike (and says why apart from the plugin's
+/// own defaults).
 pub fn rail_sysctls(ifname: &str) -> Vec<(String, &'static str)> {
-    vec![
-        ("net.ipv4.conf.all.rp_filter".into(), "0"),
-        (format!("net.ipv4.conf.{ifname}.arp_announce"), "2"),
-        (format!("net.ipv4.conf.{ifname}.arp_filter"), "1"),
-        (format!("net.ipv4.conf.{ifname}.arp_ignore"), "1"),
-        (format!("net.ipv4.conf.{ifname}.rp_filter"), "0"),
-        (format!("net.ipv4.conf.{ifname}.accept_local"), "1"),
-    ]
+    include_str!("../../data/rail-sysctls.txt")
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let (key, value) = l
+                .split_once(' ')
+                .unwrap_or_else(|| panic!("rail-sysctls.txt: no value in {l:?}"));
+            assert!(
+                key.starts_with("net.ipv4.conf.") && !value.is_empty(),
+                "rail-sysctls.txt: {l:?}"
+            );
+            (key.replace("IFNAME", ifname), value)
+        })
+        .collect()
 }

@@ -3,8 +3,7 @@
 //! netlink reports it. `infiniband/` must hold exactly one entry; anything
 //! else is 100, before anything on the node is changed.
 
-mod common;
-use common::*;
+use crate::common::*;
 use roce_tune::netlink::{Link, Netlink};
 use roce_tune::netns::{Lookup, NetNs};
 use roce_tune::rdma::device::{self, Parent};
@@ -29,9 +28,7 @@ fn two_vf_tree() -> Tree {
 
 #[test]
 fn found_by_device_id_and_by_pci_bus_id_alone() {
-    if !have_root("found_by_device_id_and_by_pci_bus_id_alone") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     let tree = two_vf_tree();
     let state = StateDirPath::new();
@@ -70,9 +67,7 @@ fn lookup_fails(pod: &Pod, tree: &Tree, state: &StateDirPath, c: &Value) -> Stri
 
 #[test]
 fn device_id_without_pci_dir_is_100() {
-    if !have_root("device_id_without_pci_dir_is_100") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     let tree = two_vf_tree();
     let state = StateDirPath::new();
@@ -88,9 +83,7 @@ fn device_id_without_pci_dir_is_100() {
 
 #[test]
 fn empty_infiniband_dir_is_100() {
-    if !have_root("empty_infiniband_dir_is_100") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     let tree = two_vf_tree();
     let state = StateDirPath::new();
@@ -107,9 +100,7 @@ fn empty_infiniband_dir_is_100() {
 
 #[test]
 fn two_entries_are_ambiguous() {
-    if !have_root("two_entries_are_ambiguous") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     let tree = two_vf_tree();
     let state = StateDirPath::new();
@@ -128,9 +119,7 @@ fn two_entries_are_ambiguous() {
 
 #[test]
 fn veth_without_device_id_has_no_parent() {
-    if !have_root("veth_without_device_id_has_no_parent") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     let tree = two_vf_tree();
     let state = StateDirPath::new();
@@ -155,9 +144,7 @@ fn veth_without_device_id_has_no_parent() {
 /// this runs in the host netns through the library).
 #[test]
 fn netlink_parent_of_a_real_netdev_finds_its_rdma_device() {
-    if !have_root("netlink_parent_of_a_real_netdev_finds_its_rdma_device") {
-        return;
-    }
+    needs!(root);
     let dev_link = Path::new("/sys/class/net/eth0/device");
     let Ok(target) = std::fs::read_link(dev_link) else {
         eprintln!(

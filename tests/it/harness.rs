@@ -1,9 +1,8 @@
-//! The test runner itself (`tests/common`'s `Exec`): what the other tests
+//! The test runner itself (`tests/it/common`'s `Exec`): what the other tests
 //! rely on when a plugin hangs, dies of a signal or is handed bytes that are
-//! not UTF-8. No root needed.
+//! not UTF-8, and the data it shares with the scripts. No root needed.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::time::Duration;
@@ -59,4 +58,38 @@ fn signal_exit_status_env_bytes_and_stdin_reach_the_caller() {
         .run();
     assert_eq!(r.status, 0, "{r:?}");
     assert!(r.stdout.contains("CNI_COMMAND"), "{}", r.stdout);
+}
+
+/// The scripts' rail sysctls (integration/lib.sh reads them from the same
+/// file, tests/data/rail-sysctls.txt) are these tests' own.
+#[test]
+fn the_scripts_check_the_same_rail_sysctls() {
+    let lib = concat!(env!("CARGO_MANIFEST_DIR"), "/integration/lib.sh");
+    let r = Exec::new("/bin/bash")
+        .args([
+            "-c",
+            r#". "$0" && printf '%s\n' "$RAIL_SYSCTLS_ALL" "$RAIL_SYSCTLS""#,
+            lib,
+        ])
+        .run();
+    assert_eq!(r.status, 0, "{r:?}");
+    let words = |scope: &str, line: Option<&str>| -> Vec<(String, String)> {
+        line.unwrap_or_default()
+            .split_whitespace()
+            .map(|kv| {
+                let (k, v) = kv.split_once('=').expect("name=value");
+                (format!("net.ipv4.conf.{scope}.{k}"), v.to_string())
+            })
+            .collect()
+    };
+    let mut lines = r.stdout.lines();
+    let mut scripts = words("all", lines.next());
+    scripts.extend(words("IFNAME", lines.next()));
+    let mut ours: Vec<(String, String)> = rail_sysctls("IFNAME")
+        .into_iter()
+        .map(|(k, v)| (k, v.to_string()))
+        .collect();
+    scripts.sort();
+    ours.sort();
+    assert_eq!(scripts, ours);
 }

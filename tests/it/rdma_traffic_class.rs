@@ -3,8 +3,7 @@
 //! only when the file still holds what roce-tune wrote. Real netns and veth;
 //! the test tree's plain file holds what was last written.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 
@@ -29,9 +28,7 @@ fn conf(tree: &Tree, state: &StateDirPath, pod: &Pod, tc: u8) -> Value {
 
 #[test]
 fn del_restores_each_kind_of_original() {
-    if !have_root("del_restores_each_kind_of_original") {
-        return;
-    }
+    needs!(root);
     // (file before ADD, original as recorded, file after DEL). An unset class
     // comes back through `tclass=-1`, never as 0: 0 would FORCE class 0.
     let cases = [
@@ -69,9 +66,7 @@ fn del_restores_each_kind_of_original() {
 
 #[test]
 fn del_after_device_recreated_leaves_the_file_alone() {
-    if !have_root("del_after_device_recreated_leaves_the_file_alone") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state) = setup("Global tclass=106\n");
     let c = conf(&tree, &state, &pod, 41);
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
@@ -89,9 +84,7 @@ fn del_after_device_recreated_leaves_the_file_alone() {
 
 #[test]
 fn del_after_add_died_before_its_write() {
-    if !have_root("del_after_add_died_before_its_write") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state) = setup("");
     state.plant(&json!({
         "version": 1, "network": "rdma-vf", "containerId": "c1", "ifname": "net1",
@@ -110,9 +103,7 @@ fn del_after_add_died_before_its_write() {
 
 #[test]
 fn repeated_add_keeps_the_first_original() {
-    if !have_root("repeated_add_keeps_the_first_original") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state) = setup("");
     let c = conf(&tree, &state, &pod, 41);
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
@@ -132,9 +123,7 @@ fn repeated_add_keeps_the_first_original() {
 
 #[test]
 fn del_twice_and_del_without_netns() {
-    if !have_root("del_twice_and_del_without_netns") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state) = setup("Global tclass=106\n");
     let c = conf(&tree, &state, &pod, 41);
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
@@ -164,9 +153,7 @@ fn del_twice_and_del_without_netns() {
 
 #[test]
 fn del_without_state_dir_succeeds_and_creates_nothing() {
-    if !have_root("del_without_state_dir_succeeds_and_creates_nothing") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state) = setup("Global tclass=106\n");
     let r = run_conf(&state, "DEL", "c1", &pod, &conf(&tree, &state, &pod, 41));
     r.ok();
@@ -177,9 +164,7 @@ fn del_without_state_dir_succeeds_and_creates_nothing() {
 
 #[test]
 fn failed_add_rolls_back_class_and_sysctls() {
-    if !have_root("failed_add_rolls_back_class_and_sysctls") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     let tree = Tree::new();
     let state = StateDirPath::new();
@@ -232,9 +217,7 @@ fn failed_add_rolls_back_class_and_sysctls() {
 
 #[test]
 fn corrupt_entry_is_moved_aside_and_class_left_alone() {
-    if !have_root("corrupt_entry_is_moved_aside_and_class_left_alone") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state) = setup("Global tclass=106\n");
     let c = conf(&tree, &state, &pod, 41);
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
@@ -260,9 +243,7 @@ fn corrupt_entry_is_moved_aside_and_class_left_alone() {
 
 #[test]
 fn check_passes_after_add_and_reports_class_drift() {
-    if !have_root("check_passes_after_add_and_reports_class_drift") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state) = setup("");
     let c = conf(&tree, &state, &pod, 41);
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
@@ -288,9 +269,7 @@ fn check_passes_after_add_and_reports_class_drift() {
 
 #[test]
 fn three_owners_newest_remaining_takes_over() {
-    if !have_root("three_owners_newest_remaining_takes_over") {
-        return;
-    }
+    needs!(root);
     let tree = Tree::new();
     let state = StateDirPath::new();
     let pod = Pod::new("net1", Some(ADDR));
@@ -323,9 +302,7 @@ fn three_owners_newest_remaining_takes_over() {
 
 #[test]
 fn repeated_add_on_another_device_gives_the_first_one_back() {
-    if !have_root("repeated_add_on_another_device_gives_the_first_one_back") {
-        return;
-    }
+    needs!(root);
     // The same (containerID, ifname) ADDed again, now resolving to another
     // VF: the first device must get its original back before the entry is
     // overwritten, or nothing would ever restore it.

@@ -2,8 +2,7 @@
 //! valid attachments are given back and dropped; valid ones and another
 //! network's entries sharing the state dir are left alone.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 fn conf(
@@ -24,9 +23,7 @@ fn conf(
 
 #[test]
 fn gc_releases_only_stale_entries_of_its_network() {
-    if !have_root("gc_releases_only_stale_entries_of_its_network") {
-        return;
-    }
+    needs!(root);
     let tree = Tree::new();
     let state = StateDirPath::new();
     let pods: Vec<Pod> = (0..3)

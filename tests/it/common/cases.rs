@@ -1,5 +1,5 @@
-//! The case table of the bad-input tests (`tests/bad_inputs.rs`) and the
-//! tampered-state tests (`tests/tampered_state.rs`): one `Case` type, its
+//! The case table of the bad-input tests (`tests/it/bad_inputs.rs`) and the
+//! tampered-state tests (`tests/it/tampered_state.rs`): one `Case` type, its
 //! constructors, the place a case runs in, and the checks every case gets.
 //!
 //! A case starts from a config that WORKS (it sets the class, records it,

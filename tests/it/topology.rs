@@ -1,11 +1,10 @@
-//! Issue 20 on the measured node (tests/common/topology.rs, BM.GPU.B4.8),
+//! Issue 20 on the measured node (tests/it/common/topology.rs, BM.GPU.B4.8),
 //! through the public API only: GPU IDs resolved through the proc stand-in,
 //! functions placed from the sysfs tree, pods judged and rendered. The pods
 //! are the two of the measured split (17.95 and 8.99 GB/s instead of 96),
 //! the per-rail-resource layout and a whole-node pod. Needs no root.
 
-mod common;
-use common::topology::{self as b48, Node};
+use crate::common::topology::{self as b48, Node};
 use roce_tune::sysfs::View;
 use roce_tune::topology::gpu::{self, Unmapped};
 use roce_tune::topology::path::{self, PathType};

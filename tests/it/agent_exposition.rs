@@ -6,11 +6,9 @@
 //! histogram rules). It must find nothing.
 //!
 //! promtool comes from Debian's `prometheus` package, unpacked by
-//! integration/setup.sh into integration/.build/bin (not installed: the
-//! package's postinst would start a Prometheus server). `ROCE_TUNE_PROMTOOL`
-//! names another one. Without promtool the test says so and passes, except
-//! under CI (ROCE_TUNE_REQUIRE_ROOT=1), where that is a failure.
+//! integration/setup.sh (`needs!(promtool)`).
 
+use crate::common::*;
 use roce_tune::agent::exposition::CONTENT_TYPE;
 use roce_tune::agent::http::{routes, Limits, Published, Server};
 use roce_tune::agent::metrics::{
@@ -19,28 +17,9 @@ use roce_tune::agent::metrics::{
 };
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::{Command as Process, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
-
-fn promtool() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("ROCE_TUNE_PROMTOOL").filter(|v| !v.is_empty()) {
-        return Some(p.into());
-    }
-    let build = std::env::var_os("ROCE_TUNE_BUILD_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("integration/.build"));
-    let unpacked = build.join("bin/promtool");
-    if unpacked.is_file() {
-        return Some(unpacked);
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("promtool"))
-            .find(|p| p.is_file())
-    })
-}
 
 fn rail(pod: &str, ifname: &str, dev: &str, pci: &str, network: &str) -> RailLabels {
     RailLabels {
@@ -164,13 +143,7 @@ fn promtool_check_metrics_finds_nothing_in_a_full_exposition() {
     assert_eq!(content_type, CONTENT_TYPE);
     assert_eq!(body, text);
 
-    let Some(promtool) = promtool() else {
-        if std::env::var("ROCE_TUNE_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
-            panic!("promtool not found (integration/setup.sh unpacks it into integration/.build/bin) and ROCE_TUNE_REQUIRE_ROOT=1 forbids skipping");
-        }
-        eprintln!("SKIP promtool_check_metrics_finds_nothing_in_a_full_exposition: no promtool (run integration/setup.sh, or set ROCE_TUNE_PROMTOOL)");
-        return;
-    };
+    let promtool = needs!(promtool);
     let mut child = Process::new(&promtool)
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -205,15 +178,7 @@ fn promtool_check_metrics_finds_nothing_in_a_full_exposition() {
 /// cover those.)
 #[test]
 fn promtool_check_metrics_rejects_what_the_writer_must_never_produce() {
-    let Some(promtool) = promtool() else {
-        if std::env::var("ROCE_TUNE_REQUIRE_ROOT").is_ok_and(|v| v == "1") {
-            panic!("promtool not found and ROCE_TUNE_REQUIRE_ROOT=1 forbids skipping");
-        }
-        eprintln!(
-            "SKIP promtool_check_metrics_rejects_what_the_writer_must_never_produce: no promtool"
-        );
-        return;
-    };
+    let promtool = needs!(promtool);
     for bad in [
         "# HELP x_requests requests\n# TYPE x_requests counter\nx_requests 1\n",
         "# HELP x_info i\n# TYPE x_info gauge\nx_info{a=\"b\nc\"} 1\n",

@@ -2,8 +2,7 @@
 //! in the dump, its addresses (a point-to-point one included), and an
 //! alternative name, which the kernel resolves to the link's real name.
 
-mod common;
-use common::*;
+use crate::common::*;
 use roce_tune::netlink::Netlink;
 use roce_tune::netns::NetNs;
 use std::net::IpAddr;
@@ -15,9 +14,7 @@ fn ip(s: &str) -> IpAddr {
 
 #[test]
 fn links_and_addresses_of_a_pod_netns() {
-    if !have_root("links_and_addresses_of_a_pod_netns") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some("10.10.1.2/24"));
     let ns = &pod.ns;
     sh(&format!(

@@ -5,8 +5,7 @@
 //! thread's mounts stay exactly as they were. Proved here with a real veth,
 //! since no RDMA device can be moved into a netns on this machine.
 
-mod common;
-use common::*;
+use crate::common::*;
 use roce_tune::netns::{Lookup, NetNs, NsId};
 use roce_tune::rdma::reach::{Reach, Sysfs};
 use roce_tune::rdma::NetnsMode;
@@ -34,9 +33,7 @@ fn sysfs_mounts(mountinfo: &str) -> Vec<(String, String)> {
 
 #[test]
 fn a_fresh_sysfs_shows_the_pod_and_mounts_nothing() {
-    if !have_root("a_fresh_sysfs_shows_the_pod_and_mounts_nothing") {
-        return;
-    }
+    needs!(root);
     // A name no host interface has, so its presence in a view proves the netns.
     let ifname = unique("rtx");
     assert!(ifname.len() <= 15, "{ifname}");
@@ -160,9 +157,7 @@ fn exclusive_tree(pod: &Pod, state: &StateDirPath) -> (Tree, Value) {
 
 #[test]
 fn exclusive_mode_test_tree_add_and_del() {
-    if !have_root("exclusive_mode_test_tree_add_and_del") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some("192.168.0.34/16"));
     let state = StateDirPath::new();
     let (tree, c) = exclusive_tree(&pod, &state);
@@ -203,9 +198,7 @@ fn exclusive_mode_test_tree_add_and_del() {
 /// original once the device shows again.
 #[test]
 fn an_invisible_exclusive_device_is_kept_and_restored_when_it_returns() {
-    if !have_root("an_invisible_exclusive_device_is_kept_and_restored_when_it_returns") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some("192.168.0.34/16"));
     let state = StateDirPath::new();
     let (tree, c) = exclusive_tree(&pod, &state);
@@ -236,9 +229,7 @@ fn an_invisible_exclusive_device_is_kept_and_restored_when_it_returns() {
 /// kernel already returned to the host) the recorded host view restores it.
 #[test]
 fn exclusive_entry_falls_back_to_the_host_view() {
-    if !have_root("exclusive_entry_falls_back_to_the_host_view") {
-        return;
-    }
+    needs!(root);
     let pod = Pod::new("net1", Some("192.168.0.34/16"));
     let state = StateDirPath::new();
     let (tree, c) = exclusive_tree(&pod, &state);

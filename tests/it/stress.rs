@@ -7,10 +7,9 @@
 //! original (unset included), and no entry, temp file or quarantined entry
 //! may be left.
 //!
-//! Run: cargo test --release --test stress -- --ignored --nocapture
+//! Run: cargo test --release --test it stress:: -- --ignored --nocapture
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -61,9 +60,7 @@ struct Tally {
 #[test]
 #[ignore = "stress: run by `make stress`"]
 fn stress_many_workers_many_devices() {
-    if !have_root("stress_many_workers_many_devices") {
-        return;
-    }
+    needs!(root);
     let secs: u64 = std::env::var("STRESS_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())

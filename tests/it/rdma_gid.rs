@@ -3,8 +3,7 @@
 //! kernel: the GID is there at once, later, elsewhere, of the wrong type, or
 //! never. A failed check (101) leaves the node as ADD found it.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
@@ -41,9 +40,7 @@ fn assert_gid_failure(r: &Run, tree: &Tree, state: &StateDirPath) -> String {
 
 #[test]
 fn gid_present_at_once() {
-    if !have_root("gid_present_at_once") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, c) = setup(ADDR);
     tree.set_ipv4_gids(DEV, IP);
     let r = run_conf(&state, "ADD", "c1", &pod, &c);
@@ -55,9 +52,7 @@ fn gid_present_at_once() {
 
 #[test]
 fn gid_appearing_late_is_waited_for() {
-    if !have_root("gid_appearing_late_is_waited_for") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup(ADDR);
     c["gidTimeoutMs"] = json!(3000);
     let start = Instant::now();
@@ -84,9 +79,7 @@ fn gid_appearing_late_is_waited_for() {
 
 #[test]
 fn gid_never_appearing_fails_after_the_timeout() {
-    if !have_root("gid_never_appearing_fails_after_the_timeout") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup(ADDR);
     c["gidTimeoutMs"] = json!(500);
     let start = Instant::now();
@@ -102,9 +95,7 @@ fn gid_never_appearing_fails_after_the_timeout() {
 
 #[test]
 fn gid_at_another_index_names_it() {
-    if !have_root("gid_at_another_index_names_it") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup(ADDR);
     // An IPv6 address took 2/3 first: the IPv4 pair landed at 4/5.
     tree.set_gid(DEV, 4, &v4_gid(IP), "IB/RoCE v1");
@@ -127,9 +118,7 @@ fn gid_at_another_index_names_it() {
 
 #[test]
 fn gid_of_type_roce_v1_fails() {
-    if !have_root("gid_of_type_roce_v1_fails") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup(ADDR);
     tree.set_gid(DEV, 3, &v4_gid(IP), "IB/RoCE v1");
     c["gidTimeoutMs"] = json!(400);
@@ -139,9 +128,7 @@ fn gid_of_type_roce_v1_fails() {
 
 #[test]
 fn gid_of_zeros_fails() {
-    if !have_root("gid_of_zeros_fails") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup(ADDR);
     tree.set_gid(DEV, 2, &v4_gid(IP), "IB/RoCE v1");
     tree.set_gid(DEV, 3, ZERO_GID, "");
@@ -156,9 +143,7 @@ fn gid_of_zeros_fails() {
 
 #[test]
 fn ipv6_only_address() {
-    if !have_root("ipv6_only_address") {
-        return;
-    }
+    needs!(root);
     let v6 = "fd00::34/64";
     let gid = "fd00:0000:0000:0000:0000:0000:0000:0034";
     let (pod, tree, state, mut c) = setup(v6);
@@ -174,9 +159,7 @@ fn ipv6_only_address() {
 
 #[test]
 fn gid_check_warn_logs_and_goes_on() {
-    if !have_root("gid_check_warn_logs_and_goes_on") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup(ADDR);
     c["gidCheck"] = json!("warn");
     c["gidTimeoutMs"] = json!(400);
@@ -194,9 +177,7 @@ fn gid_check_warn_logs_and_goes_on() {
 
 #[test]
 fn gid_check_off_reads_no_gid() {
-    if !have_root("gid_check_off_reads_no_gid") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup(ADDR);
     // No GID table at all: a check that read one would fail.
     std::fs::remove_dir_all(tree.dev_dir(DEV).join("ports")).unwrap();
@@ -216,9 +197,7 @@ fn gid_check_off_reads_no_gid() {
 
 #[test]
 fn no_address_under_enforce_fails_before_any_change() {
-    if !have_root("no_address_under_enforce_fails_before_any_change") {
-        return;
-    }
+    needs!(root);
     let (pod, tree, state, mut c) = setup(ADDR);
     tree.set_ipv4_gids(DEV, IP);
     c["prevResult"] = prev_result("1.1.0", "net1", &pod.path(), &[]);

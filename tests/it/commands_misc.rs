@@ -1,8 +1,7 @@
 //! VERSION, GC and STATUS as a runtime sends them, and the binary run by
 //! hand (no CNI_COMMAND). None of these touch a netns, so none needs root.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::PermissionsExt;
 
@@ -26,6 +25,7 @@ fn supported(v: &Value) -> Vec<String> {
 
 #[test]
 fn version_echoes_the_input_version_and_lists_all_supported() {
+    needs!(root);
     for v in VERSIONS {
         let r = run_cmd(
             &StateDirPath::new(),
@@ -48,6 +48,7 @@ fn version_echoes_the_input_version_and_lists_all_supported() {
 
 #[test]
 fn version_works_with_empty_stdin() {
+    needs!(root);
     for r in [
         run_cmd(&StateDirPath::new(), "VERSION", b""),
         Exec::new(BIN).env("CNI_COMMAND", "VERSION").run(),
@@ -71,6 +72,7 @@ fn gc_conf(version: &str, state: &StateDirPath) -> Value {
 
 #[test]
 fn gc_accepts_both_attachment_keys_and_prints_nothing() {
+    needs!(root);
     let list = json!([{"containerID": "c1", "ifname": "net1"}]);
     for key in ["cni.dev/valid-attachments", "cni.dev/attachments"] {
         for existing_dir in [false, true] {
@@ -90,6 +92,7 @@ fn gc_accepts_both_attachment_keys_and_prints_nothing() {
 
 #[test]
 fn gc_without_the_attachment_list_is_refused() {
+    needs!(root);
     let state = StateDirPath::new();
     let r = run_cmd(
         &state,
@@ -103,6 +106,7 @@ fn gc_without_the_attachment_list_is_refused() {
 
 #[test]
 fn gc_and_status_need_1_1_0() {
+    needs!(root);
     for cmd in ["GC", "STATUS"] {
         for v in ["1.0.0", "0.4.0"] {
             let state = StateDirPath::new();
@@ -119,6 +123,7 @@ fn gc_and_status_need_1_1_0() {
 
 #[test]
 fn status_creates_a_private_state_dir() {
+    needs!(root);
     let state = StateDirPath::new();
     assert!(!state.0.exists());
     let r = run_cmd(
@@ -142,6 +147,7 @@ fn status_creates_a_private_state_dir() {
 
 #[test]
 fn status_below_a_regular_file_is_not_ready() {
+    needs!(root);
     let state = StateDirPath::new();
     std::fs::write(&state.0, "not a dir").unwrap();
     let c = gc_conf("1.1.0", &state);

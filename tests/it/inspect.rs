@@ -1,10 +1,9 @@
 //! `roce-tune inspect` run as an operator runs it: the built binary, no
 //! CNI_COMMAND, against a real netns holding a veth renamed net1 and an RDMA
-//! sysfs test tree in which the test plays the kernel (`tests/common`'s
+//! sysfs test tree in which the test plays the kernel (`tests/it/common`'s
 //! `Tree`: the class, PCI and GID files a driver would make).
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::process::Command;
 
@@ -108,9 +107,7 @@ fn assert_seed_gids(r: &Run, gids: &[(&str, &str); 4]) {
 
 #[test]
 fn seed_shared_example_passes_gid_index_3() {
-    if !have_root("seed_shared_example_passes_gid_index_3") {
-        return;
-    }
+    needs!(root);
     let (tree, pod) = seed_case(&SEED_SHARED, "Y");
     let path = pod.path();
     let r = inspect(&pod_args(&path, &tree, "mlx5_26"));
@@ -138,9 +135,7 @@ fn seed_shared_example_passes_gid_index_3() {
 
 #[test]
 fn seed_exclusive_example_is_reported_and_passes() {
-    if !have_root("seed_exclusive_example_is_reported_and_passes") {
-        return;
-    }
+    needs!(root);
     let (tree, pod) = seed_case(&SEED_EXCLUSIVE, "N");
     set_recommended(&pod);
     let path = pod.path();
@@ -169,9 +164,7 @@ fn single_failure(
     extra: &[&str],
     make_wrong: impl FnOnce(&Tree, &Pod),
 ) -> Option<(Run, String)> {
-    if !have_root(test) {
-        return None;
-    }
+    needs!(root);
     let (tree, pod) = seed_case(&SEED_SHARED, "Y");
     set_recommended(&pod);
     tree.set_tc("mlx5_26", "tclass=41");
@@ -270,9 +263,7 @@ fn wrong_sysctl_names_the_key() {
 
 #[test]
 fn all_good_exits_0() {
-    if !have_root("all_good_exits_0") {
-        return;
-    }
+    needs!(root);
     let (tree, pod) = seed_case(&SEED_SHARED, "Y");
     set_recommended(&pod);
     tree.set_tc("mlx5_26", "tclass=41");
@@ -292,9 +283,7 @@ fn all_good_exits_0() {
 
 #[test]
 fn pid_reaches_the_same_netns() {
-    if !have_root("pid_reaches_the_same_netns") {
-        return;
-    }
+    needs!(root);
     let (tree, pod) = seed_case(&SEED_SHARED, "Y");
     // `ip netns exec` execs the command: the child's pid is a process in the pod.
     let mut child = Command::new("ip")
@@ -340,9 +329,7 @@ fn pid_reaches_the_same_netns() {
 
 #[test]
 fn json_carries_the_same_verdicts_as_the_table() {
-    if !have_root("json_carries_the_same_verdicts_as_the_table") {
-        return;
-    }
+    needs!(root);
     let (tree, pod) = seed_case(&SEED_SHARED, "Y");
     // Two defects and one good check: GID at 5, class forced to 0.
     let v4 = v4_gid("192.168.0.34");
@@ -590,9 +577,7 @@ fn help_and_bad_options() {
 /// scenario (integration/kernel/scenarios.sh) finds soft-RoCE by RDMA netlink.
 #[test]
 fn without_device_the_lookup_add_uses_finds_it_and_says_how() {
-    if !have_root("without_device_the_lookup_add_uses_finds_it_and_says_how") {
-        return;
-    }
+    needs!(root);
     // The tree plays the kernel: the pod's net1 is the PCI function
     // 0000:0c:00.7, whose RDMA device is mlx5_9 (no RDMA netlink here).
     let tree = Tree::new();
@@ -661,9 +646,7 @@ fn without_device_the_lookup_add_uses_finds_it_and_says_how() {
 
 #[test]
 fn pod_without_an_rdma_interface_fails_rdma_device() {
-    if !have_root("pod_without_an_rdma_interface_fails_rdma_device") {
-        return;
-    }
+    needs!(root);
     let (tree, pod) = seed_case(&SEED_SHARED, "Y");
     let path = pod.path();
     let root = tree.root.to_str().unwrap();
@@ -710,9 +693,7 @@ fn pod_without_an_rdma_interface_fails_rdma_device() {
 /// or forge a PASS line.
 #[test]
 fn pod_chosen_names_are_escaped() {
-    if !have_root("pod_chosen_names_are_escaped") {
-        return;
-    }
+    needs!(root);
     let (tree, pod) = seed_case(&SEED_SHARED, "Y");
     let evil = "\x1b[1A\x1b[2KPASS";
     let out = Command::new("ip")

@@ -7,18 +7,15 @@
 //!
 //! The crash points exist only in a build with the `fault-injection` feature,
 //! which is built into target/fault (its own target dir, so the normal test
-//! build is never rebuilt with the feature and back). The test builds it
-//! itself: cargo's freshness check is a no-op when it is current, and a stale
-//! fault binary would silently test old code.
+//! build is never rebuilt with the feature and back). A test that runs it
+//! says `needs!(fault_bin)`, which builds it (common/need.rs says why).
 
-mod common;
-use common::*;
+use crate::common::need::fault_build;
+use crate::common::*;
 use nix::fcntl::{Flock, FlockArg};
 use roce_tune::rdma::traffic_class::{self, TrafficClass};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::path::Path;
 
 const PCI: &str = "0000:0c:00.2";
 const DEV: &str = "mlx5_2";
@@ -26,7 +23,7 @@ const ADDR: &str = "192.168.0.34/16";
 const IP: &str = "192.168.0.34";
 const CLASS: u8 = 41;
 
-const ADD_POINTS: &[&str] = &[
+pub(crate) const ADD_POINTS: &[&str] = &[
     "add-after-validation",
     "add-after-sysctls",
     "add-after-state-write",
@@ -34,41 +31,11 @@ const ADD_POINTS: &[&str] = &[
     "add-after-readback",
     "add-gid-wait",
 ];
-const DEL_POINTS: &[&str] = &[
+pub(crate) const DEL_POINTS: &[&str] = &[
     "del-after-read-state",
     "del-after-restore-write",
     "del-before-state-remove",
 ];
-
-/// The fault-injection build of the plugin, built once per test process.
-fn fault_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-        let target = root.join("target/fault");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "--locked",
-                "--features",
-                "fault-injection",
-                "--bin",
-                "roce-tune",
-            ])
-            .env("CARGO_TARGET_DIR", &target)
-            .current_dir(root)
-            .status()
-            .expect("run cargo to build the fault-injection binary");
-        assert!(
-            status.success(),
-            "building the fault-injection binary failed"
-        );
-        let bin = target.join("debug/roce-tune");
-        assert!(bin.exists(), "{} missing after the build", bin.display());
-        bin
-    })
-}
 
 /// One run as a runtime does it, optionally told to crash at `fault`.
 fn run(
@@ -80,7 +47,7 @@ fn run(
     fault: Option<&str>,
 ) -> Run {
     let exec = Exec::cni(
-        fault_bin(),
+        fault_build(),
         &node_config(state),
         command,
         cid,
@@ -150,7 +117,7 @@ fn held_locks(state: &StateDirPath) -> Vec<String> {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Next {
+pub(crate) enum Next {
     /// ADD crashed: the runtime gives up on the pod and runs DEL.
     Del,
     /// ADD crashed and the sandbox went with it: DEL with CNI_NETNS empty.
@@ -177,6 +144,35 @@ impl Next {
             Next::OrphanRepair => "pod gone, no DEL: gc --orphans",
         }
     }
+}
+
+/// The class files the scenarios start from: unset, and a class.
+pub(crate) const ORIGINALS: &[&str] = &["", "Global tclass=106\n"];
+/// What comes after a crash in ADD, and after one in DEL.
+pub(crate) const ADD_NEXT: &[Next] = &[
+    Next::Del,
+    Next::DelNoNetns,
+    Next::RetryAddThenDel,
+    Next::OrphanRepair,
+];
+pub(crate) const DEL_NEXT: &[Next] = &[Next::DelAgain, Next::DelAgainNoNetns, Next::OrphanRepair];
+
+/// Every scenario (fault point, original, next step), in the order they run.
+pub(crate) fn plan() -> Vec<(&'static str, &'static str, Next)> {
+    let mut v = Vec::new();
+    for &original in ORIGINALS {
+        for &point in ADD_POINTS {
+            for &next in ADD_NEXT {
+                v.push((point, original, next));
+            }
+        }
+        for &point in DEL_POINTS {
+            for &next in DEL_NEXT {
+                v.push((point, original, next));
+            }
+        }
+    }
+    v
 }
 
 struct Row {
@@ -208,7 +204,7 @@ fn crashed_at(out: &Run, point: &str) -> Result<(), String> {
 
 /// The repair loop's sweep, once, by the fault build.
 fn gc_orphans(state: &StateDirPath) -> Run {
-    gc_orphans_with(fault_bin(), state)
+    gc_orphans_with(fault_build(), state)
 }
 
 fn scenario(shared: &Pod, point: &'static str, original: &'static str, next: Next) -> Row {
@@ -302,29 +298,14 @@ fn scenario(shared: &Pod, point: &'static str, original: &'static str, next: Nex
 
 #[test]
 fn every_fault_point_leaves_the_node_as_it_was() {
-    if !have_root("every_fault_point_leaves_the_node_as_it_was") {
-        return;
-    }
-    fault_bin();
+    needs!(root);
+    needs!(fault_bin);
     let pod = Pod::new("net1", Some(ADDR));
-    let mut rows = Vec::new();
-    for original in ["", "Global tclass=106\n"] {
-        for &point in ADD_POINTS {
-            for next in [
-                Next::Del,
-                Next::DelNoNetns,
-                Next::RetryAddThenDel,
-                Next::OrphanRepair,
-            ] {
-                rows.push(scenario(&pod, point, original, next));
-            }
-        }
-        for &point in DEL_POINTS {
-            for next in [Next::DelAgain, Next::DelAgainNoNetns, Next::OrphanRepair] {
-                rows.push(scenario(&pod, point, original, next));
-            }
-        }
-    }
+    let planned = plan();
+    let mut rows: Vec<Row> = planned
+        .iter()
+        .map(|&(point, original, next)| scenario(&pod, point, original, next))
+        .collect();
     rows.sort_by_key(|r| {
         let i = ADD_POINTS
             .iter()
@@ -357,7 +338,7 @@ fn every_fault_point_leaves_the_node_as_it_was() {
         rows.len() - failed.len(),
         failed.len()
     );
-    assert_eq!(rows.len(), 66);
+    assert_eq!(rows.len(), planned.len(), "every scenario ran");
     assert!(
         failed.is_empty(),
         "{} scenarios did not end as they began: {}",
@@ -414,9 +395,8 @@ fn every_fault_point_in_src_has_a_scenario() {
 /// back on the host, the repair restores the original.
 #[test]
 fn a_refused_pod_sysfs_never_fails_del() {
-    if !have_root("a_refused_pod_sysfs_never_fails_del") {
-        return;
-    }
+    needs!(root);
+    let bin = needs!(fault_bin);
     let pod = Pod::new("net1", Some(ADDR));
     let tree = Tree::new();
     let state = StateDirPath::new();
@@ -432,17 +412,10 @@ fn a_refused_pod_sysfs_never_fails_del() {
     state.plant(&e);
     // Exclusive mode: the device is in the pod, whose sysfs is refused.
     tree.move_into(&pod, PCI, DEV);
-    let out = Exec::cni(
-        fault_bin(),
-        &node_config(&state),
-        "DEL",
-        &cid,
-        &pod.path(),
-        "net1",
-    )
-    .env("ROCE_TUNE_REFUSE", "pod-sysfs")
-    .stdin(c.as_str())
-    .run();
+    let out = Exec::cni(bin, &node_config(&state), "DEL", &cid, &pod.path(), "net1")
+        .env("ROCE_TUNE_REFUSE", "pod-sysfs")
+        .stdin(c.as_str())
+        .run();
     let stderr = &out.stderr;
     assert_eq!(out.status, 0, "DEL failed: {stderr}");
     assert!(

@@ -1,0 +1,178 @@
+//! What a test needs from the machine, said once at its top:
+//!
+//! ```ignore
+//! needs!(root);                  // a netns, veths, sysctls, a state dir
+//! let py = needs!(grpc_venv);    // the fake kubelet's python
+//! let bin = needs!(fault_bin);   // the fault-injection build
+//! ```
+//!
+//! A need the machine lacks ends the test early (the macro returns
+//! `Default::default()`: `()` from a test, `None` from a helper returning an
+//! `Option`) after `SKIPPED <test>: <why>` on stderr. Under CI
+//! (ROCE_TUNE_REQUIRE_ROOT=1) a skip is a failure instead, so CI cannot pass
+//! by skipping. `<test>` is the test's own path (`module::fn`), which libtest
+//! gives the thread it runs the test on.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// `needs!(root)`, `needs!(grpc_venv)`, `needs!(fault_bin)`: the value the
+/// need gives (`()`, the python, the binary), or an early return.
+macro_rules! needs {
+    ($need:ident) => {
+        match $crate::common::need::$need(module_path!()) {
+            Some(given) => given,
+            None => return Default::default(),
+        }
+    };
+}
+pub(crate) use needs;
+
+/// The running test's path as libtest names its thread (`module::fn`);
+/// `at`, the caller's module, on a thread libtest did not start.
+pub fn test_name(at: &str) -> String {
+    match std::thread::current().name() {
+        Some(n) if n != "main" => n.to_owned(),
+        _ => at.to_owned(),
+    }
+}
+
+fn required() -> bool {
+    std::env::var("ROCE_TUNE_REQUIRE_ROOT").is_ok_and(|v| v == "1")
+}
+
+/// The test cannot run here because of `why`: say so, or fail under CI.
+fn lacking<T>(at: &str, why: &str) -> Option<T> {
+    let test = test_name(at);
+    if required() {
+        panic!("{test}: {why}, and ROCE_TUNE_REQUIRE_ROOT=1 forbids skipping");
+    }
+    // Not eprintln!: libtest captures that and shows it only for a failure,
+    // so a skip would pass unseen. A write to the stream itself is not
+    // captured.
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: {why}");
+    None
+}
+
+/// Root, which a netns, veth ends and the pod's sysctls take, and so do the
+/// state dir and node config the plugin accepts (root-owned, under /run).
+pub fn root(at: &str) -> Option<()> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { nix::libc::geteuid() } == 0 {
+        return Some(());
+    }
+    lacking(
+        at,
+        "needs root (a netns, veths, sysctls, a root-owned state dir); run the tests as root",
+    )
+}
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The python of the venv integration/setup.sh makes for the fake kubelet
+/// (integration/.build/venv-grpc, or under $ROCE_TUNE_BUILD_DIR), when it
+/// imports grpcio.
+pub fn grpc_venv(at: &str) -> Option<PathBuf> {
+    let build = std::env::var_os("ROCE_TUNE_BUILD_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("integration/.build"));
+    let py = build.join("venv-grpc/bin/python");
+    let ok = py.is_file()
+        && Command::new(&py)
+            .args(["-c", "import grpc, grpc_tools.protoc"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if ok {
+        return Some(py);
+    }
+    lacking(
+        at,
+        &format!(
+            "no usable {} (run integration/setup.sh as root: it installs grpcio there)",
+            py.display()
+        ),
+    )
+}
+
+/// A binary integration/setup.sh unpacks into integration/.build/bin (from
+/// Debian's prometheus package, not installed: its postinst would start a
+/// server for the whole machine), else one on PATH; `ROCE_TUNE_<NAME>`
+/// names another.
+fn unpacked(at: &str, name: &str) -> Option<PathBuf> {
+    let var = format!("ROCE_TUNE_{}", name.to_uppercase());
+    if let Some(p) = std::env::var_os(&var).filter(|v| !v.is_empty()) {
+        return Some(p.into());
+    }
+    let build = std::env::var_os("ROCE_TUNE_BUILD_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("integration/.build"));
+    let found = std::iter::once(build.join("bin").join(name))
+        .chain(std::env::var_os("PATH").into_iter().flat_map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join(name))
+                .collect::<Vec<_>>()
+        }))
+        .find(|p| p.is_file());
+    if found.is_some() {
+        return found;
+    }
+    lacking(
+        at,
+        &format!(
+            "no {name} (integration/setup.sh unpacks it into integration/.build/bin, or set {var})"
+        ),
+    )
+}
+
+/// promtool, Prometheus's linter of the text exposition.
+pub fn promtool(at: &str) -> Option<PathBuf> {
+    unpacked(at, "promtool")
+}
+
+/// A Prometheus server binary, to run one of the test's own.
+pub fn prometheus(at: &str) -> Option<PathBuf> {
+    unpacked(at, "prometheus")
+}
+
+/// The fault-injection build of the plugin, built once per test process into
+/// target/fault (its own target dir, so the normal test build is never
+/// rebuilt with the feature and back). It is built here, not trusted to be
+/// there: cargo's freshness check is a no-op when it is current, and a stale
+/// fault binary would silently test old code. Never a skip: cargo is what
+/// runs the tests, so a build that fails is a failure.
+pub fn fault_bin(_at: &str) -> Option<&'static Path> {
+    Some(fault_build())
+}
+
+/// `fault_bin`'s binary, for the helpers of a test that asked for it.
+pub fn fault_build() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let target = repo().join("target/fault");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--locked",
+                "--features",
+                "fault-injection",
+                "--bin",
+                "roce-tune",
+            ])
+            .env("CARGO_TARGET_DIR", &target)
+            .current_dir(repo())
+            .status()
+            .expect("run cargo to build the fault-injection binary");
+        assert!(
+            status.success(),
+            "building the fault-injection binary failed"
+        );
+        let bin = target.join("debug/roce-tune");
+        assert!(bin.exists(), "{} missing after the build", bin.display());
+        bin
+    })
+}
