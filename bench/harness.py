@@ -46,6 +46,12 @@ FRESH = {"rp_filter": "1", "arp_announce": "0", "arp_filter": "0", "arp_ignore":
          "accept_local": "0"}
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 CONTAINER = "benchpod0"
+# CNI_ARGS as Multus 4.2 in thin mode passes them (its five pairs, then the
+# runtime's again; integration/lib.sh multus_cni_args): the pod's identity,
+# so the placement check asks the kubelet, whose socket this machine lacks.
+_POD = ("K8S_POD_NAMESPACE=bench;K8S_POD_NAME=bench-0;"
+        f"K8S_POD_INFRA_CONTAINER_ID={CONTAINER};K8S_POD_UID=6f1b7d8e-1c2a-4b3c-8d4e-5f6a7b8c9d0e")
+CNI_ARGS = f"IgnoreUnknown=true;{_POD};IgnoreUnknown=1;{_POD}"
 TC = 41
 
 
@@ -150,13 +156,21 @@ class Bench:
     def make_tree(self):
         os.makedirs(f"{self.tree}/module/ib_core/parameters")
         self.write(f"{self.tree}/module/ib_core/parameters/netns_mode", "Y\n")
+        # The kernel's answer from inside the pod: net<i> is the netdev of the VF
+        # (docs/design.md, "Test trees": <root>/netns/<inode>/class/net/<if>/device).
+        ino = os.stat(self.nspath).st_ino
         for i in range(1, self.a.rails + 1):
             os.makedirs(f"{self.tree}/bus/pci/devices/{self.pci(i)}/infiniband/{self.dev(i)}")
+            net = f"{self.tree}/netns/{ino}/class/net/net{i}"
+            os.makedirs(net)
+            os.symlink(f"../../../../../bus/pci/devices/{self.pci(i)}", f"{net}/device")
             d = self.devdir(i)
             for sub in ("tc/1", "ports/1/gids", "ports/1/gid_attrs/types",
                         "ports/1/gid_attrs/ndevs"):
                 os.makedirs(f"{d}/{sub}")
             self.write(f"{d}/tc/1/traffic_class", "")
+            os.symlink(f"../../../bus/pci/devices/{self.pci(i)}", f"{d}/device")
+            self.write(f"{d}/node_guid", "506b:4b03:00f3:%04x\n" % i)
             for g in range(8):
                 self.set_gid(i, g, ZERO_GID, "")
             ll = "fe80:0000:0000:0000:8cca:d1ff:fed4:%04x" % i
@@ -279,7 +293,7 @@ class Bench:
     def env(self, command, i=1, cfg=None):
         e = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "CNI_COMMAND": command,
              "CNI_CONTAINERID": CONTAINER, "CNI_NETNS": self.nspath,
-             "CNI_IFNAME": f"net{i}", "CNI_ARGS": "", "CNI_PATH": "/usr/lib/cni"}
+             "CNI_IFNAME": f"net{i}", "CNI_ARGS": CNI_ARGS, "CNI_PATH": "/usr/lib/cni"}
         if cfg in self.node:
             e["ROCE_TUNE_NODE_CONFIG"] = self.node[cfg]
         return e

@@ -26,6 +26,7 @@ pub mod ownership;
 pub mod placement;
 pub mod plugin;
 pub mod podresources;
+pub mod quote;
 pub mod rdma;
 pub mod safe_dir;
 pub mod state;

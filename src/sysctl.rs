@@ -3,10 +3,33 @@
 //! thread that entered the pod netns (see `netns`).
 
 use crate::cni::config::SysctlSetting;
-use crate::cni::{code, CniError, CniResult};
 use crate::node::{pattern_matches, NodeConfig};
+use std::fmt;
 use std::io::ErrorKind;
 use std::path::PathBuf;
+
+/// Why a sysctl could not be set or does not hold its value. The CNI edge
+/// gives each kind its code: 7 (the config names what is not there or not
+/// allowed), 5 (I/O), 103 (CHECK: drifted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SysctlError {
+    /// The key is not in the node's allowlist, or not in the pod's netns.
+    Config(String),
+    Io(String),
+    Drifted(String),
+}
+
+impl fmt::Display for SysctlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SysctlError::Config(m) | SysctlError::Io(m) | SysctlError::Drifted(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for SysctlError {}
+
+pub type SysctlResult<T> = Result<T, SysctlError>;
 
 /// A sysctl with `IFNAME` resolved and its /proc/sys path built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,13 +71,13 @@ pub fn check_allowlist(
     settings: &[SysctlSetting],
     ifname: &str,
     node: &NodeConfig,
-) -> CniResult<()> {
+) -> SysctlResult<()> {
     let Some(patterns) = &node.sysctl_allowlist else {
         return Ok(());
     };
     for s in settings {
         if !patterns.iter().any(|p| pattern_matches(p, &s.key, ifname)) {
-            return Err(CniError::config(format!(
+            return Err(SysctlError::Config(format!(
                 "sysctl {} is not allowed on this node: no pattern of sysctlAllowlist in {} matches it; ask the node admin, or remove it from sysctl",
                 s.key,
                 node.source.display()
@@ -69,24 +92,25 @@ pub fn same_value(a: &str, b: &str) -> bool {
     a.split_whitespace().eq(b.split_whitespace())
 }
 
-pub fn read(s: &ResolvedSysctl) -> CniResult<String> {
+pub fn read(s: &ResolvedSysctl) -> SysctlResult<String> {
     std::fs::read_to_string(&s.path)
         .map(|v| v.trim_end().to_string())
         .map_err(|e| error(s, "read", e))
 }
 
-fn error(s: &ResolvedSysctl, what: &str, e: std::io::Error) -> CniError {
+fn error(s: &ResolvedSysctl, what: &str, e: std::io::Error) -> SysctlError {
     if e.kind() == ErrorKind::NotFound {
-        CniError::config(format!(
+        SysctlError::Config(format!(
             "sysctl {} does not exist in the pod netns ({}): check the key and that the interface exists",
             s.key,
             s.path.display()
         ))
     } else {
-        CniError::new(
-            code::IO_FAILURE,
-            format!("{what} sysctl {} ({}): {e}", s.key, s.path.display()),
-        )
+        SysctlError::Io(format!(
+            "{what} sysctl {} ({}): {e}",
+            s.key,
+            s.path.display()
+        ))
     }
 }
 
@@ -96,7 +120,7 @@ pub type Undo = Vec<(ResolvedSysctl, String)>;
 /// Write each sysctl whose live value differs (reading first keeps a
 /// read-only /proc working when nothing has to change). On failure, what was
 /// already written is put back before the error is returned.
-pub fn apply(list: &[ResolvedSysctl]) -> CniResult<Undo> {
+pub fn apply(list: &[ResolvedSysctl]) -> SysctlResult<Undo> {
     let mut undo: Undo = Vec::new();
     for s in list {
         let step = read(s).and_then(|old| {
@@ -128,19 +152,16 @@ pub fn revert(undo: &Undo) {
 }
 
 /// CHECK: the first sysctl whose live value differs, as an error naming it.
-pub fn verify(list: &[ResolvedSysctl]) -> CniResult<()> {
+pub fn verify(list: &[ResolvedSysctl]) -> SysctlResult<()> {
     for s in list {
         let live = read(s)?;
         if !same_value(&live, &s.value) {
-            return Err(CniError::new(
-                code::SYSCTL_DRIFT,
-                format!(
-                    "sysctl {} is {} in the pod, expected {:?}",
-                    s.key,
-                    crate::sysfs::quote(&live, 64),
-                    s.value
-                ),
-            ));
+            return Err(SysctlError::Drifted(format!(
+                "sysctl {} is {} in the pod, expected {:?}",
+                s.key,
+                crate::quote::file(&live, 64),
+                s.value
+            )));
         }
     }
     Ok(())

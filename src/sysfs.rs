@@ -387,18 +387,6 @@ fn resolve_beneath(dir: &Path, target: &Path) -> SysfsResult<PathBuf> {
     Ok(out.iter().collect())
 }
 
-/// A value read from a file, fit to quote in a message or a log line: short,
-/// printable ASCII. Anything else is described by its size only, so no error
-/// can disclose what a file holds (a planted link to a secret, say).
-pub fn quote(s: &str, max: usize) -> String {
-    let t = s.trim();
-    if !t.is_empty() && t.len() <= max && t.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        format!("{t:?}")
-    } else {
-        format!("{} bytes that are not a short printable value", s.len())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -499,13 +487,5 @@ mod tests {
             Err(SysfsError::Os(Errno::EINVAL))
         );
         std::fs::remove_dir_all(&d).unwrap();
-    }
-
-    #[test]
-    fn quoting_never_discloses_content() {
-        assert_eq!(quote("41\n", 16), "\"41\"");
-        assert!(quote("root:$6$abc:19000:0:99999:7:::", 16).contains("bytes"));
-        assert!(quote("a\u{1b}[2J", 16).contains("bytes"));
-        assert!(quote("", 16).contains("0 bytes"));
     }
 }

@@ -484,28 +484,18 @@ pub fn validate_name(name: &str) -> CniResult<()> {
     }
 }
 
-fn describe(v: &Value) -> String {
-    let s = v.to_string();
-    if s.len() > 40 {
-        format!(
-            "{}...",
-            &s[..s.char_indices().nth(37).map_or(s.len(), |(i, _)| i)]
-        )
-    } else {
-        s
-    }
-}
-
 fn wrong_type(key: &str, want: &str, got: &Value) -> CniError {
-    CniError::config(format!("{key} must be {want}, got {}", describe(got)))
+    CniError::config(format!(
+        "{key} must be {want}, got {}",
+        crate::quote::input_json(got)
+    ))
 }
 
+/// A config string: an empty one is kept (and judged by its key's rules).
 fn opt_str(obj: &Map<String, Value>, key: &str) -> CniResult<Option<String>> {
-    match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(wrong_type(key, "a string", other)),
-    }
+    json::str_field(obj, key)
+        .map(|s| s.map(str::to_owned))
+        .map_err(|v| wrong_type(key, "a string", v))
 }
 
 fn opt_int(obj: &Map<String, Value>, key: &str, min: u64, max: u64) -> CniResult<Option<u64>> {

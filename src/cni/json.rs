@@ -14,6 +14,17 @@ pub fn from_slice(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     Ok(v)
 }
 
+/// A string field of an object: absent or null is `None`; another type is
+/// `Err` with the value found, for the caller's message (config and result
+/// both read their string fields through this).
+pub fn str_field<'a>(obj: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>, &'a Value> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(other),
+    }
+}
+
 struct StrictValue;
 
 impl<'de> DeserializeSeed<'de> for StrictValue {

@@ -31,13 +31,11 @@ use ipnetwork::IpNetwork;
 use serde_json::{Map, Value};
 
 use super::error::{code, CniError};
+use super::json;
 use super::version::{self, is_supported, SUPPORTED_VERSIONS};
 
 /// Prefix of every field path in parse errors.
 const ROOT: &str = "prevResult";
-
-/// Longest part of an offending string value quoted back in an error message.
-const QUOTE_MAX_CHARS: usize = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Interface {
@@ -107,7 +105,7 @@ impl NetResult {
                 if !is_supported(&declared) {
                     return Err(unsupported(format!(
                         "{ROOT}.cniVersion {} is not supported",
-                        quoted(&declared)
+                        crate::quote::input(&declared)
                     )));
                 }
                 declared
@@ -116,7 +114,7 @@ impl NetResult {
                 if !is_supported(assumed_version) {
                     return Err(unsupported(format!(
                         "{ROOT} has no cniVersion and the assumed {} is not supported",
-                        quoted(assumed_version)
+                        crate::quote::input(assumed_version)
                     )));
                 }
                 assumed_version.to_string()
@@ -164,7 +162,7 @@ impl NetResult {
         if !is_supported(version) {
             return Err(unsupported(format!(
                 "cannot print a result as cniVersion {}",
-                quoted(version)
+                crate::quote::input(version)
             )));
         }
         // SPEC 1.0.0 removed ips[].version; 0.x requires it.
@@ -329,15 +327,16 @@ fn as_str<'a>(v: &'a Value, path: &str) -> Result<&'a str, CniError> {
         .ok_or_else(|| bad(path, format!("expected a string, got {}", kind(v))))
 }
 
-/// An absent, null or empty string is `None`.
+/// A result string: absent, null or empty is `None` (what the reference
+/// plugins print for a field they do not fill).
 fn opt_str(obj: &Map<String, Value>, key: &str, path: &str) -> Result<Option<String>, CniError> {
-    match present(obj, key) {
-        None => Ok(None),
-        Some(v) => {
-            let s = as_str(v, &format!("{path}.{key}"))?;
-            Ok((!s.is_empty()).then(|| s.to_string()))
-        }
-    }
+    let s = json::str_field(obj, key).map_err(|v| {
+        bad(
+            &format!("{path}.{key}"),
+            format!("expected a string, got {}", kind(v)),
+        )
+    })?;
+    Ok(s.filter(|s| !s.is_empty()).map(str::to_owned))
 }
 
 /// An absent or null array is empty.
@@ -400,7 +399,7 @@ fn req_cidr(obj: &Map<String, Value>, key: &str, path: &str) -> Result<IpNetwork
         return Err(bad(&fpath, "missing"));
     };
     let s = as_str(v, &fpath)?;
-    parse_cidr(s).ok_or_else(|| bad(&fpath, format!("{} is not a CIDR", quoted(s))))
+    parse_cidr(s).ok_or_else(|| bad(&fpath, format!("{} is not a CIDR", crate::quote::input(s))))
 }
 
 fn opt_ip(obj: &Map<String, Value>, key: &str, path: &str) -> Result<Option<IpAddr>, CniError> {
@@ -409,9 +408,12 @@ fn opt_ip(obj: &Map<String, Value>, key: &str, path: &str) -> Result<Option<IpAd
     };
     let fpath = format!("{path}.{key}");
     let s = as_str(v, &fpath)?;
-    s.parse::<IpAddr>()
-        .map(Some)
-        .map_err(|_| bad(&fpath, format!("{} is not an IP address", quoted(s))))
+    s.parse::<IpAddr>().map(Some).map_err(|_| {
+        bad(
+            &fpath,
+            format!("{} is not an IP address", crate::quote::input(s)),
+        )
+    })
 }
 
 /// `address/prefix` with a decimal prefix, as Go's net.ParseCIDR reads it.
@@ -436,17 +438,6 @@ fn kind(v: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
-}
-
-/// `s` as a JSON string, cut short so a hostile value cannot flood the log.
-fn quoted(s: &str) -> String {
-    let mut chars = s.chars();
-    let head: String = chars.by_ref().take(QUOTE_MAX_CHARS).collect();
-    let mut q = Value::String(head).to_string();
-    if chars.next().is_some() {
-        q.push_str("...");
-    }
-    q
 }
 
 fn bad(path: &str, what: impl std::fmt::Display) -> CniError {

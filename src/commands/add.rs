@@ -296,7 +296,7 @@ fn check_gid(
             Ok(())
         }
         Verdict::Mismatch { found, located } => {
-            let err = gid::mismatch_error(port, at, want, addr, found.as_ref(), located);
+            let err = super::gid_mismatch(port, at, want, addr, found.as_ref(), located);
             if conf.gid_check == GidCheck::Warn {
                 crate::warn!("{} (gidCheck is warn: ADD goes on)", err.msg);
                 Ok(())

@@ -93,7 +93,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
             if let Verdict::Mismatch { found, located } =
                 gid::wait_for(view, &port, at, &want, Duration::ZERO)
             {
-                let err = gid::mismatch_error(&port, at, &want, &addr, found.as_ref(), located);
+                let err = super::gid_mismatch(&port, at, &want, &addr, found.as_ref(), located);
                 if conf.gid_check != GidCheck::Warn {
                     return Err(err);
                 }

@@ -128,3 +128,33 @@ impl From<OwnError> for CniError {
         }
     }
 }
+
+impl From<crate::netlink::Error> for CniError {
+    fn from(e: crate::netlink::Error) -> CniError {
+        CniError::new(code::IO_FAILURE, e.to_string())
+    }
+}
+
+impl From<crate::sysctl::SysctlError> for CniError {
+    fn from(e: crate::sysctl::SysctlError) -> CniError {
+        use crate::sysctl::SysctlError;
+        match e {
+            SysctlError::Config(m) => CniError::config(m),
+            SysctlError::Io(m) => CniError::new(code::IO_FAILURE, m),
+            SysctlError::Drifted(m) => CniError::new(code::SYSCTL_DRIFT, m),
+        }
+    }
+}
+
+/// Error 101, from what the GID table showed (`rdma::gid`).
+pub fn gid_mismatch(
+    port: &crate::rdma::RdmaPort,
+    at: crate::rdma::gid::Want,
+    want: &std::net::Ipv6Addr,
+    addr: &std::net::IpAddr,
+    found: Option<&crate::rdma::gid::GidEntry>,
+    located: Option<u32>,
+) -> CniError {
+    let msg = crate::rdma::gid::mismatch_message(port, at, want, addr, found, located);
+    CniError::new(code::GID_CHECK, msg)
+}

@@ -85,14 +85,5 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-/// Temporary: lets the callers that still return `CniResult`
-/// (`rdma::lookup`, `inspect::collect`) use `?` on netlink calls. It goes
-/// when the CNI edge maps library errors itself.
-impl From<Error> for crate::cni::CniError {
-    fn from(e: Error) -> crate::cni::CniError {
-        crate::cni::CniError::new(crate::cni::code::IO_FAILURE, e.to_string())
-    }
-}
-
 #[cfg(test)]
 mod tests;

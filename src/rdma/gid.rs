@@ -6,7 +6,6 @@
 //! run on a thread inside the pod netns (MLNX_OFED hides other netns' GIDs).
 
 use super::{is_safe_component, RdmaPort};
-use crate::cni::{code, CniError};
 use crate::sysfs::View;
 use ipnetwork::IpNetwork;
 use std::net::{IpAddr, Ipv6Addr};
@@ -220,16 +219,16 @@ pub fn wait_for(
     }
 }
 
-/// Error 101: device, index, expected GID, what was found, and where the
-/// expected GID is, with the fix an operator can apply.
-pub fn mismatch_error(
+/// What error 101 says: device, index, expected GID, what was found, and
+/// where the expected GID is, with the fix an operator can apply.
+pub fn mismatch_message(
     port: &RdmaPort,
     at: Want,
     want: &Ipv6Addr,
     addr: &IpAddr,
     found: Option<&GidEntry>,
     located: Option<u32>,
-) -> CniError {
+) -> String {
     let mut msg = match (at, found) {
         (Want::Index(index), Some(found)) => format!(
             "GID check failed on {} port {}: index {index} should hold the RoCE v2 GID {} of {addr}, found {}",
@@ -251,7 +250,7 @@ pub fn mismatch_error(
         )),
         None => msg.push_str("; the expected RoCE v2 GID is at no index: is the address on the VF's netdev, and is the VF's RoCE enabled?"),
     }
-    CniError::new(code::GID_CHECK, msg)
+    msg
 }
 
 #[cfg(test)]

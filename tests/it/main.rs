@@ -23,6 +23,7 @@ mod features;
 mod gc_state;
 mod harness;
 mod inspect;
+mod layers;
 mod netlink_route;
 mod orphans;
 mod podresources;

@@ -344,7 +344,7 @@ fn in_pod(opts: &Options, side: &mut PodSide, reach: Reach) -> CniResult<InPod> 
         let sysctls = sysctl::resolve(&settings, &link.name)
             .into_iter()
             .map(|s| SysctlObs {
-                value: sysctl::read(&s).map_err(|e| e.msg),
+                value: sysctl::read(&s).map_err(|e| e.to_string()),
                 recommended: s.value.clone(),
                 key: s.key,
             })
