@@ -40,6 +40,10 @@ die() { echo "bench: ERROR: $*" >&2; exit 1; }
 bin="${ROCE_TUNE_BIN:-$repo/target/release/roce-tune}"
 tuning="${TUNING_BIN:-/usr/lib/cni/tuning}"
 [ -x "$bin" ] || die "$bin missing: run \`make release\` (or \`make bench\`, which does)"
+# A plain `cargo build --release` leaves a dynamic binary here: the loader adds
+# ~0.3 ms to every run, and the report would call it static.
+file -L "$bin" | grep -Eq 'static(-pie)? linked' ||
+    die "$bin is dynamically linked: run \`make release\` (the static build the nodes get)"
 baseline="${BENCH_BASELINE:-}"
 [ -z "$baseline" ] || [ -x "$baseline" ] || die "BENCH_BASELINE=$baseline is not an executable"
 [ -x "$tuning" ] || die "$tuning missing: run \`make setup\` (Debian containernetworking-plugins)"

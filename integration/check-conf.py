@@ -45,7 +45,7 @@
    * every plugin has a "type"; the chain order is [sriov] -> [rdma] -> roce-tune -> sbr;
    * every roce-tune config has the docs/design.md, "Node config" and "Network config" key types and ranges; in a SriovNetwork or a
      NAD (tenant-written), the node settings stateDir, sysfsRoot and logFile are errors:
-     roce-tune refuses them there (code 7). The Rust test tests/conf_examples.rs feeds the
+     roce-tune refuses them there (code 7). The Rust test tests/it/conf_examples.rs feeds the
      same configs, printed by integration/extract-configs.py, to the plugin's own validation.
 4. conf/image/Containerfile: FROM scratch only (built offline), the OCI labels.
 5. The optional metrics component (conf/deploy/components/metrics), built on top of every

@@ -65,7 +65,7 @@ fi
 "$venv/bin/python" -c 'import kubernetes_validate, yaml, jsonschema' || die "venv $venv: kubernetes_validate does not import"
 
 # ---------------------------------------------------------------- 1c. the fake kubelet's Python packages
-# grpcio + grpcio-tools (integration/fake_kubelet, tests/podresources.rs), pinned, in their own venv.
+# grpcio + grpcio-tools (integration/fake_kubelet, tests/it/podresources.rs), pinned, in their own venv.
 gvenv="$build/venv-grpc"
 greq="$here/requirements-fake-kubelet.txt"
 if [ -x "$gvenv/bin/python" ] && [ -f "$gvenv/requirements.txt" ] && cmp -s "$greq" "$gvenv/requirements.txt"; then
@@ -79,7 +79,7 @@ else
 fi
 "$gvenv/bin/python" -c 'import grpc, grpc_tools.protoc' || die "venv $gvenv: grpcio does not import"
 # ---------------------------------------------------------------- 1d. prometheus and promtool
-# `promtool check metrics` lints the agent's exposition (tests/agent_exposition.rs), and the e2e
+# `promtool check metrics` lints the agent's exposition (tests/it/agent_exposition.rs), and the e2e
 # lane's Prometheus scrapes the agent. Debian ships both in the prometheus package, whose
 # postinst starts a Prometheus server for the whole machine: the package is downloaded and
 # unpacked (dpkg -x), not installed, and only the two binaries are kept.

@@ -8,7 +8,7 @@
 //!   also be on sysfs (configfs under `kernel/config`), checked with `fstatfs`
 //!   on the descriptor that is then read or written. A test tree keeps the
 //!   same no-follow rules without the filesystem check (docs/design.md,
-//!   "Trust boundary").
+//!   "Who writes what").
 //! - Namespaces without thread tricks. A sysfs instance shows the network
 //!   namespace of whoever created it. The pod's view in exclusive RDMA mode is
 //!   a detached sysfs created on a thread inside the pod netns

@@ -402,9 +402,7 @@ impl NetConf {
 
     /// The RDMA device is needed only to write to it or to check a GID.
     pub fn needs_rdma(&self) -> bool {
-        self.traffic_class.is_some()
-            || self.rdma_cm_tos.is_some()
-            || self.gid_check != GidCheck::Off
+        !self.owned().is_empty() || self.gid_check != GidCheck::Off
     }
 }
 

@@ -1,5 +1,5 @@
-//! CHECK: report drift of what roce-tune set: each sysctl, the traffic class
-//! and the GID. One trip into the pod netns; success prints nothing.
+//! CHECK: report drift of what roce-tune set: each sysctl, each owned
+//! setting (the traffic class, the rdma_cm ToS) and the GID. One trip into the pod netns; success prints nothing.
 
 use super::add::wanted_index;
 use crate::cni::config::{GidCheck, NetConf};
@@ -8,9 +8,8 @@ use crate::cni::result::NetResult;
 use crate::cni::{code, CniError, CniResult};
 use crate::node::NodeConfig;
 use crate::rdma::gid::{self, Verdict};
-use crate::rdma::rdma_cm;
 use crate::rdma::reach::{PodSide, Reach};
-use crate::rdma::traffic_class::{self, describe};
+use crate::rdma::setting::{by_key, show, Views};
 use crate::sysctl;
 use std::time::Duration;
 
@@ -47,31 +46,21 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
                     .unwrap_or(host),
                 Reach::Host => host,
             };
-            if let Some(tc) = conf.traffic_class {
-                let live = traffic_class::read(view, &port)?;
-                if live != Some(tc) {
+            // Every owned setting, as ADD wrote it (`rdma::setting::SETTINGS`).
+            let at = Views { device: view, host };
+            for (key, want) in conf.owned() {
+                let setting = by_key(key).expect("NetConf::owned names registered settings");
+                let live = setting.read(at, &port)?;
+                if !setting.same(live, Some(want)) {
                     return Err(CniError::new(
-                        code::TRAFFIC_CLASS,
+                        setting.code(),
                         format!(
-                            "traffic class of {} port {} is {}, expected {tc} ({})",
+                            "{} of {} port {} is {}, expected {want} ({})",
+                            setting.title(),
                             port.device,
                             port.port,
-                            describe(live),
-                            view.show(&port.traffic_class_path())
-                        ),
-                    ));
-                }
-            }
-            if let Some(tos) = conf.rdma_cm_tos {
-                let live = rdma_cm::read(host, &port)?;
-                if live != tos {
-                    return Err(CniError::new(
-                        code::RDMA_CM_TOS,
-                        format!(
-                            "rdma_cm default ToS of {} port {} is {live}, expected {tos} ({})",
-                            port.device,
-                            port.port,
-                            host.show(&rdma_cm::tos_path(&port))
+                            show(live),
+                            setting.show_path(at, &port)
                         ),
                     ));
                 }

@@ -5,8 +5,8 @@
 //! record before the write, co-owners, the restore rules) for all of them.
 //!
 //! Adding one (an MTU, say): an implementation of `Setting` in a file of its
-//! own, a line in `SETTINGS`, its config key in `cni::config::OWNED_KEYS`,
-//! and its tests (README, "Contributing").
+//! own, a line in `SETTINGS`, its config key in `cni::config` (and its line
+//! in `NetConf::owned`), and its tests (README, "Contributing").
 
 use super::RdmaPort;
 use crate::sysfs::View;

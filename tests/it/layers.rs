@@ -262,3 +262,26 @@ fn the_reader_sees_every_kind_of_use() {
     let got: Vec<String> = uses_of(src, &modules).into_iter().collect();
     assert_eq!(got, ["cni", "log", "rdma", "state"]);
 }
+
+#[test]
+fn the_readme_lists_the_same_layers() {
+    // The README's Layout states the order for a reader; it must be the map's.
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let joined = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let list = joined
+        .split("Layers, base first: ")
+        .nth(1)
+        .expect("README.md's Layout has a \"Layers, base first:\" line")
+        .split('.')
+        .next()
+        .unwrap();
+    let listed: Vec<String> = list
+        .split(", ")
+        .map(|m| m.trim_matches('`').to_string())
+        .collect();
+    assert_eq!(
+        listed,
+        map_order(),
+        "README.md's layers and docs/design.md's Module map disagree"
+    );
+}

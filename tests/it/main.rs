@@ -30,6 +30,7 @@ mod podresources;
 mod rdma_gid;
 mod rdma_lookup;
 mod rdma_traffic_class;
+mod references;
 mod security;
 mod stress;
 mod tampered_state;

@@ -1,7 +1,7 @@
 //! Concurrency (`make stress`; not in CI): 64 workers over 16 devices for
 //! STRESS_SECONDS (default 60), mixing ADD, repeated ADD, DEL, DEL without
 //! a netns and CHECK. Four workers share each device, so co-owners (two
-//! attachments on one device port, src/ownership.rs) happen all the time,
+//! attachments on one device port, src/ownership/) happen all the time,
 //! with different classes, and every hand-over between them is exercised.
 //! At the end, after a DEL of every attachment, every device must hold its
 //! original (unset included), and no entry, temp file or quarantined entry

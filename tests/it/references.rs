@@ -1,0 +1,336 @@
+//! References resolve inside the repository. Code and docs point at each
+//! other by section (`docs/design.md, "The GID table"`, `README, "Error
+//! codes"`), by path (`src/rdma/lookup.rs`, `integration/kernel/scenarios.sh`) and
+//! by Markdown link (`[x](docs/deploy.md#uninstall)`). A rename or a moved
+//! file leaves such a pointer dangling without any build noticing; this test
+//! notices. No root needed: it reads files.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The files whose text may cite: source, tests, docs, scripts, configs.
+/// Not generated output (`bench/results/`), not build trees.
+fn citing_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in rd {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().to_string();
+            if p.is_dir() {
+                let skip = name.starts_with('.') && name != ".ci"
+                    || [
+                        "target",
+                        "results",
+                        "testdata",
+                        "node_modules",
+                        "__pycache__",
+                    ]
+                    .contains(&name.as_str());
+                if !skip {
+                    walk(&p, out);
+                }
+            } else {
+                let ext = p.extension().map(|x| x.to_string_lossy().to_string());
+                let texty = matches!(
+                    ext.as_deref(),
+                    Some("rs" | "md" | "sh" | "py" | "yaml" | "yml" | "json" | "toml")
+                ) || name == "Makefile"
+                    || name == "run";
+                if texty {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for top in [
+        "src",
+        "tests",
+        "docs",
+        "integration",
+        "bench",
+        "conf",
+        ".ci",
+    ] {
+        walk(&root().join(top), &mut out);
+    }
+    for f in ["README.md", "Makefile", "Cargo.toml"] {
+        out.push(root().join(f));
+    }
+    out.sort();
+    out
+}
+
+fn rel(p: &Path) -> String {
+    p.strip_prefix(root()).unwrap().display().to_string()
+}
+
+/// The headings of a Markdown file, without their `#`s.
+fn headings(doc: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(doc).unwrap_or_default();
+    let mut in_fence = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_fence = !in_fence;
+        } else if !in_fence && line.starts_with('#') {
+            out.push(line.trim_start_matches('#').trim().to_string());
+        }
+    }
+    out
+}
+
+/// GitHub's anchor for a heading: lower case, spaces to '-', punctuation
+/// other than '-' and '_' dropped.
+fn anchor(heading: &str) -> String {
+    heading
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The document a citation names: `README`, `README.md` or a file of docs/.
+fn cited_doc(name: &str) -> PathBuf {
+    if name.starts_with("README") {
+        root().join("README.md")
+    } else {
+        root().join(name)
+    }
+}
+
+/// Every `<doc>, "<section>"` in `text`, doc being README or docs/*.md.
+fn section_citations(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices(", \"") {
+        let before = &text[..at];
+        let doc_start = before
+            .char_indices()
+            .rfind(|&(_, c)| !(c.is_alphanumeric() || "/._-".contains(c)))
+            .map_or(0, |(i, c)| i + c.len_utf8());
+        let doc = &before[doc_start..];
+        let is_doc = doc == "README"
+            || doc == "README.md"
+            || doc.starts_with("docs/") && doc.ends_with(".md");
+        if !is_doc {
+            continue;
+        }
+        let after = &text[at + 3..];
+        let Some(end) = after.find('"') else { continue };
+        // A section name is one line; a quote left open is not a citation.
+        let section = after[..end]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !section.is_empty() && end < 80 {
+            out.push((doc.to_string(), section));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_cited_section_exists() {
+    let mut dangling = Vec::new();
+    let mut seen = 0;
+    for file in citing_files() {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        // Joined lines: a citation may wrap inside a comment.
+        let joined = text
+            .lines()
+            .map(|l| {
+                l.trim_start()
+                    .trim_start_matches("//!")
+                    .trim_start_matches("///")
+            })
+            .map(|l| l.trim_start_matches("//").trim_start_matches('#').trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        for (doc, section) in section_citations(&joined) {
+            seen += 1;
+            let heads = headings(&cited_doc(&doc));
+            // "Who writes what" names "Who writes what (the trust boundary)".
+            if !heads.iter().any(|h| h.starts_with(&section)) {
+                dangling.push(format!("{}: {doc}, \"{section}\"", rel(&file)));
+            }
+        }
+    }
+    assert!(
+        seen > 30,
+        "only {seen} section citations found: the reader is broken"
+    );
+    assert!(
+        dangling.is_empty(),
+        "citations of sections that do not exist (no heading starts so):\n  {}",
+        dangling.join("\n  ")
+    );
+}
+
+/// Paths into the repository named in text: a run of path characters
+/// starting at a top directory, ending in a file name with an extension or
+/// a '/'. Placeholders (`<dev>`), globs and host paths are not paths here.
+fn repo_paths(text: &str) -> BTreeSet<String> {
+    const TOPS: [&str; 7] = [
+        "src/",
+        "tests/",
+        "docs/",
+        "integration/",
+        "bench/",
+        "conf/",
+        ".ci/",
+    ];
+    let is_path_char = |c: char| c.is_alphanumeric() || "/._-".contains(c);
+    let mut out = BTreeSet::new();
+    for top in TOPS {
+        for (at, _) in text.match_indices(top) {
+            if text[..at].ends_with(|c: char| is_path_char(c) || c == '$' || c == '}') {
+                continue; // inside a longer path (/sys/.../src/) or a variable
+            }
+            let rest = &text[at..];
+            let end = rest.find(|c: char| !is_path_char(c)).unwrap_or(rest.len());
+            let next = rest[end..].chars().next();
+            if matches!(next, Some('<' | '*' | '{' | '$')) {
+                continue;
+            }
+            let path = rest[..end].trim_end_matches(['.', ',']);
+            let last = path.rsplit('/').next().unwrap();
+            if path.ends_with('/') || last.contains('.') {
+                out.insert(path.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Paths of other repositories that the code cites as sources, by the
+/// prefix they start with. Each prefix must not exist here, so this list
+/// can never hide a path of our own.
+const EXTERNAL: [(&str, &str); 7] = [
+    ("src/graph/", "NVIDIA/nccl (docs/topology.md)"),
+    ("src/include/graph.h", "NVIDIA/nccl"),
+    ("src/os/linux.cc", "NVIDIA/nccl"),
+    ("src/transport/", "NVIDIA/nccl"),
+    ("docs/instrumenting/", "prometheus/docs"),
+    ("docs/practices/", "prometheus/docs"),
+    ("docs/thick-plugin.md", "k8snetworkplumbingwg/multus-cni"),
+];
+
+/// Paths a test writes into a copy of the tree, named before they exist.
+const WRITTEN_BY_TESTS: [&str; 1] = [
+    // check-conf-negative.py adds it to a copy to prove a stray overlay fails.
+    "conf/deploy/nvidia-network-operator/namespace.yaml",
+];
+
+#[test]
+fn external_paths_are_not_ours() {
+    for (prefix, repo) in EXTERNAL {
+        assert!(
+            !root().join(prefix).exists(),
+            "{prefix} is listed as {repo}'s but exists here: take it off EXTERNAL"
+        );
+    }
+}
+
+#[test]
+fn every_named_path_exists() {
+    let mut missing = Vec::new();
+    let mut seen = 0;
+    for file in citing_files() {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        for path in repo_paths(&text) {
+            seen += 1;
+            let here = root().join(&path);
+            // Build products and per-run outputs are named before they exist.
+            let generated = path.contains(".build")
+                || path.starts_with("bench/results")
+                || path.ends_with(".log")
+                || path.starts_with("integration/kernel/.cache");
+            let external = EXTERNAL.iter().any(|(prefix, _)| path.starts_with(prefix))
+                || WRITTEN_BY_TESTS.contains(&path.as_str());
+            if !generated && !external && !here.exists() {
+                missing.push(format!("{}: {path}", rel(&file)));
+            }
+        }
+    }
+    assert!(seen > 50, "only {seen} paths found: the reader is broken");
+    assert!(
+        missing.is_empty(),
+        "paths named that are not in the repository:\n  {}",
+        missing.join("\n  ")
+    );
+}
+
+#[test]
+fn every_markdown_link_resolves() {
+    let mut broken = Vec::new();
+    let mut seen = 0;
+    for file in citing_files() {
+        if file.extension().is_none_or(|x| x != "md") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (at, _) in text.match_indices("](") {
+            let rest = &text[at + 2..];
+            let Some(end) = rest.find(')') else { continue };
+            let target = &rest[..end];
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            seen += 1;
+            let (path, frag) = target.split_once('#').unwrap_or((target, ""));
+            let doc = if path.is_empty() {
+                file.clone()
+            } else {
+                file.parent().unwrap().join(path)
+            };
+            if !doc.exists() {
+                broken.push(format!("{}: {target} (no such file)", rel(&file)));
+            } else if !frag.is_empty() && !headings(&doc).iter().any(|h| anchor(h) == frag) {
+                broken.push(format!("{}: {target} (no such heading)", rel(&file)));
+            }
+        }
+    }
+    assert!(seen > 5, "only {seen} links found: the reader is broken");
+    assert!(
+        broken.is_empty(),
+        "Markdown links that do not resolve:\n  {}",
+        broken.join("\n  ")
+    );
+}
+
+#[test]
+fn the_readers_find_what_they_should() {
+    let c = section_citations(
+        "see docs/design.md, \"The GID table\" and (README, \"Error codes\"); \
+         not foo.rs, \"x\"",
+    );
+    assert_eq!(
+        c,
+        [
+            ("docs/design.md".to_string(), "The GID table".to_string()),
+            ("README".to_string(), "Error codes".to_string())
+        ]
+    );
+    let p: Vec<String> = repo_paths(
+        "`src/rdma/lookup.rs`, src/cni/ and /sys/bus/pci/src/x.rs, \
+         integration/kernel/*.sh, docs/<x>.md, $ROOT/src/a.rs",
+    )
+    .into_iter()
+    .collect();
+    assert_eq!(p, ["src/cni/", "src/rdma/lookup.rs"]);
+    assert_eq!(
+        anchor("Who writes what (the trust boundary)"),
+        "who-writes-what-the-trust-boundary"
+    );
+    assert_eq!(anchor("`roce-tune inspect`"), "roce-tune-inspect");
+}
