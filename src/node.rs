@@ -2,8 +2,8 @@
 //! never by a network config. A NetworkAttachmentDefinition is namespaced and
 //! often writable by any namespace admin, while roce-tune runs as root on the
 //! node, so host paths (state dir, sysfs root, log file, device-info dir) and
-//! the sysctl allowlist come from this file alone (docs/design.md, "Trust
-//! boundary").
+//! the sysctl allowlist come from this file alone (docs/design.md, "Who
+//! writes what").
 //!
 //! The file is `/etc/cni/roce-tune/node.json`, or the path in
 //! `ROCE_TUNE_NODE_CONFIG` (tests and `make demo`; a runtime passes its own

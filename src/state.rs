@@ -442,26 +442,14 @@ fn refused(dir: &Path, why: String) -> StateError {
 /// Decode an entry, by its version first so a newer one is recognised even
 /// when this binary cannot read the rest.
 pub fn decode(bytes: &[u8]) -> Result<Entry, ReadError> {
-    let not_entry = |e: serde_json::Error| {
-        // serde's message can quote the content: give only where it broke.
-        ReadError::Corrupt(format!(
-            "it is not a state entry ({:?} error at line {}, column {})",
-            e.classify(),
-            e.line(),
-            e.column()
-        ))
-    };
-    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(not_entry)?;
-    let version = v
-        .get("version")
-        .and_then(serde_json::Value::as_u64)
-        .ok_or_else(|| ReadError::Corrupt("it has no format version".into()))?;
-    let entry = match version {
-        1 => Entry::from(serde_json::from_value::<EntryV1>(v).map_err(not_entry)?),
-        2 => Entry::from(serde_json::from_value::<EntryV2>(v).map_err(not_entry)?),
-        n if n == u64::from(FORMAT) => serde_json::from_value::<Entry>(v).map_err(not_entry)?,
-        n if n > u64::from(FORMAT) => return Err(ReadError::Newer(format!("format {n}"))),
-        _ => return Err(ReadError::Corrupt("its format version is 0".into())),
+    // This format straight into its type: the common case, and half the
+    // work of a `Value` first (the orphan sweep reads up to 16 per ADD).
+    let direct = serde_json::from_slice::<Entry>(bytes)
+        .ok()
+        .filter(|e| e.version == FORMAT);
+    let entry = match direct {
+        Some(e) => e,
+        None => decode_any(bytes)?,
     };
     // A setting only a newer roce-tune knows: it alone can give it back.
     if let Some(k) = entry.owned.keys().find(|k| by_key(k).is_none()) {
@@ -473,6 +461,32 @@ pub fn decode(bytes: &[u8]) -> Result<Entry, ReadError> {
     }
     entry.validate().map_err(ReadError::Corrupt)?;
     Ok(entry)
+}
+
+/// serde's message can quote the content: give only where it broke.
+fn not_entry(e: serde_json::Error) -> ReadError {
+    ReadError::Corrupt(format!(
+        "it is not a state entry ({:?} error at line {}, column {})",
+        e.classify(),
+        e.line(),
+        e.column()
+    ))
+}
+
+/// Any format, by its version: the older ones converted, a newer one left.
+fn decode_any(bytes: &[u8]) -> Result<Entry, ReadError> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(not_entry)?;
+    let version = v
+        .get("version")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| ReadError::Corrupt("it has no format version".into()))?;
+    Ok(match version {
+        1 => Entry::from(serde_json::from_value::<EntryV1>(v).map_err(not_entry)?),
+        2 => Entry::from(serde_json::from_value::<EntryV2>(v).map_err(not_entry)?),
+        n if n == u64::from(FORMAT) => serde_json::from_value::<Entry>(v).map_err(not_entry)?,
+        n if n > u64::from(FORMAT) => return Err(ReadError::Newer(format!("format {n}"))),
+        _ => return Err(ReadError::Corrupt("its format version is 0".into())),
+    })
 }
 
 impl StateDir {

@@ -333,14 +333,15 @@ pub fn locate(
     cross: &CrossCheck,
 ) -> Result<Found, LookupError> {
     let parent = parent_of(pod, link)?;
-    let hint = match (&parent, device_view(pod, reach)?) {
-        (Some(p), Some(view)) => device::of_parent(view, p).ok(),
+    // The parent's RDMA device, read once: netlink's hint and, where netlink
+    // has no port, the answer.
+    let by_parent = match (&parent, device_view(pod, reach)?) {
+        (Some(p), Some(view)) => Some(device::of_parent(view, p)),
         _ => None,
     };
-    let answer = ask_netlink(link, hint.as_deref())?;
-    let (device, port, how) = decide(link, &answer, parent.as_ref(), cross, reach, || {
-        device_view(pod, reach)
-    })?;
+    let hint = by_parent.as_ref().and_then(|r| r.as_ref().ok());
+    let answer = ask_netlink(link, hint.map(String::as_str))?;
+    let (device, port, how) = decide(link, &answer, parent.as_ref(), cross, reach, by_parent)?;
     let view = device_view(pod, reach)?.ok_or(LookupError::NotAVf {
         ifname: link.name.clone(),
         netlink: answer.to_string(),
@@ -363,13 +364,15 @@ fn device_view<'p>(pod: &'p mut PodSide, reach: Reach) -> Result<Option<&'p View
 }
 
 /// Netlink's answer first, cross-checked; the parent where it has none.
-fn decide<'v>(
+/// `by_parent`: the parent's RDMA device as the device's view shows it
+/// (`None`: that view is missing).
+fn decide(
     link: &Link,
     answer: &Answer,
     parent: Option<&Parent>,
     cross: &CrossCheck,
     reach: Reach,
-    view: impl FnOnce() -> Result<Option<&'v View>, LookupError>,
+    by_parent: Option<Result<String, FindError>>,
 ) -> Result<(String, u32, How), LookupError> {
     let ifname = || link.name.clone();
     if let Some(id) = cross.device_id {
@@ -417,8 +420,8 @@ fn decide<'v>(
         err: Box::new(err),
         exclusive: reach == Reach::Pod,
     };
-    let device = match view()? {
-        Some(v) => device::of_parent(v, parent).map_err(err)?,
+    let device = match by_parent {
+        Some(found) => found.map_err(err)?,
         None => {
             return Err(err(FindError::Unreadable {
                 dir: "the pod's sysfs".into(),
@@ -472,7 +475,8 @@ mod tests {
         c: &CrossCheck,
         view: &View,
     ) -> Result<(String, u32, How), LookupError> {
-        decide(&link(), answer, parent, c, Reach::Host, || Ok(Some(view)))
+        let by_parent = parent.map(|p| device::of_parent(view, p));
+        decide(&link(), answer, parent, c, Reach::Host, by_parent)
     }
 
     #[test]
@@ -583,7 +587,7 @@ mod tests {
             None,
             &cross(None, None, Names::Config),
             Reach::Pod,
-            || Ok(Some(&view)),
+            None,
         )
         .unwrap_err()
         .to_string();
