@@ -115,16 +115,28 @@ impl NetNs {
     /// Run `f` on a thread inside this netns; the thread dies afterwards, so
     /// the caller's thread never changes namespace.
     pub fn run<T: Send>(&self, f: impl FnOnce() -> T + Send) -> Result<T, NsError> {
+        self.run_beside(f, || ()).map(|(t, ())| t)
+    }
+
+    /// `run`, doing `beside` on the calling thread, in the host's namespaces,
+    /// while the pod's thread works: host work the pod's work does not need,
+    /// done by the time this returns, instead of waiting idle for the thread.
+    pub fn run_beside<T: Send, U>(
+        &self,
+        f: impl FnOnce() -> T + Send,
+        beside: impl FnOnce() -> U,
+    ) -> Result<(T, U), NsError> {
         std::thread::scope(|s| {
-            s.spawn(|| {
+            let pod = s.spawn(|| {
                 setns(&self.file, CloneFlags::CLONE_NEWNET).map_err(|errno| NsError::Enter {
                     path: self.path.clone(),
                     errno,
                 })?;
                 Ok(f())
-            })
-            .join()
-            .unwrap_or(Err(NsError::Panicked))
+            });
+            let here = beside();
+            let there = pod.join().unwrap_or(Err(NsError::Panicked))?;
+            Ok((there, here))
         })
     }
 }

@@ -245,11 +245,26 @@ impl View {
 
     /// The attribute's content (at most a page).
     pub fn read(&self, rel: &Path) -> SysfsResult<String> {
-        let file = self.open_attr(rel, OFlag::O_RDONLY)?;
-        let mut buf = Vec::new();
-        file.take(MAX_ATTR_BYTES)
-            .read_to_end(&mut buf)
-            .map_err(SysfsError::from_io)?;
+        let mut file = self.open_attr(rel, OFlag::O_RDONLY)?;
+        // A sysfs attribute answers a read whole (at most a page), and a
+        // regular file short only at its end: a read shorter than the buffer
+        // is the end, with no second read to see 0.
+        let mut buf = vec![0u8; 4096];
+        let mut len = 0;
+        while len < MAX_ATTR_BYTES as usize {
+            let n = loop {
+                match file.read(&mut buf[len..]) {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    other => break other.map_err(SysfsError::from_io)?,
+                }
+            };
+            len += n;
+            if n == 0 || len < buf.len() {
+                break;
+            }
+            buf.resize((buf.len() * 2).min(MAX_ATTR_BYTES as usize), 0);
+        }
+        buf.truncate(len);
         Ok(String::from_utf8_lossy(&buf).into_owned())
     }
 

@@ -70,9 +70,6 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     } else {
         None
     };
-    if let (Some(state), Some(sysfs)) = (&state, &sysfs) {
-        crate::orphans::sweep_bounded(super::place(state, sysfs, node), env.container_id());
-    }
     // Decided once: where this rail's device is reached.
     let reach = sysfs.as_ref().map_or(Reach::Host, |s| s.reach());
     // The pod's GPUs and VFs, from the kubelet, asked from this host-side
@@ -89,42 +86,53 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     crate::fault::point("add-after-validation");
 
     // The trip: everything that needs the pod's netns. Its thread dies with
-    // it; this thread never leaves the host's namespaces.
-    let trip = netns
-        .run(|| -> CniResult<_> {
-            let Some(sysfs) = sysfs.as_ref().filter(|_| conf.needs_rdma()) else {
+    // it; this thread never leaves the host's namespaces, and meanwhile
+    // repairs up to four orphans (other pods' entries: the trip reads no
+    // entry and takes no lock; this ADD's own take comes after both).
+    let sweep = || {
+        if let (Some(state), Some(sysfs)) = (&state, &sysfs) {
+            crate::orphans::sweep_bounded(super::place(state, sysfs, node), env.container_id());
+        }
+    };
+    let (trip, ()) = netns
+        .run_beside(
+            || -> CniResult<_> {
+                let Some(sysfs) = sysfs.as_ref().filter(|_| conf.needs_rdma()) else {
+                    let undo = sysctl::apply(&sysctls)?;
+                    return Ok((None, None, undo, None));
+                };
+                let label = format!("<sysfs of netns {}>", netns.path().display());
+                let mut side = PodSide::new(sysfs, netns.id(), label);
+                let link = super::pod_link(ifname)?;
+                let found = super::locate(conf, &mut side, reach, &link)?;
+                // Judged before anything changes: enforce leaves the node as it was.
+                let placed = kubelet
+                    .as_ref()
+                    .and_then(|devices| judge_placement(conf, node, sysfs, devices, ifname, &found))
+                    .transpose()?;
                 let undo = sysctl::apply(&sysctls)?;
-                return Ok((None, None, undo, None));
-            };
-            let label = format!("<sysfs of netns {}>", netns.path().display());
-            let mut side = PodSide::new(sysfs, netns.id(), label);
-            let link = super::pod_link(ifname)?;
-            let found = super::locate(conf, &mut side, reach, &link)?;
-            // Judged before anything changes: enforce leaves the node as it was.
-            let placed = kubelet
-                .as_ref()
-                .and_then(|devices| judge_placement(conf, node, sysfs, devices, ifname, &found))
-                .transpose()?;
-            let undo = sysctl::apply(&sysctls)?;
-            crate::debug!("sysctls applied: {}", sysctls.len());
-            #[cfg(feature = "fault-injection")]
-            crate::fault::point("add-after-sysctls");
-            let pod_view = match reach {
-                Reach::Pod => side
-                    .into_view()
-                    .map_err(|e| CniError::io("the pod's sysfs", e))?,
-                Reach::Host => None,
-            };
-            if let Some((want, addr)) = &expected {
-                let view = pod_view.as_ref().unwrap_or(sysfs.host());
-                if let Err(e) = check_gid(conf, view, &found.port, want, addr) {
-                    sysctl::revert(&undo);
-                    return Err(e);
+                crate::debug!("sysctls applied: {}", sysctls.len());
+                #[cfg(feature = "fault-injection")]
+                crate::fault::point("add-after-sysctls");
+                let pod_view = match reach {
+                    Reach::Pod => side
+                        .into_view()
+                        .map_err(|e| CniError::io("the pod's sysfs", e))?,
+                    Reach::Host => None,
+                };
+                if let Some((want, addr)) = &expected {
+                    let view = pod_view.as_ref().unwrap_or(sysfs.host());
+                    if let Err(e) = check_gid(conf, view, &found.port, want, addr) {
+                        sysctl::revert(&undo);
+                        return Err(e);
+                    }
                 }
-            }
-            Ok((Some(found), pod_view, undo, placed))
-        })
-        .map_err(super::ns_error)??;
+                Ok((Some(found), pod_view, undo, placed))
+            },
+            sweep,
+        )
+        .map_err(super::ns_error)?;
+    let trip = trip?;
     let (found, pod_view, applied, placed) = trip;
     let views = sysfs.as_ref().map(|s| Views {
         device: pod_view.as_ref().unwrap_or(s.host()),
