@@ -123,6 +123,30 @@ impl Node {
     }
 }
 
+/// A veth pod whose config names a device that is not its own: refused as
+/// "not a VF" (100), the victim untouched.
+fn from_a_veth(name: &'static str, setup: fn(&Node, &Pod) -> Value) -> Attack {
+    Attack {
+        name,
+        setup,
+        env: &[],
+        command: "ADD",
+        code: 100,
+        check: |n, r| victim_untouched_naming(n, r, "not a VF"),
+    }
+}
+
+/// `c` with the keys of `set` set and those of `drop` removed.
+fn edited(mut c: Value, set: &[(&str, Value)], drop: &[&str]) -> Value {
+    for (k, v) in set {
+        c[*k] = v.clone();
+    }
+    for k in drop {
+        c.as_object_mut().unwrap().remove(*k);
+    }
+    c
+}
+
 /// One attack: how it is set up, how it is run, what it must give.
 struct Attack {
     name: &'static str,
@@ -533,54 +557,35 @@ fn attacks() -> Vec<Attack> {
         },
         // The device is the pod's own, as the kernel says from inside the
         // pod's netns; deviceID is a cross-check, never the source.
-        Attack {
-            name: "deviceID names another pod's VF from a veth (trafficClass 0)",
-            setup: |n, pod| {
-                let mut c = n.bare_conf(pod);
-                c["deviceID"] = json!(VICTIM_PCI);
-                c["trafficClass"] = json!(0);
-                c["gidCheck"] = json!("off");
-                c
+        from_a_veth(
+            "deviceID names another pod's VF from a veth (trafficClass 0)",
+            |n, pod| {
+                let set = [
+                    ("deviceID", json!(VICTIM_PCI)),
+                    ("trafficClass", json!(0)),
+                    ("gidCheck", json!("off")),
+                ];
+                edited(n.bare_conf(pod), &set, &[])
             },
-            env: &[],
-            command: "ADD",
-            code: 100,
-            check: |n, r| victim_untouched_naming(n, r, "not a VF"),
-        },
-        Attack {
-            name: "deviceID names the PF from a veth (rdmaCmTos 0)",
-            setup: |n, pod| {
-                let mut c = n.bare_conf(pod);
-                c.as_object_mut().unwrap().remove("trafficClass");
-                c["deviceID"] = json!(PF_PCI);
-                c["rdmaCmTos"] = json!(0);
-                c["gidCheck"] = json!("off");
-                c
+        ),
+        from_a_veth(
+            "deviceID names the PF from a veth (rdmaCmTos 0)",
+            |n, pod| {
+                let set = [
+                    ("deviceID", json!(PF_PCI)),
+                    ("rdmaCmTos", json!(0)),
+                    ("gidCheck", json!("off")),
+                ];
+                edited(n.bare_conf(pod), &set, &["trafficClass"])
             },
-            env: &[],
-            command: "ADD",
-            code: 100,
-            check: |n, r| victim_untouched_naming(n, r, "not a VF"),
-        },
-        Attack {
-            name: "deviceID names another pod's VF with gidCheck enforce (its GID)",
-            setup: |n, pod| {
-                let mut c = n.bare_conf(pod);
-                c["deviceID"] = json!(VICTIM_PCI);
-                c
-            },
-            env: &[],
-            command: "ADD",
-            code: 100,
-            check: |n, r| victim_untouched_naming(n, r, "not a VF"),
-        },
+        ),
+        from_a_veth(
+            "deviceID names another pod's VF with gidCheck enforce (its GID)",
+            |n, pod| edited(n.bare_conf(pod), &[("deviceID", json!(VICTIM_PCI))], &[]),
+        ),
         Attack {
             name: "deviceID names another pod's VF while the pod has its own",
-            setup: |n, pod| {
-                let mut c = n.conf(pod);
-                c["deviceID"] = json!(VICTIM_PCI);
-                c
-            },
+            setup: |n, pod| edited(n.conf(pod), &[("deviceID", json!(VICTIM_PCI))], &[]),
             env: &[],
             command: "ADD",
             code: 100,
@@ -592,28 +597,23 @@ fn attacks() -> Vec<Attack> {
                 )
             },
         },
-        Attack {
-            name: "pciBusID alone names another pod's VF from a veth",
-            setup: |n, pod| {
-                let mut c = n.bare_conf(pod);
-                c.as_object_mut().unwrap().remove("deviceID");
-                c["pciBusID"] = json!(VICTIM_PCI);
-                c
+        from_a_veth(
+            "pciBusID alone names another pod's VF from a veth",
+            |n, pod| {
+                let set = [("pciBusID", json!(VICTIM_PCI))];
+                edited(n.bare_conf(pod), &set, &["deviceID"])
             },
-            env: &[],
-            command: "ADD",
-            code: 100,
-            check: |n, r| victim_untouched_naming(n, r, "not a VF"),
-        },
+        ),
         Attack {
             name: "a VF the tree gives another pod's netns is not this pod's",
             setup: |n, pod| {
                 // The victim's binding is by its netns: the same ifname in
                 // the attacker's netns proves nothing.
-                let mut c = n.bare_conf(pod);
-                c.as_object_mut().unwrap().remove("deviceID");
-                c["trafficClass"] = json!(0);
-                c
+                edited(
+                    n.bare_conf(pod),
+                    &[("trafficClass", json!(0))],
+                    &["deviceID"],
+                )
             },
             env: &[],
             command: "ADD",
