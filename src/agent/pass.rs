@@ -36,6 +36,12 @@ pub struct Totals {
     pub drift_repairs: SettingCounts,
     pub orphan_repairs: u64,
     pub agent: metrics::AgentSample,
+    /// The drifted value last counted, per (container ID, ifname, setting
+    /// key): a drift left in place (driftPolicy report, or a repair the
+    /// driver refuses) is found again by every pass, and is still one
+    /// drift, counted and logged once, not once a period. Dropped when the
+    /// file holds roce-tune's value again or the rail is gone.
+    pub seen: BTreeMap<(String, String, &'static str), setting::Value>,
 }
 
 /// One pass. Every failure is logged and counted as a failed pass; the
@@ -73,6 +79,10 @@ pub fn run(node: &NodeConfig, totals: &mut Totals) -> Snapshot {
             };
             let entries = state.entries(|_, _, _| {}).unwrap_or_default();
             let live: Vec<&Entry> = entries.iter().filter(|e| is_live(e)).collect();
+            totals.seen.retain(|(cid, ifname, _), _| {
+                live.iter()
+                    .any(|e| &e.container_id == cid && &e.ifname == ifname)
+            });
             for e in &live {
                 snap.rails
                     .extend(rail(place, e, &live, node.drift_policy, totals));
@@ -199,11 +209,14 @@ fn judge_drift(
         return None;
     }
     let current = s.read(at, port).ok()?;
+    let key = (entry.container_id.clone(), entry.ifname.clone(), s.key());
     if s.same(current, Some(wanted.written)) {
+        totals.seen.remove(&key);
         return Some(current);
     }
+    let new = totals.seen.insert(key.clone(), current) != Some(current);
     let counter = metric_setting(s);
-    if let Some(c) = counter {
+    if let (Some(c), true) = (counter, new) {
         totals.drift.add(c, 1);
     }
     let who = match (s.key(), current) {
@@ -227,7 +240,9 @@ fn judge_drift(
         wanted.written
     );
     if policy == DriftPolicy::Report {
-        crate::warn!("{what}; driftPolicy is report: left as it is");
+        if new {
+            crate::warn!("{what}; driftPolicy is report: left as it is");
+        }
         return Some(current);
     }
     match s
@@ -238,11 +253,17 @@ fn judge_drift(
             if let Some(c) = counter {
                 totals.drift_repairs.add(c, 1);
             }
+            totals.seen.remove(&key);
             crate::warn!("{what}; repaired: it holds {} again", wanted.written);
             Some(Some(wanted.written))
         }
-        Err(e) => {
+        // Retried every pass; said once per drifted value.
+        Err(e) if new => {
             crate::error!("{what}; the repair failed: {e}");
+            Some(current)
+        }
+        Err(e) => {
+            crate::debug!("{what}; the repair failed again: {e}");
             Some(current)
         }
     }
