@@ -281,15 +281,16 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap()
 }
 
-/// A rail's network config: `pod`'s net1 bound to the VF `pci` in `tree`
-/// (as the kernel would show it from the pod), the GID of `ip` at index 3.
-fn rail(tree: &Tree, pod: &Pod, pci: &str, ip: &str, extra: Value) -> Value {
-    tree.bind(pod, &pod.ifname, pci);
+/// A rail's network config: `pod`'s `ifname` bound to the VF `pci` in
+/// `tree` (as the kernel would show it from the pod), the GID of `ip`
+/// wanted at index 3.
+fn rail(tree: &Tree, pod: &Pod, ifname: &str, pci: &str, ip: &str, extra: Value) -> Value {
+    tree.bind(pod, ifname, pci);
     let addr = format!("{ip}/16");
     let mut c = json!({
         "cniVersion": "1.1.0", "name": "rdma-vf", "type": "roce-tune",
         "deviceID": pci, "gidTimeoutMs": 800,
-        "prevResult": prev_result("1.1.0", &pod.ifname, &pod.path(), &[&addr]),
+        "prevResult": prev_result("1.1.0", ifname, &pod.path(), &[&addr]),
     });
     for (k, v) in extra.as_object().unwrap() {
         c[k] = v.clone();
@@ -297,24 +298,26 @@ fn rail(tree: &Tree, pod: &Pod, pci: &str, ip: &str, extra: Value) -> Value {
     c
 }
 
-/// `command` for `pod`'s rail as Multus runs it: CNI_ARGS naming the pod.
-fn cni(state: &StateDirPath, command: &str, cid: &str, pod: &Pod, name: &str, c: &Value) -> Run {
-    Exec::cni(
-        BIN,
-        &node_config(state),
-        command,
-        cid,
-        &pod.path(),
-        &pod.ifname,
-    )
-    .env(
-        "CNI_ARGS",
-        format!(
-            "IgnoreUnknown=1;K8S_POD_NAMESPACE={NAMESPACE};K8S_POD_NAME={name};K8S_POD_INFRA_CONTAINER_ID={cid}"
-        ),
-    )
-    .stdin(c.to_string())
-    .run()
+/// `command` for `pod`'s `ifname` as Multus runs it, CNI_ARGS naming the
+/// pod `name` in NAMESPACE.
+fn cni(
+    state: &StateDirPath,
+    command: &str,
+    cid: &str,
+    pod: &Pod,
+    ifname: &str,
+    name: &str,
+    c: &Value,
+) -> Run {
+    Exec::cni(BIN, &node_config(state), command, cid, &pod.path(), ifname)
+        .env(
+            "CNI_ARGS",
+            format!(
+                "IgnoreUnknown=1;K8S_POD_NAMESPACE={NAMESPACE};K8S_POD_NAME={name};K8S_POD_INFRA_CONTAINER_ID={cid}"
+            ),
+        )
+        .stdin(c.to_string())
+        .run()
 }
 
 /// How long `ok` took to hold, polling every 10 ms; `None` past `bound`.
@@ -331,12 +334,22 @@ fn within(bound: Duration, ok: impl Fn() -> bool) -> Option<Duration> {
     }
 }
 
-/// The rail labels of `pod`'s net1 on `dev`/`pci` in network rdma-vf.
+/// The rail labels of `pod`'s net1 (or `ifname`) on `dev`/`pci` in network
+/// rdma-vf.
 fn rail_labels<'a>(pod: &'a str, dev: &'a str, pci: &'a str) -> Vec<(&'a str, &'a str)> {
+    labels_of(pod, "net1", dev, pci)
+}
+
+fn labels_of<'a>(
+    pod: &'a str,
+    ifname: &'a str,
+    dev: &'a str,
+    pci: &'a str,
+) -> Vec<(&'a str, &'a str)> {
     vec![
         ("namespace", NAMESPACE),
         ("pod", pod),
-        ("interface", "net1"),
+        ("interface", ifname),
         ("rdma_device", dev),
         ("pci_address", pci),
         ("network", "rdma-vf"),
@@ -370,11 +383,12 @@ fn drift_setup(policy: &str) -> Drift {
     let conf = rail(
         &tree,
         &pod,
+        "net1",
         PCI,
         IP,
         json!({"trafficClass": 41, "rdmaCmTos": 106}),
     );
-    cni(&state, "ADD", "c1", &pod, "train-0", &conf).ok();
+    cni(&state, "ADD", "c1", &pod, "net1", "train-0", &conf).ok();
     assert_eq!(
         (tree.tc(DEV).as_str(), read(&tos).as_str()),
         ("tclass=41", "106")
@@ -454,7 +468,7 @@ fn drift_is_repaired_within_two_periods_and_del_still_restores_the_original() {
         e["owned"]["rdmaCmTos"],
         json!({"original": 32, "written": 106})
     );
-    cni(&d.state, "DEL", "c1", &d.pod, "train-0", &d.conf).ok();
+    cni(&d.state, "DEL", "c1", &d.pod, "net1", "train-0", &d.conf).ok();
     assert_eq!(d.tree.tc(DEV), "tclass=106");
     assert_eq!(read(&d.tos), "32");
     // The agent does not fight the DEL: two periods on, the originals stay.
@@ -518,7 +532,7 @@ fn drift_under_the_report_policy_is_counted_and_left_as_it_is() {
     assert_eq!(d.tree.tc(DEV), "");
     // DEL leaves what roce-tune did not write.
     d.tree.set_tc(DEV, "tclass=41");
-    cni(&d.state, "DEL", "c1", &d.pod, "train-0", &d.conf).ok();
+    cni(&d.state, "DEL", "c1", &d.pod, "net1", "train-0", &d.conf).ok();
     assert_eq!(d.tree.tc(DEV), "tclass=106", "ours again: restored");
     assert_eq!(read(&d.tos), "8\n", "someone else's: left");
 }
@@ -556,7 +570,490 @@ fn a_re_created_device_is_not_drift() {
         "not this rail's device"
     );
     // DEL drops the entry and gives the new device nothing of the old's.
-    cni(&d.state, "DEL", "c1", &d.pod, "train-0", &d.conf).ok();
+    cni(&d.state, "DEL", "c1", &d.pod, "net1", "train-0", &d.conf).ok();
     assert_eq!(d.tree.tc(DEV), "");
     assert!(d.state.entries().is_empty());
+}
+
+// ------------------------------------------------------------ every metric against the tree
+
+/// Add `placement` to the entry of `cid`/`ifname` as an ADD whose placement
+/// check ran would have recorded it (the kubelet's answer is not what this
+/// test is about: tests/it/topology.rs and podresources.rs are).
+fn plant_placement(state: &StateDirPath, cid: &str, ifname: &str, near: bool, starved: u32) {
+    let mut e = state.entry(cid, ifname).unwrap();
+    assert!(e["pod"].is_object(), "CNI_ARGS named the pod: {e}");
+    e["placement"] = json!({"near": near, "starvedGpus": starved, "level": "PXB"});
+    state.plant(&e);
+}
+
+/// An idle VF as the kernel shows it: a VF (`physfn`), its netdev on the
+/// host, no entry; its class left by the rdma CNI fork.
+fn idle_vf(tree: &Tree, pci: &str, dev: &str, class: &str) {
+    tree.add_device(pci, dev, class);
+    let f = tree.root.join(format!("bus/pci/devices/{pci}"));
+    std::fs::create_dir_all(f.join("net/ens1f0v9")).unwrap();
+    std::os::unix::fs::symlink("../0000:0c:00.0", f.join("physfn")).unwrap();
+}
+
+/// The labels a sample must carry (`Metrics::get`).
+type Labels<'a> = &'a [(&'a str, &'a str)];
+
+#[test]
+fn every_rail_metric_is_what_the_tree_holds() {
+    needs!(root);
+    const B: (&str, &str, &str) = ("0000:0c:00.3", "mlx5_3", "192.168.1.34");
+    const C: (&str, &str, &str) = ("0000:0c:00.4", "mlx5_4", "192.168.2.34");
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    agent_node(&state, &tree, "report");
+    // train-0: net1 (class 41, ToS 106, its GID at 3), net2 (class 7).
+    let train = Pod::new("net1", Some(&format!("{IP}/16")));
+    train.add_rail("net2", Some(&format!("{}/16", B.2)));
+    tree.add_device(PCI, DEV, "Global tclass=106\n");
+    tree.set_ipv4_gids(DEV, IP);
+    with_configfs(&tree, DEV, "0\n");
+    tree.add_device(B.0, B.1, "");
+    tree.set_ipv4_gids(B.1, B.2);
+    let a = rail(
+        &tree,
+        &train,
+        "net1",
+        PCI,
+        IP,
+        json!({"trafficClass": 41, "rdmaCmTos": 106}),
+    );
+    let b = rail(&tree, &train, "net2", B.0, B.2, json!({"trafficClass": 7}));
+    cni(&state, "ADD", "t0", &train, "net1", "train-0", &a).ok();
+    cni(&state, "ADD", "t0", &train, "net2", "train-0", &b).ok();
+    // serve-1: one rail, no placement record; its pod goes without a DEL.
+    let serve = Pod::new("net1", Some(&format!("{}/16", C.2)));
+    tree.add_device(C.0, C.1, "Global tclass=106\n");
+    tree.set_ipv4_gids(C.1, C.2);
+    let c = rail(&tree, &serve, "net1", C.0, C.2, json!({"trafficClass": 41}));
+    cni(&state, "ADD", "s1", &serve, "net1", "serve-1", &c).ok();
+    idle_vf(&tree, "0000:0c:00.5", "mlx5_5", "Global tclass=0\n");
+    // The newer rail's verdict is the pod's: starved 1, not 2.
+    plant_placement(&state, "t0", "net1", true, 2);
+    plant_placement(&state, "t0", "net2", false, 1);
+
+    let agent = Agent::start(&state, 1);
+    let la = labels_of("train-0", "net1", DEV, PCI);
+    let lb = labels_of("train-0", "net2", B.1, B.0);
+    let lc = labels_of("serve-1", "net1", C.1, C.0);
+    let (m, ok) = agent.wait_for(TWO_PERIODS, |m| m.get("roce_tune_rail_info", &lc).is_some());
+    assert!(ok, "{}\n{}", m.text, agent.log());
+    let want: &[(&str, Labels, Option<f64>)] = &[
+        ("roce_tune_rail_info", &la, Some(1.0)),
+        ("roce_tune_rail_info", &lb, Some(1.0)),
+        ("roce_tune_rail_traffic_class", &la, Some(41.0)),
+        ("roce_tune_rail_traffic_class_wanted", &la, Some(41.0)),
+        ("roce_tune_rail_traffic_class", &lb, Some(7.0)),
+        ("roce_tune_rail_traffic_class_wanted", &lb, Some(7.0)),
+        ("roce_tune_rail_rdma_cm_tos", &la, Some(106.0)),
+        ("roce_tune_rail_rdma_cm_tos_wanted", &la, Some(106.0)),
+        ("roce_tune_rail_rdma_cm_tos", &lb, None),
+        ("roce_tune_rail_rdma_cm_tos_wanted", &lb, None),
+        ("roce_tune_rail_gid_index", &la, Some(3.0)),
+        ("roce_tune_rail_gid_index", &lb, Some(3.0)),
+        ("roce_tune_rail_placement_near", &la, Some(1.0)),
+        ("roce_tune_rail_placement_near", &lb, Some(0.0)),
+        ("roce_tune_rail_placement_near", &lc, None),
+        (
+            "roce_tune_pod_starved_gpus",
+            &[("namespace", NAMESPACE), ("pod", "train-0")],
+            Some(1.0),
+        ),
+        ("roce_tune_pod_starved_gpus", &[("pod", "serve-1")], None),
+        ("roce_tune_idle_vfs_holding_class", &[], Some(1.0)),
+        ("roce_tune_orphan_repairs_total", &[], Some(0.0)),
+        ("roce_tune_orphans_pending", &[], Some(0.0)),
+        (
+            "roce_tune_drift_total",
+            &[("setting", "traffic_class")],
+            Some(0.0),
+        ),
+        (
+            "roce_tune_cni_requests_total",
+            &[("command", "ADD"), ("code", "0")],
+            Some(3.0),
+        ),
+        ("roce_tune_repair_interval_seconds", &[], Some(1.0)),
+    ];
+    for (name, labels, value) in want {
+        assert_eq!(m.get(name, labels), *value, "{name} {labels:?}\n{}", m.text);
+    }
+    assert_eq!(m.all("roce_tune_rail_info", &[]).len(), 3);
+    let version = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        m.get("roce_tune_build_info", &[("version", version)]),
+        Some(1.0)
+    );
+
+    // The kernel moves net2's GID to 5, then drops it; the driver unsets
+    // net2's class (report: left, -1); serve-1's pod goes.
+    tree.set_gid(B.1, 3, ZERO_GID, "");
+    tree.set_gid(B.1, 5, &v4_gid(B.2), "RoCE v2");
+    tree.set_tc(B.1, "");
+    serve.delete();
+    let (m, ok) = agent.wait_for(TWO_PERIODS, |m| {
+        m.get("roce_tune_rail_gid_index", &lb) == Some(5.0)
+            && m.get("roce_tune_orphan_repairs_total", &[]) == Some(1.0)
+    });
+    assert!(ok, "{}\n{}", m.text, agent.log());
+    assert_eq!(m.get("roce_tune_rail_traffic_class", &lb), Some(-1.0));
+    assert_eq!(m.get("roce_tune_rail_traffic_class_wanted", &lb), Some(7.0));
+    assert_eq!(m.drift("traffic_class"), 1.0);
+    assert_eq!(
+        m.get("roce_tune_rail_info", &lc),
+        None,
+        "the orphan is no rail"
+    );
+    assert_eq!(tree.tc(C.1), "tclass=106", "the orphan's original, back");
+    assert_eq!(state.entries(), ["t0:net1.state", "t0:net2.state"]);
+    tree.set_gid(B.1, 5, ZERO_GID, "");
+    let (m, ok) = agent.wait_for(TWO_PERIODS, |m| {
+        m.get("roce_tune_rail_gid_index", &lb) == Some(-1.0)
+    });
+    assert!(ok, "{}", m.text);
+    assert_eq!(m.get("roce_tune_rail_gid_index", &la), Some(3.0));
+    // The idle VF handed to a pod is no longer idle (its netdev left the host).
+    std::fs::remove_dir(tree.root.join("bus/pci/devices/0000:0c:00.5/net/ens1f0v9")).unwrap();
+    let (m, ok) = agent.wait_for(TWO_PERIODS, |m| {
+        m.get("roce_tune_idle_vfs_holding_class", &[]) == Some(0.0)
+    });
+    assert!(ok, "{}", m.text);
+}
+
+// ------------------------------------------------------------ the CNI tally
+
+#[test]
+fn sixteen_parallel_adds_and_dels_are_counted_exactly() {
+    needs!(root);
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    agent_node(&state, &tree, "repair");
+    let rails: Vec<(Pod, Value, String)> = (0..16)
+        .map(|i| {
+            let (pci, dev, ip) = (
+                format!("0000:1{:x}:00.2", i),
+                format!("mlx5_{}", 10 + i),
+                format!("192.168.{i}.34"),
+            );
+            tree.add_device(
+                &pci,
+                &dev,
+                if i % 2 == 0 {
+                    ""
+                } else {
+                    "Global tclass=106\n"
+                },
+            );
+            tree.set_ipv4_gids(&dev, &ip);
+            let pod = Pod::new("net1", Some(&format!("{ip}/16")));
+            let c = rail(&tree, &pod, "net1", &pci, &ip, json!({"trafficClass": 41}));
+            (pod, c, dev)
+        })
+        .collect();
+    let agent = Agent::start(&state, 1);
+    // Every request's time from outside: the process's own, which the tally
+    // holds, is within it.
+    let outside = std::sync::Mutex::new(Duration::ZERO);
+    let all = |command: &str, conf: &dyn Fn(&Value) -> Value, want: u64| {
+        std::thread::scope(|s| {
+            for (i, (pod, c, _)) in rails.iter().enumerate() {
+                let (state, outside) = (&state, &outside);
+                let c = conf(c);
+                s.spawn(move || {
+                    let r = cni(
+                        state,
+                        command,
+                        &format!("p{i}"),
+                        pod,
+                        "net1",
+                        &format!("pod-{i}"),
+                        &c,
+                    );
+                    assert_eq!(
+                        r.outcome(),
+                        want,
+                        "{command} p{i}: {} {}",
+                        r.stdout,
+                        r.stderr
+                    );
+                    *outside.lock().unwrap() += r.elapsed;
+                });
+            }
+        });
+    };
+    all("ADD", &|c| c.clone(), 0);
+    for (_, _, dev) in &rails {
+        assert_eq!(tree.tc(dev), "tclass=41");
+    }
+    // Failures, with their codes: a class out of range (7) and a GID at
+    // another index than the one enforced (101, at once: the kernel never
+    // moves a GID that has its slot).
+    for _ in 0..3 {
+        let mut c = rails[0].1.clone();
+        c["trafficClass"] = json!(256);
+        let r = cni(&state, "ADD", "bad7", &rails[0].0, "net1", "pod-0", &c);
+        assert_eq!(r.code(), 7);
+        *outside.lock().unwrap() += r.elapsed;
+    }
+    for _ in 0..2 {
+        let mut c = rails[1].1.clone();
+        c["gidIndex"] = json!(5);
+        let r = cni(&state, "ADD", "bad101", &rails[1].0, "net1", "pod-1", &c);
+        assert_eq!(r.code(), 101, "{}", r.stdout);
+        *outside.lock().unwrap() += r.elapsed;
+    }
+    // One pass with every rail live: none of them drifted.
+    let passes = agent
+        .scrape()
+        .get("roce_tune_repair_passes_total", &[])
+        .unwrap();
+    let (m, ok) = agent.wait_for(TWO_PERIODS, |m| {
+        m.get("roce_tune_repair_passes_total", &[]).unwrap() > passes
+            && m.all("roce_tune_rail_info", &[]).len() == 16
+    });
+    assert!(ok, "{}", m.text);
+    all("DEL", &|c| c.clone(), 0);
+    for (i, (_, _, dev)) in rails.iter().enumerate() {
+        let want = if i % 2 == 0 {
+            "tclass=-1"
+        } else {
+            "tclass=106"
+        };
+        assert_eq!(tree.tc(dev), want, "{dev}");
+    }
+    let count = |m: &Metrics, command: &str, code: &str| {
+        m.get(
+            "roce_tune_cni_requests_total",
+            &[("command", command), ("code", code)],
+        )
+    };
+    let (m, ok) = agent.wait_for(TWO_PERIODS, |m| count(m, "DEL", "0") == Some(16.0));
+    assert!(ok, "{}", m.text);
+    assert_eq!(count(&m, "ADD", "0"), Some(16.0));
+    assert_eq!(count(&m, "ADD", "7"), Some(3.0));
+    assert_eq!(count(&m, "ADD", "101"), Some(2.0));
+    assert_eq!(
+        m.all("roce_tune_cni_requests_total", &[]).len(),
+        4,
+        "{}",
+        m.text
+    );
+    assert_eq!(
+        m.drift("traffic_class"),
+        0.0,
+        "an ADD or DEL is never drift"
+    );
+    let h = "roce_tune_cni_request_duration_seconds";
+    let mut sum = 0.0;
+    for (command, n) in [("ADD", 21.0), ("DEL", 16.0)] {
+        let c = [("command", command)];
+        assert_eq!(m.get(&format!("{h}_count"), &c), Some(n), "{command}");
+        let buckets = m.all(&format!("{h}_bucket"), &c);
+        assert_eq!(buckets.len(), roce_tune::tally::BUCKETS.len() + 1);
+        assert!(
+            buckets.windows(2).all(|w| w[0].value <= w[1].value),
+            "cumulative"
+        );
+        assert_eq!(buckets.last().unwrap().labels["le"], "+Inf");
+        assert_eq!(buckets.last().unwrap().value, n);
+        sum += m.get(&format!("{h}_sum"), &c).unwrap();
+    }
+    let outside = outside.lock().unwrap().as_secs_f64();
+    assert!(
+        sum > 0.0 && sum <= outside,
+        "the processes' {sum} s within the {outside} s seen outside"
+    );
+    assert!(state.entries().is_empty());
+}
+
+// ------------------------------------------------------------ hostile clients
+
+/// Until `stop`: one connection at a time sending a request one byte a
+/// second (a new one when the agent cuts it off).
+fn slow_loris(addr: SocketAddr, stop: &std::sync::atomic::AtomicBool) -> usize {
+    use std::sync::atomic::Ordering;
+    let mut connections = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+            continue;
+        };
+        connections += 1;
+        for b in b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Slow: "
+            .iter()
+            .cycle()
+        {
+            if stop.load(Ordering::Relaxed) || s.write_all(&[*b]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    connections
+}
+
+/// Until `stop`: requests whose head is 1 MB; how many got 431.
+fn huge_heads(addr: SocketAddr, stop: &std::sync::atomic::AtomicBool) -> usize {
+    use std::sync::atomic::Ordering;
+    let mut refused = 0;
+    let mut head = b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nX-Big: ".to_vec();
+    head.resize(1 << 20, b'a');
+    head.extend_from_slice(b"\r\n\r\n");
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+            continue;
+        };
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        // The agent answers after 8 KiB and stops reading: the write fails
+        // or ends, the answer is there either way.
+        let _ = s.write_all(&head);
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        if got.starts_with(b"HTTP/1.1 431 ") {
+            refused += 1;
+        }
+    }
+    refused
+}
+
+/// Until `stop`: 500 connections opened at once (ten threads of 50), held
+/// idle for a second, then again; how many were established in all.
+fn crowds(addr: SocketAddr, stop: &std::sync::atomic::AtomicBool) -> usize {
+    use std::sync::atomic::Ordering;
+    let mut established = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let held: Vec<TcpStream> = std::thread::scope(|s| {
+            let opened: Vec<_> = (0..10)
+                .map(|_| {
+                    s.spawn(move || {
+                        (0..50)
+                            .filter_map(|_| {
+                                TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            opened.into_iter().flat_map(|t| t.join().unwrap()).collect()
+        });
+        established += held.len();
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    established
+}
+
+#[test]
+fn hostile_clients_neither_stop_the_scrape_nor_the_repair_nor_sigterm() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    needs!(root);
+    let d = drift_setup("repair");
+    let mut agent = Agent::start(&d.state, 1);
+    let addr = agent.addr;
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let stop = &stop;
+        let attacks = [
+            s.spawn(move || ("slow loris connections", slow_loris(addr, stop))),
+            s.spawn(move || ("slow loris connections", slow_loris(addr, stop))),
+            s.spawn(move || ("1 MB heads refused with 431", huge_heads(addr, stop))),
+            s.spawn(move || ("crowd connections established", crowds(addr, stop))),
+        ];
+        std::thread::sleep(Duration::from_millis(500));
+        // Scrapes go on, each answered in bounded time: at worst one SYN
+        // retransmission (1 s) when a crowd fills the listen backlog.
+        let t = Instant::now();
+        let (mut scrapes, mut slowest) = (0, Duration::ZERO);
+        let mut drift_at = None;
+        while t.elapsed() < Duration::from_secs(6) {
+            let s0 = Instant::now();
+            let (status, body) = get(addr, "/metrics", Duration::from_secs(5))
+                .unwrap_or_else(|e| panic!("a scrape during the attack: {e}"));
+            assert_eq!(status, 200);
+            assert!(body.contains("roce_tune_rail_info{"), "{body}");
+            slowest = slowest.max(s0.elapsed());
+            scrapes += 1;
+            // A drift made meanwhile is still repaired within two periods.
+            if drift_at.is_none() && t.elapsed() > Duration::from_secs(2) {
+                d.tree.set_tc(DEV, "Global tclass=0\n");
+                drift_at = Some(Instant::now());
+            }
+            if let Some(at) = drift_at {
+                if d.tree.tc(DEV) != "tclass=41" {
+                    assert!(
+                        at.elapsed() < TWO_PERIODS,
+                        "drift not repaired during the attack"
+                    );
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(
+            slowest < Duration::from_millis(2500),
+            "a scrape took {slowest:?} during the attack"
+        );
+        let repaired = within(TWO_PERIODS, || d.tree.tc(DEV) == "tclass=41");
+        assert!(repaired.is_some(), "{}", agent.log());
+        assert_eq!(agent.scrape().repairs("traffic_class"), 1.0);
+        // SIGTERM with the attackers still connected.
+        let (status, took) = agent.terminate();
+        stop.store(true, Ordering::Relaxed);
+        let said: Vec<(&str, usize)> = attacks.into_iter().map(|a| a.join().unwrap()).collect();
+        eprintln!("{scrapes} scrapes during the attack, the slowest {slowest:?}; {said:?}; SIGTERM: {took:?}");
+        assert!(status.success(), "{status}\n{}", agent.log());
+        assert!(took < Duration::from_secs(1), "SIGTERM took {took:?}");
+        for (what, n) in said {
+            assert!(n > 0, "the attack did not happen: 0 {what}");
+        }
+    });
+}
+
+// ------------------------------------------------------------ promtool
+
+#[test]
+fn promtool_finds_nothing_in_the_real_agents_metrics() {
+    needs!(root);
+    let promtool = needs!(promtool);
+    let d = drift_setup("repair");
+    let agent = Agent::start(&d.state, 1);
+    d.tree.set_tc(DEV, "");
+    let (m, ok) = agent.wait_for(TWO_PERIODS, |m| m.repairs("traffic_class") == 1.0);
+    assert!(ok, "{}", m.text);
+    for family in [
+        "roce_tune_rail_info",
+        "roce_tune_rail_gid_index",
+        "roce_tune_cni_request_duration_seconds_bucket",
+        "roce_tune_repair_pass_duration_seconds",
+    ] {
+        assert!(!m.all(family, &[]).is_empty(), "no {family}: {}", m.text);
+    }
+    let mut child = Command::new(&promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(m.text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool check metrics ({}): {said}\n{}",
+        out.status,
+        m.text
+    );
 }
