@@ -281,6 +281,16 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap()
 }
 
+/// Write a tree file as the kernel's sysfs changes one: all at once. A
+/// plain write truncates first, and an agent reading in between would see
+/// an empty file (an unset class, a device without a GUID): a drift nobody
+/// made.
+fn kernel_write(p: &Path, content: &str) {
+    let tmp = p.with_extension("rt-new");
+    std::fs::write(&tmp, content).unwrap();
+    std::fs::rename(&tmp, p).unwrap();
+}
+
 /// A rail's network config: `pod`'s `ifname` bound to the VF `pci` in
 /// `tree` (as the kernel would show it from the pod), the GID of `ip`
 /// wanted at index 3.
@@ -428,7 +438,7 @@ fn drift_is_repaired_within_two_periods_and_del_still_restores_the_original() {
         (&d.tos, "0\n", "106", "rdma_cm_tos", "set by someone else"),
     ];
     for (n, (file, drifted, ours, setting, who)) in steps.into_iter().enumerate() {
-        std::fs::write(file, drifted).unwrap();
+        kernel_write(file, drifted);
         let took = within(TWO_PERIODS, || read(file) == ours);
         assert!(
             took.is_some(),
@@ -492,8 +502,8 @@ fn drift_under_the_report_policy_is_counted_and_left_as_it_is() {
     let d = drift_setup("report");
     let agent = Agent::start(&d.state, 1);
     let rail = rail_labels("train-0", DEV, PCI);
-    d.tree.set_tc(DEV, "Global tclass=0\n");
-    std::fs::write(&d.tos, "8\n").unwrap();
+    kernel_write(&d.tree.tc_path(DEV), "Global tclass=0\n");
+    kernel_write(&d.tos, "8\n");
     let (m, ok) = agent.wait_for(TWO_PERIODS, |m| {
         m.drift("traffic_class") >= 1.0 && m.drift("rdma_cm_tos") >= 1.0
     });
@@ -525,13 +535,13 @@ fn drift_under_the_report_policy_is_counted_and_left_as_it_is() {
         "one line per drift: {log}"
     );
     // Another value is another drift.
-    d.tree.set_tc(DEV, "");
+    kernel_write(&d.tree.tc_path(DEV), "");
     let (m, ok) = agent.wait_for(TWO_PERIODS, |m| m.drift("traffic_class") == 2.0);
     assert!(ok, "{}", m.text);
     assert_eq!(m.get("roce_tune_rail_traffic_class", &rail), Some(-1.0));
     assert_eq!(d.tree.tc(DEV), "");
     // DEL leaves what roce-tune did not write.
-    d.tree.set_tc(DEV, "tclass=41");
+    kernel_write(&d.tree.tc_path(DEV), "tclass=41");
     cni(&d.state, "DEL", "c1", &d.pod, "net1", "train-0", &d.conf).ok();
     assert_eq!(d.tree.tc(DEV), "tclass=106", "ours again: restored");
     assert_eq!(read(&d.tos), "8\n", "someone else's: left");
@@ -549,12 +559,11 @@ fn a_re_created_device_is_not_drift() {
     assert!(seen, "{}", agent.log());
     // The driver re-created the VF's device: a new node GUID, the class
     // unset (it lived in driver memory). The file is the new device's.
-    std::fs::write(
-        d.tree.dev_dir(DEV).join("node_guid"),
+    kernel_write(
+        &d.tree.dev_dir(DEV).join("node_guid"),
         "7cfe:9003:00aa:bbcc\n",
-    )
-    .unwrap();
-    d.tree.set_tc(DEV, "");
+    );
+    kernel_write(&d.tree.tc_path(DEV), "");
     let passes = agent
         .scrape()
         .get("roce_tune_repair_passes_total", &[])
@@ -694,7 +703,7 @@ fn every_rail_metric_is_what_the_tree_holds() {
     // net2's class (report: left, -1); serve-1's pod goes.
     tree.set_gid(B.1, 3, ZERO_GID, "");
     tree.set_gid(B.1, 5, &v4_gid(B.2), "RoCE v2");
-    tree.set_tc(B.1, "");
+    kernel_write(&tree.tc_path(B.1), "");
     serve.delete();
     let (m, ok) = agent.wait_for(TWO_PERIODS, |m| {
         m.get("roce_tune_rail_gid_index", &lb) == Some(5.0)
@@ -979,7 +988,7 @@ fn hostile_clients_neither_stop_the_scrape_nor_the_repair_nor_sigterm() {
             scrapes += 1;
             // A drift made meanwhile is still repaired within two periods.
             if drift_at.is_none() && t.elapsed() > Duration::from_secs(2) {
-                d.tree.set_tc(DEV, "Global tclass=0\n");
+                kernel_write(&d.tree.tc_path(DEV), "Global tclass=0\n");
                 drift_at = Some(Instant::now());
             }
             if let Some(at) = drift_at {
@@ -1020,7 +1029,7 @@ fn promtool_finds_nothing_in_the_real_agents_metrics() {
     let promtool = needs!(promtool);
     let d = drift_setup("repair");
     let agent = Agent::start(&d.state, 1);
-    d.tree.set_tc(DEV, "");
+    kernel_write(&d.tree.tc_path(DEV), "");
     let (m, ok) = agent.wait_for(TWO_PERIODS, |m| m.repairs("traffic_class") == 1.0);
     assert!(ok, "{}", m.text);
     for family in [
