@@ -620,6 +620,9 @@ s_agent_netns_gone() {
     cnitool_run add "$net" pod net1; expect_rc0 "cnitool add" || return 1
     expect_eq "class after ADD" "$(tc_raw 1)" "tclass=41" || return 1
 
+    # The pod goes at any point of the agent's period, not always just after its first pass.
+    local phase=$(( RANDOM % (AGENT_GONE_EVERY * 10) ))
+    sleep "$(( phase / 10 )).$(( phase % 10 ))"
     local t0; t0="${EPOCHREALTIME/./}"
     ip netns del "$(pod_ns pod)" || { fail "ip netns del"; return 1; }
     cnitool_run del "$net" pod net1
