@@ -594,12 +594,12 @@ free_port() {
 # agent_start <every> [driftPolicy]: `roce-tune agent` on this node, on a port the kernel picks
 # (metricsAddress 127.0.0.1:0 in the node config; the plugin ignores the key). Sets AGENT_PID
 # and AGENT_ADDR (from the agent's own "metrics on http://<addr>/metrics" line); its log is
-# $E2E_TMP/logs/<node>.agent.log.
+# $AGENT_LOG, by default $E2E_TMP/logs/<node>.agent.log.
 agent_start() {
     local i
     jq --arg p "${2:-repair}" '. + {metricsAddress: "127.0.0.1:0", driftPolicy: $p}' "$NODE_CONF" >"$NODE_CONF.new" \
         && chmod 644 "$NODE_CONF.new" && mv "$NODE_CONF.new" "$NODE_CONF" || return 1
-    AGENT_LOG="$E2E_TMP/logs/$NODE.agent.log"
+    AGENT_LOG="${AGENT_LOG:-$E2E_TMP/logs/$NODE.agent.log}"
     "$E2E_TMP/bin/roce-tune" agent --every "$1" --node-config "$NODE_CONF" </dev/null >/dev/null 2>"$AGENT_LOG" &
     AGENT_PID=$!
     bg_track "$AGENT_PID"
@@ -649,13 +649,14 @@ prom_value() {
 }
 
 # await <seconds> <command...>: run the command every 50 ms until it succeeds, at most that
-# long; WAITED_MS is how long it took (or the bound).
+# long; WAITED_MS is how long it took, until the command that succeeded ended (or the bound).
 await() {
-    local bound=$(( $1 * 1000 )) t0; shift
+    local bound=$(( $1 * 1000 )) t0 ok; shift
     t0="${EPOCHREALTIME/./}"
     while :; do
+        "$@"; ok=$?
         WAITED_MS=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
-        "$@" && return 0
+        [ "$ok" = 0 ] && return 0
         [ "$WAITED_MS" -lt "$bound" ] || return 1
         sleep 0.05
     done
