@@ -154,11 +154,14 @@ fn rail(
         let Some(owned) = entry.owned.get(s.key()) else {
             continue;
         };
-        let now = judge_drift(place.state, entry, live, *s, at, &port, policy, totals);
+        let judged = judge_drift(place.state, entry, live, *s, at, &port, policy, totals);
         let Some(name) = metric_setting(*s) else {
             continue;
         };
-        let wanted = u8::try_from(owned.written).ok();
+        // What the file should hold: on a port with co-owners the newest
+        // live owner's value, which need not be this rail's own.
+        let wanted = u8::try_from(judged.map_or(owned.written, |(_, w)| w)).ok();
+        let now = judged.map(|(v, _)| v);
         match name {
             metrics::Setting::TrafficClass => {
                 sample.traffic_class = now.map(|v| v.map_or(Reading::Unset, Reading::Value));
@@ -182,8 +185,8 @@ fn rail(
     Some(sample)
 }
 
-/// What the file holds now (`None`: unreadable), after repairing drift under
-/// the device's lock when the policy says so.
+/// What the file holds now and what it should hold (`None`: unreadable),
+/// after repairing drift under the device's lock when the policy says so.
 #[allow(clippy::too_many_arguments)]
 fn judge_drift(
     state: &StateDir,
@@ -194,7 +197,7 @@ fn judge_drift(
     port: &RdmaPort,
     policy: DriftPolicy,
     totals: &mut Totals,
-) -> Option<setting::Value> {
+) -> Option<(setting::Value, u32)> {
     let _lock = state.lock(&entry.lock_key()).ok()?;
     // Under the lock, from the entry as it is now: an ADD or DEL that ran
     // since the pass began has the last word.
@@ -210,9 +213,10 @@ fn judge_drift(
     }
     let current = s.read(at, port).ok()?;
     let key = (entry.container_id.clone(), entry.ifname.clone(), s.key());
-    if s.same(current, Some(wanted.written)) {
+    let w = wanted.written;
+    if s.same(current, Some(w)) {
         totals.seen.remove(&key);
-        return Some(current);
+        return Some((current, w));
     }
     let new = totals.seen.insert(key.clone(), current) != Some(current);
     let counter = metric_setting(s);
@@ -243,7 +247,7 @@ fn judge_drift(
         if new {
             crate::warn!("{what}; driftPolicy is report: left as it is");
         }
-        return Some(current);
+        return Some((current, w));
     }
     match s
         .write(at, port, Some(wanted.written))
@@ -255,16 +259,16 @@ fn judge_drift(
             }
             totals.seen.remove(&key);
             crate::warn!("{what}; repaired: it holds {} again", wanted.written);
-            Some(Some(wanted.written))
+            Some((Some(w), w))
         }
         // Retried every pass; said once per drifted value.
         Err(e) if new => {
             crate::error!("{what}; the repair failed: {e}");
-            Some(current)
+            Some((current, w))
         }
         Err(e) => {
             crate::debug!("{what}; the repair failed again: {e}");
-            Some(current)
+            Some((current, w))
         }
     }
 }

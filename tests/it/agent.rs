@@ -1066,3 +1066,108 @@ fn promtool_finds_nothing_in_the_real_agents_metrics() {
         m.text
     );
 }
+
+// ------------------------------------------------------------ other places a class lives
+
+#[test]
+fn exclusive_mode_drift_is_repaired_in_the_pods_view() {
+    needs!(root);
+    let pod = Pod::new("net1", Some(&format!("{IP}/16")));
+    let tree = Tree::new();
+    std::fs::write(
+        tree.root.join("module/ib_core/parameters/netns_mode"),
+        "N\n",
+    )
+    .unwrap();
+    tree.add_device(PCI, DEV, "Global tclass=106\n");
+    tree.set_ipv4_gids(DEV, IP);
+    let state = StateDirPath::new();
+    agent_node(&state, &tree, "repair");
+    let c = rail(&tree, &pod, "net1", PCI, IP, json!({"trafficClass": 41}));
+    // The rdma plugin moved the device into the pod: only its view has it.
+    tree.move_into(&pod, PCI, DEV);
+    cni(&state, "ADD", "c1", &pod, "net1", "train-0", &c).ok();
+    assert_eq!(state.entry("c1", "net1").unwrap()["reach"], json!("pod"));
+    let file = tree
+        .netns_dir(pod.ino())
+        .join(format!("class/infiniband/{DEV}/tc/1/traffic_class"));
+    let agent = Agent::start(&state, 1);
+    let rail = rail_labels("train-0", DEV, PCI);
+    let (m, ok) = agent.wait_for(TWO_PERIODS, |m| {
+        m.get("roce_tune_rail_traffic_class", &rail) == Some(41.0)
+    });
+    assert!(ok, "{}\n{}", m.text, agent.log());
+    kernel_write(&file, "Global tclass=0\n");
+    let took = within(TWO_PERIODS, || read(&file) == "tclass=41");
+    assert!(took.is_some(), "{:?}\n{}", read(&file), agent.log());
+    let (m, ok) = agent.wait_for(PERIOD, |m| m.repairs("traffic_class") == 1.0);
+    assert!(ok, "{}", m.text);
+    cni(&state, "DEL", "c1", &pod, "net1", "train-0", &c).ok();
+    assert_eq!(tree.tc_in(pod.ino(), DEV), "tclass=106");
+}
+
+/// Two attachments on one device port (not a real VF setup, but the rules
+/// hold): the file should hold the newest live owner's value, so drift is
+/// judged against it, and once the newest pod goes the older's is handed on
+/// without being taken for drift.
+#[test]
+fn co_owners_drift_is_judged_against_the_newest_live_owner() {
+    needs!(root);
+    let tree = Tree::new();
+    tree.add_device(PCI, DEV, "Global tclass=106\n");
+    tree.set_ipv4_gids(DEV, IP);
+    let state = StateDirPath::new();
+    agent_node(&state, &tree, "repair");
+    let old = Pod::new("net1", Some(&format!("{IP}/16")));
+    let new = Pod::new("net1", Some(&format!("{IP}/16")));
+    let c_old = rail(&tree, &old, "net1", PCI, IP, json!({"trafficClass": 41}));
+    let c_new = rail(&tree, &new, "net1", PCI, IP, json!({"trafficClass": 42}));
+    cni(&state, "ADD", "old", &old, "net1", "old-0", &c_old).ok();
+    cni(&state, "ADD", "new", &new, "net1", "new-0", &c_new).ok();
+    assert_eq!(tree.tc(DEV), "tclass=42");
+    let agent = Agent::start(&state, 1);
+    let (lo, ln) = (
+        labels_of("old-0", "net1", DEV, PCI),
+        labels_of("new-0", "net1", DEV, PCI),
+    );
+    let (m, ok) = agent.wait_for(TWO_PERIODS, |m| {
+        m.all("roce_tune_rail_info", &[]).len() == 2
+    });
+    assert!(ok, "{}", m.text);
+    for l in [&lo, &ln] {
+        assert_eq!(m.get("roce_tune_rail_traffic_class", l), Some(42.0));
+        assert_eq!(
+            m.get("roce_tune_rail_traffic_class_wanted", l),
+            Some(42.0),
+            "the heir's"
+        );
+    }
+    kernel_write(&tree.tc_path(DEV), "");
+    assert!(
+        within(TWO_PERIODS, || tree.tc(DEV) == "tclass=42").is_some(),
+        "{:?}\n{}",
+        tree.tc(DEV),
+        agent.log()
+    );
+    // The newest pod goes: the orphan repair hands the file to the other
+    // owner's 41, and no pass calls that drift.
+    new.delete();
+    assert!(
+        within(TWO_PERIODS, || tree.tc(DEV) == "tclass=41").is_some(),
+        "{:?}\n{}",
+        tree.tc(DEV),
+        agent.log()
+    );
+    std::thread::sleep(TWO_PERIODS);
+    let m = agent.scrape();
+    assert_eq!(tree.tc(DEV), "tclass=41");
+    assert_eq!(m.drift("traffic_class"), 1.0, "{}\n{}", m.text, agent.log());
+    assert_eq!(m.get("roce_tune_orphan_repairs_total", &[]), Some(1.0));
+    let live = labels_of("old-0", "net1", DEV, PCI);
+    assert_eq!(
+        m.get("roce_tune_rail_traffic_class_wanted", &live),
+        Some(41.0)
+    );
+    cni(&state, "DEL", "old", &old, "net1", "old-0", &c_old).ok();
+    assert_eq!(tree.tc(DEV), "tclass=106", "the device's true original");
+}
