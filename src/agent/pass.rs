@@ -40,8 +40,17 @@ pub struct Totals {
     /// key): a drift left in place (driftPolicy report, or a repair the
     /// driver refuses) is found again by every pass, and is still one
     /// drift, counted and logged once, not once a period. Dropped when the
-    /// file holds roce-tune's value again or the rail is gone.
-    pub seen: BTreeMap<(String, String, &'static str), setting::Value>,
+    /// file holds roce-tune's value again or the rail is gone. A list, not a
+    /// map: a node has a few dozen rails, and another map type is code in
+    /// the static binary.
+    pub seen: Vec<Seen>,
+}
+
+/// A drifted value counted: (container ID, ifname, setting key, value).
+pub type Seen = (String, String, &'static str, setting::Value);
+
+fn same_rail(x: &Seen, key: &(String, String, &'static str)) -> bool {
+    x.0 == key.0 && x.1 == key.1 && x.2 == key.2
 }
 
 /// One pass. Every failure is logged and counted as a failed pass; the
@@ -79,7 +88,7 @@ pub fn run(node: &NodeConfig, totals: &mut Totals) -> Snapshot {
             };
             let entries = state.entries(|_, _, _| {}).unwrap_or_default();
             let live: Vec<&Entry> = entries.iter().filter(|e| is_live(e)).collect();
-            totals.seen.retain(|(cid, ifname, _), _| {
+            totals.seen.retain(|(cid, ifname, _, _)| {
                 live.iter()
                     .any(|e| &e.container_id == cid && &e.ifname == ifname)
             });
@@ -215,10 +224,22 @@ fn judge_drift(
     let key = (entry.container_id.clone(), entry.ifname.clone(), s.key());
     let w = wanted.written;
     if s.same(current, Some(w)) {
-        totals.seen.remove(&key);
+        totals.seen.retain(|x| !same_rail(x, &key));
         return Some((current, w));
     }
-    let new = totals.seen.insert(key.clone(), current) != Some(current);
+    let new = match totals.seen.iter_mut().find(|x| same_rail(x, &key)) {
+        Some(x) if x.3 == current => false,
+        Some(x) => {
+            x.3 = current;
+            true
+        }
+        None => {
+            totals
+                .seen
+                .push((key.0.clone(), key.1.clone(), key.2, current));
+            true
+        }
+    };
     let counter = metric_setting(s);
     if let (Some(c), true) = (counter, new) {
         totals.drift.add(c, 1);
@@ -257,7 +278,7 @@ fn judge_drift(
             if let Some(c) = counter {
                 totals.drift_repairs.add(c, 1);
             }
-            totals.seen.remove(&key);
+            totals.seen.retain(|x| !same_rail(x, &key));
             crate::warn!("{what}; repaired: it holds {} again", wanted.written);
             Some((Some(w), w))
         }
