@@ -13,7 +13,7 @@
      (OVERLAYS) as a hostPath of type Directory; tolerations `operator: Exists`; a
      nodeSelector with the image's architecture; a ServiceAccount in the build; requests
      and limits; a pinned image whose tag is <Cargo.toml version>-<12 hex revision>;
-     container `orphan-repair` running `roce-tune gc --orphans --every N`, privileged,
+     container `orphan-repair` running `roce-tune agent --every N`, privileged,
      hostNetwork, hostPID, the state dir and node config dir of node.json mounted from the
      host at the same paths (node config read-only), /run/netns and /var/run/netns with
      HostToContainer propagation, the host's /sys/kernel/config (configfs) read-write.
@@ -696,9 +696,12 @@ def check_install_ds(ds, docs, expect, version):
         errs.append("container orphan-repair: missing")
         return errs
     cmd = repair.get("command") or []
-    if (cmd[:3] != ["/roce-tune", "gc", "--orphans"] or args_value(cmd, "--every") is None
-            or not re.match(r"^[1-9][0-9]*$", args_value(cmd, "--every"))):
-        errs.append("container orphan-repair: command must be [/roce-tune, gc, --orphans, --every, N] (got %s)" % cmd)
+    # The agent: orphans, drift, metrics (src/agent/mod.rs); --every as src/cli/mod.rs takes it.
+    every = args_value(cmd, "--every")
+    if (cmd[:2] != ["/roce-tune", "agent"] or len(cmd) != 4 or every is None
+            or not re.match(r"^[1-9][0-9]*$", every) or int(every) > 86400):
+        errs.append("container orphan-repair: command must be [/roce-tune, agent, --every, N] with N "
+                    "from 1 to 86400 (got %s)" % cmd)
     mounts = host_path_mounts(pod, repair)
     state_dir = node_conf.get("stateDir", NODE_CONFIG_DEFAULTS["stateDir"])
     m = mounts.get(state_dir)

@@ -32,6 +32,13 @@
 #                  (integration/cni_runtime.py) drives the chain like a spec-1.1.0 runtime:
 #                  ADD, CHECK, STATUS, DEL, GC (valid attachments kept, others restored),
 #                  1.1.0 fields kept
+#   agent-prometheus  a real Prometheus scrapes `roce-tune agent`: the rails' class, class wanted,
+#                  ToS, GID index, labels and the CNI request counts in its HTTP API match the
+#                  test tree and the ADDs; a class the rdma CNI fork set to 0 is back within
+#                  two periods and roce_tune_drift_total rose; the series go with the DELs
+#   agent-netns-gone  the pod netns goes before its DEL: the chain's DEL stops at sbr (so
+#                  roce-tune's DEL never runs), and the agent alone gives the class back within
+#                  two of its periods; the PASS line says how long it took
 #
 # Output: one "PASS <name>" or "FAIL <name>: <reason>" per scenario, then "N passed, M failed".
 # Exit status: 0 when M is 0. Logs of the last run: integration/.build/e2e-logs/<scenario>.log
@@ -531,10 +538,114 @@ s_v110() {
     expect_eq "state records at the end" "$(state_count)" 0 || return 1
 }
 
+# ============================================================== 7. agent-prometheus
+# A real Prometheus (Debian's 2.42, its own config and data dir, scrape every second) scrapes
+# `roce-tune agent`; what its HTTP API answers is checked against the test tree, and a drift
+# shows as roce_tune_drift_total rising while the class comes back.
+s_agent_prometheus() {
+    pod_create pod || return 1
+    rail_create 1 pod net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "Global tclass=106\n" 41 || return 1
+    rail_create 2 pod net2 0000:0c:00.3 mlx5_3 10.2.0.34/16 10.2.0.1 "" 41 || return 1
+    # configfs as the test tree plays it: rail 1's port file, which the kernel makes on mkdir.
+    local tos="$NODE_SYS/kernel/config/rdma_cm/mlx5_2/ports/1/default_roce_tos"
+    mkdir -p "${tos%/*}" && echo 0 >"$tos"
+    local n1 n2
+    n1="$(rail_write_conf 1 1.0.0 sbr '{"rdmaCmTos": 106}')" || return 1
+    n2="$(rail_write_conf 2 1.0.0 sbr)" || return 1
+    agent_start 1 || return 1
+    prom_start "$AGENT_ADDR" || return 1
+    cnitool_run add "$n1" pod net1; expect_rc0 "cnitool add net1" || return 1
+    cnitool_run add "$n2" pod net2; expect_rc0 "cnitool add net2" || return 1
+
+    two_rails() { [ "$(prom_value 'count(roce_tune_rail_info)')" = 2 ]; }
+    await 10 two_rails || { fail "Prometheus has $(prom_value 'count(roce_tune_rail_info)') rails after 10 s, want 2"; return 1; }
+    log "Prometheus had both rails $WAITED_MS ms after the ADDs"
+    expect_eq "up" "$(prom_value 'up{job="roce-tune"}')" 1 || return 1
+    local r sel
+    for r in 1 2; do
+        sel="namespace=\"e2e-$NODE\",pod=\"pod\",interface=\"${R_IF[$r]}\",rdma_device=\"${R_DEV[$r]}\",pci_address=\"${R_PCI[$r]}\",network=\"${R_NET[$r]}\""
+        expect_eq "rail $r: roce_tune_rail_info{$sel}" "$(prom_value "roce_tune_rail_info{$sel}")" 1 || return 1
+        expect_eq "rail $r: the class Prometheus has, against the tree" \
+            "$(prom_value "roce_tune_rail_traffic_class{$sel}")" "$(tc_value $r)" || return 1
+        expect_eq "rail $r: the class wanted" "$(prom_value "roce_tune_rail_traffic_class_wanted{$sel}")" 41 || return 1
+        [ "$(gid_read $r 3)" = "$(V4_GID "${R_CIDR[$r]}")" ] || { fail "rail $r: the tree's GID 3 is $(gid_read $r 3)"; return 1; }
+        expect_eq "rail $r: the GID index" "$(prom_value "roce_tune_rail_gid_index{$sel}")" 3 || return 1
+    done
+    expect_eq "net1's rdma_cm ToS, against the tree" "$(prom_value 'roce_tune_rail_rdma_cm_tos{interface="net1"}')" "$(cat "$tos")" || return 1
+    expect_eq "net1's ToS wanted" "$(prom_value 'roce_tune_rail_rdma_cm_tos_wanted{interface="net1"}')" 106 || return 1
+    expect_eq "net2 has no ToS" "$(prom_value 'roce_tune_rail_rdma_cm_tos{interface="net2"}')" none || return 1
+    expect_eq "roce-tune's ADDs (host-device's and sbr's are not roce-tune's)" \
+        "$(prom_value 'roce_tune_cni_requests_total{command="ADD",code="0"}')" 2 || return 1
+    expect_eq "ADD durations observed" "$(prom_value 'roce_tune_cni_request_duration_seconds_count{command="ADD"}')" 2 || return 1
+    expect_eq "drift before" "$(prom_value 'roce_tune_drift_total{setting="traffic_class"}')" 0 || return 1
+
+    # NVIDIA's rdma CNI fork writes 0 into net1's class (what the file then reads), all at once
+    # as the kernel changes it: a plain `>` truncates first, and an agent reading in between
+    # would find the class unset, a drift of the test's own.
+    local f; f="$(tc_file 1)"
+    printf 'Global tclass=0\n' >"$f.new" && mv -f "$f.new" "$f"
+    class_back() { [ "$(tc_raw 1)" = "tclass=41" ]; }
+    await 2 class_back || { fail "net1's class not back within two periods: '$(tc_raw 1)'"; return 1; }
+    log "drift repaired $WAITED_MS ms after the write"
+    drift_seen() { [ "$(prom_value 'roce_tune_drift_total{setting="traffic_class"}')" = 1 ]; }
+    await 5 drift_seen || { fail "roce_tune_drift_total in Prometheus: $(prom_value 'roce_tune_drift_total{setting="traffic_class"}'), want 1"; return 1; }
+    expect_eq "increase(roce_tune_drift_total[1m])>0" \
+        "$(prom_value 'increase(roce_tune_drift_total{setting="traffic_class"}[1m]) > bool 0')" 1 || return 1
+    expect_eq "drift repairs" "$(prom_value 'roce_tune_drift_repairs_total{setting="traffic_class"}')" 1 || return 1
+    sleep 2
+    expect_eq "one drift, two periods on" "$(prom_value 'roce_tune_drift_total{setting="traffic_class"}')" 1 || return 1
+    expect_eq "net1's class in Prometheus after the repair" "$(prom_value 'roce_tune_rail_traffic_class{interface="net1"}')" 41 || return 1
+
+    cnitool_run del "$n2" pod net2; expect_rc0 "cnitool del net2" || return 1
+    cnitool_run del "$n1" pod net1; expect_rc0 "cnitool del net1" || return 1
+    expect_eq "net1's class after DEL (the original)" "$(tc_value 1)" 106 || return 1
+    expect_eq "net2's class after DEL" "$(tc_value 2)" unset || return 1
+    expect_eq "net1's ToS after DEL" "$(cat "$tos")" 0 || return 1
+    no_rails() { [ "$(prom_value 'count(roce_tune_rail_info)')" = none ]; }
+    await 5 no_rails || { fail "Prometheus still has $(prom_value 'count(roce_tune_rail_info)') rails after the DELs"; return 1; }
+    expect_eq "roce-tune's DELs" "$(prom_value 'roce_tune_cni_requests_total{command="DEL",code="0"}')" 2 || return 1
+}
+
+# ============================================================== 8. agent-netns-gone
+# What real Multus does when the pod netns is gone before its DEL: the reference sbr fails
+# its DEL, libcni's DelNetworkList stops there, and roce-tune's DEL (after sbr's in DEL order)
+# never runs. Only the agent gives the class back: within two of its periods of the netns
+# going. The measured time is printed with the PASS line (docs/e2e.md records it).
+AGENT_GONE_EVERY=2
+s_agent_netns_gone() {
+    pod_create pod || return 1
+    rail_create 1 pod net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "Global tclass=106\n" 41 || return 1
+    local net path; net="$(rail_write_conf 1 1.0.0 sbr)" || return 1; path="$(pod_path pod)"
+    agent_start "$AGENT_GONE_EVERY" || return 1
+    cnitool_run add "$net" pod net1; expect_rc0 "cnitool add" || return 1
+    expect_eq "class after ADD" "$(tc_raw 1)" "tclass=41" || return 1
+
+    # The pod goes at any point of the agent's period, not always just after its first pass.
+    local phase=$(( RANDOM % (AGENT_GONE_EVERY * 10) ))
+    sleep "$(( phase / 10 )).$(( phase % 10 ))"
+    local t0; t0="${EPOCHREALTIME/./}"
+    ip netns del "$(pod_ns pod)" || { fail "ip netns del"; return 1; }
+    cnitool_run del "$net" pod net1
+    [ "$CNI_RC" != 0 ] || { fail "cnitool del succeeded with the netns gone: sbr 1.1.1 cannot (docs/design.md)"; return 1; }
+    expect_contains "the chain's DEL stopped at sbr" "$CNI_ERR" 'plugin type="sbr"' || return 1
+    rm -f "$path"    # the empty file sbr's lock leaves where the netns was
+    class_back() { [ "$(tc_value 1)" = 106 ] && [ "$(state_count)" = 0 ]; }
+    local bound=$(( 2 * AGENT_GONE_EVERY ))
+    await "$bound" class_back || { fail "class '$(tc_raw 1)', $(state_count) entries, $bound s after the netns went"; return 1; }
+    local ms=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+    expect_eq "roce-tune's DEL never ran" "$(agent_metric 'roce_tune_cni_requests_total{command="DEL",code="0"}')" "" || return 1
+    orphan_counted() { [ "$(agent_metric roce_tune_orphan_repairs_total)" = 1 ]; }
+    await 3 orphan_counted || { fail "roce_tune_orphan_repairs_total $(agent_metric roce_tune_orphan_repairs_total), want 1"; return 1; }
+    grep -q "orphan $(cnitool_cid pod)/net1" "$AGENT_LOG" || { fail "the agent's log does not name the orphan"; return 1; }
+    log "class back $ms ms after the netns went (agent every $AGENT_GONE_EVERY s)"
+    printf 'class back %s ms after the netns went; agent every %s s, bound %s ms' "$ms" "$AGENT_GONE_EVERY" "$(( bound * 1000 ))" >"$E2E_TMP/note.$NODE"
+}
+
 # ============================================================== runner
 SCENARIOS=(add:s_add check:s_check del:s_del rails-16x2:s_rails gid-timeout:s_gid_timeout
            gid-late:s_gid_late exclusive-tree:s_exclusive_tree not-the-pods:s_not_the_pods
-           del-refused-input:s_del_refused_input version-0.4.0:s_v040 version-1.1.0:s_v110)
+           del-refused-input:s_del_refused_input version-0.4.0:s_v040 version-1.1.0:s_v110
+           agent-prometheus:s_agent_prometheus agent-netns-gone:s_agent_netns_gone)
 want=("$@")
 passed=0 failed=0 idx=0
 echo "e2e: roce-tune $E2E_BIN ($(stat -c %y "$E2E_BIN" | cut -d. -f1)), cnitool $CNITOOL, plugins $CNI_PLUGIN_DIR, run $E2E_RUN"
@@ -556,7 +667,8 @@ for entry in "${SCENARIOS[@]}"; do
     SCEN_PID=""
     secs="$(( (${EPOCHREALTIME/./} - start) / 1000 ))"
     if [ "$rc" = 0 ]; then
-        echo "PASS $name"
+        note="$(cat "$E2E_TMP/note.$name" 2>/dev/null)"
+        echo "PASS $name${note:+ ($note)}"
         passed=$(( passed + 1 ))
     else
         reason="$(cat "$E2E_TMP/reason.$name" 2>/dev/null)"

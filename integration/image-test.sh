@@ -12,7 +12,7 @@
 #      /roce-tune, /bin/busybox, /bin/sh -> busybox, /install.sh, root-owned, 0755; the
 #      binaries identical to target/release/roce-tune and $BUSYBOX, install.sh to
 #      conf/image/install.sh; roce-tune static, its --version the crate's, and its
-#      `gc --help` offering --every (the repair loop);
+#      `agent --help` offering --every (the DaemonSet's agent);
 #   3. the DaemonSet's containers of conf/deploy/kubernetes, each with its exact command, args
 #      and volumes (from `kubectl kustomize`), run in a chroot of the exported root filesystem
 #      with the volumes bind-mounted from a fake node, as the kubelet would: the
@@ -120,9 +120,9 @@ case "$version" in "roce-tune $IMAGE_VERSION "*) ;; *) fail "/roce-tune --versio
 ok "files: exactly roce-tune, bin/busybox, bin/sh, install.sh (0755 root); identical to their sources; $version"
 
 # The DaemonSet's long-running container runs the repair loop: the binary must offer it.
-gc_help="$(env -i PATH=/bin "$chroot" "$root" /roce-tune gc --help 2>&1 || true)"
-grep -q -- '--every' <<<"$gc_help" || fail "roce-tune gc --help does not mention --every, but the DaemonSet runs the repair loop: $gc_help"
-ok "roce-tune gc --help offers --every (the DaemonSet's repair loop)"
+agent_help="$(env -i PATH=/bin "$chroot" "$root" /roce-tune agent --help 2>&1 || true)"
+grep -q -- '--every' <<<"$agent_help" || fail "roce-tune agent --help does not mention --every, but the DaemonSet runs the agent with it: $agent_help"
+ok "roce-tune agent --help offers --every (the DaemonSet's agent)"
 
 # ------------------------------------------------------------------ 3. the containers, as the kubelet runs them
 # A fake node: $host is its root file system. run_container OVERLAY CONTAINER [ARGS...] does
@@ -255,9 +255,9 @@ rc=0; wait "$repair_pid" || rc=$?
 sed 's/^/  | /' "$work/repair.out"
 [ "$rc" = 0 ] || fail "container orphan-repair exited $rc on SIGTERM"
 no_strays "the orphan-repair container"
-grep -q 'orphan repair every 60 s (state dir /run/cni/roce-tune)' "$work/repair.out" || fail "orphan-repair did not start its loop on /run/cni/roce-tune"
-grep -q 'orphan repair stops' "$work/repair.out" || fail "orphan-repair did not say it stopped"
-ok "container orphan-repair: its command runs the loop on the host's state dir and node config, and exits 0 on SIGTERM"
+grep -q 'repairs every 10 s (state dir /run/cni/roce-tune,' "$work/repair.out" || fail "orphan-repair did not start the agent on /run/cni/roce-tune"
+grep -q 'the agent stops' "$work/repair.out" || fail "orphan-repair did not say it stopped"
+ok "container orphan-repair: its command runs the agent on the host's state dir and node config, and exits 0 on SIGTERM"
 
 # ------------------------------------------------------------------ 4. uninstall, as its overlay runs it
 # Without --sleep's wait: the script parses arguments in order, so an extra --sleep is

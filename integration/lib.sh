@@ -262,6 +262,7 @@ node_init() {
 # node_cleanup: remove this node's namespaces, VFs, kernel registrations and libcni cache.
 node_cleanup() {
     [ -n "${NODE:-}" ] || return 0
+    bg_stop_all
     rm -f "$E2E_TMP/kernel.d/$NODE".*
     remove_named "rt${E2E_RUN}-${NODE}-" "rt${E2E_RUN}${NODE_IDX}v"
 }
@@ -555,6 +556,111 @@ sbr_rule_table() { ip -n "$(pod_ns "$1")" rule show | sed -n "s/.*from ${2%/*} l
 gid_read() { cat "$NODE_SYS/class/infiniband/${R_DEV[$1]}/ports/1/gids/$2"; }
 gid_type() { cat "$NODE_SYS/class/infiniband/${R_DEV[$1]}/ports/1/gid_attrs/types/$2"; }
 vf_in_host() { ip link show "${R_VF[$1]}" >/dev/null 2>&1; }
+
+# ------------------------------------------------------------------ the agent and a Prometheus
+
+# Daemons a scenario starts (the agent, Prometheus) are recorded by pid in $E2E_TMP/pids.<node>
+# and stopped by node_cleanup, also when the scenario fails half-way.
+bg_track() { echo "$1" >>"$E2E_TMP/pids.$NODE"; }
+# bg_stop <pid>: SIGTERM, then SIGKILL after 5 s.
+bg_stop() {
+    local i
+    kill -TERM "$1" 2>/dev/null || return 0
+    for i in $(seq 50); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+}
+bg_stop_all() {
+    local pid
+    for pid in $(cat "$E2E_TMP/pids.$NODE" 2>/dev/null); do bg_stop "$pid"; done
+    rm -f "$E2E_TMP/pids.$NODE"
+}
+
+# http_get <url> [timeout s]: the body on stdout; non-zero unless the answer is a 200.
+http_get() {
+    python3 -c 'import sys, urllib.request
+try:
+    with urllib.request.urlopen(sys.argv[1], timeout=float(sys.argv[2])) as r:
+        sys.stdout.write(r.read().decode())
+except Exception as e:
+    sys.exit("%s: %s" % (sys.argv[1], e))' "$1" "${2:-5}"
+}
+
+# free_port: a loopback TCP port nobody listens on now.
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# agent_start <every> [driftPolicy]: `roce-tune agent` on this node, on a port the kernel picks
+# (metricsAddress 127.0.0.1:0 in the node config; the plugin ignores the key). Sets AGENT_PID
+# and AGENT_ADDR (from the agent's own "metrics on http://<addr>/metrics" line); its log is
+# $AGENT_LOG, by default $E2E_TMP/logs/<node>.agent.log.
+agent_start() {
+    local i
+    jq --arg p "${2:-repair}" '. + {metricsAddress: "127.0.0.1:0", driftPolicy: $p}' "$NODE_CONF" >"$NODE_CONF.new" \
+        && chmod 644 "$NODE_CONF.new" && mv "$NODE_CONF.new" "$NODE_CONF" || return 1
+    AGENT_LOG="${AGENT_LOG:-$E2E_TMP/logs/$NODE.agent.log}"
+    "$E2E_TMP/bin/roce-tune" agent --every "$1" --node-config "$NODE_CONF" </dev/null >/dev/null 2>"$AGENT_LOG" &
+    AGENT_PID=$!
+    bg_track "$AGENT_PID"
+    for i in $(seq 50); do
+        AGENT_ADDR="$(sed -n 's|.*metrics on http://\([0-9.:]*\)/metrics.*|\1|p' "$AGENT_LOG" | head -n1)"
+        [ -n "$AGENT_ADDR" ] && { log "agent $AGENT_PID every $1 s on $AGENT_ADDR"; return 0; }
+        kill -0 "$AGENT_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    fail "the agent did not serve metrics within 5 s: $(tail -n3 "$AGENT_LOG" | tr '\n' ' ')"
+}
+
+# agent_metric <sample, as the exposition spells it up to the value>: its value on the agent's
+# /metrics ("" when there is no such sample).
+agent_metric() {
+    http_get "http://$AGENT_ADDR/metrics" | awk -v s="$1" 'substr($0, 1, length(s) + 1) == s " " { print $NF }'
+}
+
+# prom_start <target host:port>: a real Prometheus (setup.sh unpacks Debian's into
+# .build/bin) on a free loopback port, with its own config (scrape every second) and data dir
+# under the node's dir. Sets PROM_ADDR once /-/ready answers.
+prom_start() {
+    local bin="${PROMETHEUS:-$E2E_LIB_DIR/.build/bin/prometheus}" dir="$NODE_DIR/prometheus" pid i
+    [ -x "$bin" ] || { fail "no $bin (run integration/setup.sh)"; return 1; }
+    mkdir -p "$dir/data"
+    printf '%s\n' "global:" "  scrape_interval: 1s" "  scrape_timeout: 1s" "scrape_configs:" \
+        "  - job_name: roce-tune" "    static_configs:" "      - targets: [\"$1\"]" >"$dir/prometheus.yml"
+    PROM_ADDR="127.0.0.1:$(free_port)"
+    "$bin" --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+        --web.listen-address="$PROM_ADDR" </dev/null >"$E2E_TMP/logs/$NODE.prometheus.log" 2>&1 &
+    pid=$!
+    bg_track "$pid"
+    for i in $(seq 100); do
+        http_get "http://$PROM_ADDR/-/ready" 1 >/dev/null 2>&1 && { log "prometheus $pid on $PROM_ADDR scrapes $1"; return 0; }
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    fail "Prometheus not ready within 10 s: $(tail -n3 "$E2E_TMP/logs/$NODE.prometheus.log" | tr '\n' ' ')"
+}
+
+# prom_value <PromQL>: the value of the query's one sample through Prometheus's HTTP API
+# (/api/v1/query), "none" when it has none, "N samples" when it has more than one.
+prom_value() {
+    local q; q="$(jq -rn --arg q "$1" '$q | @uri')"
+    http_get "http://$PROM_ADDR/api/v1/query?query=$q" \
+        | jq -r '.data.result | if length == 1 then .[0].value[1] elif length == 0 then "none" else "\(length) samples" end'
+}
+
+# await <seconds> <command...>: run the command every 50 ms until it succeeds, at most that
+# long; WAITED_MS is how long it took, until the command that succeeded ended (or the bound).
+await() {
+    local bound=$(( $1 * 1000 )) t0 ok; shift
+    t0="${EPOCHREALTIME/./}"
+    while :; do
+        "$@"; ok=$?
+        WAITED_MS=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+        [ "$ok" = 0 ] && return 0
+        [ "$WAITED_MS" -lt "$bound" ] || return 1
+        sleep 0.05
+    done
+}
 
 # ------------------------------------------------------------------ assertions
 

@@ -43,6 +43,9 @@
 #   rdma-cm-tos    rdmaCmTos: default_roce_tos written on ADD, the original restored on DEL;
 #                  when the binary leaves the value alone: "not supported by this binary yet",
 #                  a FAIL only with KERNEL_EXPECT_RDMA_CM_TOS=1
+#   agent-drift    `roce-tune agent --every 1` running: another writer puts 8, then 0, into the
+#                  default_roce_tos roce-tune wrote; the agent writes it back within two periods
+#                  each time and counts both; SIGTERM stops it; DEL restores the original
 # Each prints PASS, FAIL (with the reason) or NOT-SUPPORTED; FACT lines record what the real
 # kernel did (GID tables, `rdma -j link show` in the pod and on the host, roce-tune's messages).
 # Exit status: 0 when nothing FAILed. Logs: $KERNEL_LOG_DIR/<scenario>.log (on the host:
@@ -901,15 +904,62 @@ s_rdma_cm_tos() {
     cnitool_run del "$net-pre" c net1; expect_rc0 "cnitool del" || return 1
 }
 
+# ---------------------------------------------------------------- agent-drift
+# `roce-tune agent` repairs drift of the rdma_cm ToS on the real configfs: ADD with rdmaCmTos
+# 106 (original 32), the agent running every second; another writer puts 8, then 0 (the
+# kernel's default, what a re-made cma device holds) into default_roce_tos: each time the agent
+# writes 106 back within two periods, and counts it. SIGTERM stops it; DEL restores 32.
+s_agent_drift() {
+    pod_create d || return 1; make_vf d || return 1
+    local rxe net ip=192.168.70.2 tos prev conf v; rxe="$(rxe_of d)"
+    net="$(chain_conf drift d "[{\"address\": \"$ip/24\"}]" '{"gidIndex": 1, "rdmaCmTos": 106}' nosbr)" || return 1
+    jq '.name += "-pre" | .plugins |= map(select(.type != "roce-tune"))' "$NODE_NETD/$net.conflist" >"$NODE_NETD/$net-pre.conflist"
+    cnitool_run add "$net-pre" d net1; expect_rc0 "cnitool add (host-device, rxe-link)" || return 1
+    prev="$CNI_OUT"
+    tos="$CONFIGFS/$rxe/ports/1/default_roce_tos"
+    mkdir -p "$CONFIGFS/$rxe" && echo 32 >"$tos" || { fail "setting the original ToS in $tos"; return 1; }
+    conf="$(rt_conf "$net")"
+    rt_exec ADD "$conf" "$prev" d kl-drift-1
+    expect_eq "ADD exit code (stdout: $(head -c 300 <<<"$PL_OUT"))" "$PL_RC" 0 || return 1
+    expect_eq "default_roce_tos after ADD" "$(cat "$tos")" 106 || return 1
+
+    ip link set lo up    # the guest's loopback, for the agent's metrics
+    AGENT_LOG="$LOG_DIR/$NODE.agent.log"
+    agent_start 1 || return 1
+    tos_back() { [ "$(cat "$tos")" = 106 ]; }
+    for v in 8 0; do
+        echo "$v" >"$tos" || { fail "writing $v to $tos"; return 1; }
+        await 2 tos_back || { fail "default_roce_tos still $(cat "$tos") two periods after $v was written"; return 1; }
+        fact "default_roce_tos set to $v by another writer: 106 again after $WAITED_MS ms"
+    done
+    repairs() { [ "$(agent_metric 'roce_tune_drift_repairs_total{setting="rdma_cm_tos"}')" = 2 ]; }
+    await 3 repairs || { fail "drift repairs $(agent_metric 'roce_tune_drift_repairs_total{setting="rdma_cm_tos"}'), want 2"; return 1; }
+    expect_eq "drifts counted" "$(agent_metric 'roce_tune_drift_total{setting="rdma_cm_tos"}')" 2 || return 1
+    expect_eq "the rail's ToS in the metrics" \
+        "$(agent_metric "roce_tune_rail_rdma_cm_tos{namespace=\"\",pod=\"\",interface=\"net1\",rdma_device=\"$rxe\",pci_address=\"\",network=\"$net\"}")" 106 || return 1
+    grep -q "drift: the rdma_cm default ToS of $rxe port 1 .* is 8, roce-tune wrote 106" "$AGENT_LOG" \
+        || { fail "the agent's log does not say what drifted: $(grep drift "$AGENT_LOG" | tail -n1)"; return 1; }
+    local t0; t0="${EPOCHREALTIME/./}"
+    bg_stop_all
+    fact "the agent stopped $(( (${EPOCHREALTIME/./} - t0) / 1000 )) ms after SIGTERM"
+    grep -q "the agent stops" "$AGENT_LOG" || { fail "the agent did not stop on SIGTERM"; return 1; }
+
+    rt_exec DEL "$conf" "$prev" d kl-drift-1; expect_eq "DEL exit code" "$PL_RC" 0 || return 1
+    expect_eq "default_roce_tos after DEL (the original, exactly)" "$(cat "$tos")" 32 || return 1
+    expect_no_state "after DEL" || return 1
+    cnitool_run del "$net-pre" d net1; expect_rc0 "cnitool del" || return 1
+}
+
 # ================================================================ runner
 SCENARIOS=(exclusive:s_exclusive lookup:s_lookup pci-lookup:s_pci_lookup gid-late:s_gid_late ipv6:s_ipv6
            two-pods:s_two_pods inspect:s_inspect traffic-class:s_traffic_class
-           del-gone:s_del_gone rdma-cm-tos:s_rdma_cm_tos)
+           del-gone:s_del_gone rdma-cm-tos:s_rdma_cm_tos agent-drift:s_agent_drift)
 read -ra want <<<"${KERNEL_SCENARIOS:-}"
 
 # scen_cleanup: everything of scenario SIDX, also when it failed half-way.
 scen_cleanup() {
     local ns l d
+    bg_stop_all                                       # the agent of agent-drift
     for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^kl-$SIDX-" || true); do ip netns del "$ns" 2>/dev/null; done
     rm -f /var/run/netns/kl-"$SIDX"-* 2>/dev/null     # what a DEL of sbr creates where a netns was
     for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E "^k[vs]$SIDX" || true); do

@@ -143,7 +143,7 @@ pub const CATALOGUE: &[Family] = &[
         name: "roce_tune_rail_traffic_class_wanted",
         kind: Kind::Gauge,
         labels: RAIL,
-        help: "Traffic class roce-tune wrote for the rail (trafficClass or the pod's pick).",
+        help: "Traffic class the VF's file should hold: what roce-tune wrote for the rail (trafficClass or the pod's pick), on a port with co-owners the newest live owner's.",
     },
     Family {
         metric: Metric::RailRdmaCmTos,
@@ -157,7 +157,7 @@ pub const CATALOGUE: &[Family] = &[
         name: "roce_tune_rail_rdma_cm_tos_wanted",
         kind: Kind::Gauge,
         labels: RAIL,
-        help: "rdma_cm default_roce_tos roce-tune wrote for the rail (rdmaCmTos).",
+        help: "rdma_cm default_roce_tos the device port should hold: what roce-tune wrote for the rail (rdmaCmTos), on a port with co-owners the newest live owner's.",
     },
     Family {
         metric: Metric::RailGidIndex,

@@ -36,6 +36,21 @@ pub struct Totals {
     pub drift_repairs: SettingCounts,
     pub orphan_repairs: u64,
     pub agent: metrics::AgentSample,
+    /// The drifted value last counted, per (container ID, ifname, setting
+    /// key): a drift left in place (driftPolicy report, or a repair the
+    /// driver refuses) is found again by every pass, and is still one
+    /// drift, counted and logged once, not once a period. Dropped when the
+    /// file holds roce-tune's value again or the rail is gone. A list, not a
+    /// map: a node has a few dozen rails, and another map type is code in
+    /// the static binary.
+    pub seen: Vec<Seen>,
+}
+
+/// A drifted value counted: (container ID, ifname, setting key, value).
+pub type Seen = (String, String, &'static str, setting::Value);
+
+fn same_rail(x: &Seen, key: &(String, String, &'static str)) -> bool {
+    x.0 == key.0 && x.1 == key.1 && x.2 == key.2
 }
 
 /// One pass. Every failure is logged and counted as a failed pass; the
@@ -73,6 +88,10 @@ pub fn run(node: &NodeConfig, totals: &mut Totals) -> Snapshot {
             };
             let entries = state.entries(|_, _, _| {}).unwrap_or_default();
             let live: Vec<&Entry> = entries.iter().filter(|e| is_live(e)).collect();
+            totals.seen.retain(|(cid, ifname, _, _)| {
+                live.iter()
+                    .any(|e| &e.container_id == cid && &e.ifname == ifname)
+            });
             for e in &live {
                 snap.rails
                     .extend(rail(place, e, &live, node.drift_policy, totals));
@@ -144,11 +163,14 @@ fn rail(
         let Some(owned) = entry.owned.get(s.key()) else {
             continue;
         };
-        let now = judge_drift(place.state, entry, live, *s, at, &port, policy, totals);
+        let judged = judge_drift(place.state, entry, live, *s, at, &port, policy, totals);
         let Some(name) = metric_setting(*s) else {
             continue;
         };
-        let wanted = u8::try_from(owned.written).ok();
+        // What the file should hold: on a port with co-owners the newest
+        // live owner's value, which need not be this rail's own.
+        let wanted = u8::try_from(judged.map_or(owned.written, |(_, w)| w)).ok();
+        let now = judged.map(|(v, _)| v);
         match name {
             metrics::Setting::TrafficClass => {
                 sample.traffic_class = now.map(|v| v.map_or(Reading::Unset, Reading::Value));
@@ -172,8 +194,8 @@ fn rail(
     Some(sample)
 }
 
-/// What the file holds now (`None`: unreadable), after repairing drift under
-/// the device's lock when the policy says so.
+/// What the file holds now and what it should hold (`None`: unreadable),
+/// after repairing drift under the device's lock when the policy says so.
 #[allow(clippy::too_many_arguments)]
 fn judge_drift(
     state: &StateDir,
@@ -184,7 +206,7 @@ fn judge_drift(
     port: &RdmaPort,
     policy: DriftPolicy,
     totals: &mut Totals,
-) -> Option<setting::Value> {
+) -> Option<(setting::Value, u32)> {
     let _lock = state.lock(&entry.lock_key()).ok()?;
     // Under the lock, from the entry as it is now: an ADD or DEL that ran
     // since the pass began has the last word.
@@ -199,11 +221,27 @@ fn judge_drift(
         return None;
     }
     let current = s.read(at, port).ok()?;
-    if s.same(current, Some(wanted.written)) {
-        return Some(current);
+    let key = (entry.container_id.clone(), entry.ifname.clone(), s.key());
+    let w = wanted.written;
+    if s.same(current, Some(w)) {
+        totals.seen.retain(|x| !same_rail(x, &key));
+        return Some((current, w));
     }
+    let new = match totals.seen.iter_mut().find(|x| same_rail(x, &key)) {
+        Some(x) if x.3 == current => false,
+        Some(x) => {
+            x.3 = current;
+            true
+        }
+        None => {
+            totals
+                .seen
+                .push((key.0.clone(), key.1.clone(), key.2, current));
+            true
+        }
+    };
     let counter = metric_setting(s);
-    if let Some(c) = counter {
+    if let (Some(c), true) = (counter, new) {
         totals.drift.add(c, 1);
     }
     let who = match (s.key(), current) {
@@ -227,8 +265,10 @@ fn judge_drift(
         wanted.written
     );
     if policy == DriftPolicy::Report {
-        crate::warn!("{what}; driftPolicy is report: left as it is");
-        return Some(current);
+        if new {
+            crate::warn!("{what}; driftPolicy is report: left as it is");
+        }
+        return Some((current, w));
     }
     match s
         .write(at, port, Some(wanted.written))
@@ -238,12 +278,18 @@ fn judge_drift(
             if let Some(c) = counter {
                 totals.drift_repairs.add(c, 1);
             }
+            totals.seen.retain(|x| !same_rail(x, &key));
             crate::warn!("{what}; repaired: it holds {} again", wanted.written);
-            Some(Some(wanted.written))
+            Some((Some(w), w))
+        }
+        // Retried every pass; said once per drifted value.
+        Err(e) if new => {
+            crate::error!("{what}; the repair failed: {e}");
+            Some((current, w))
         }
         Err(e) => {
-            crate::error!("{what}; the repair failed: {e}");
-            Some(current)
+            crate::debug!("{what}; the repair failed again: {e}");
+            Some((current, w))
         }
     }
 }

@@ -10,6 +10,7 @@
 
 mod common;
 
+mod agent;
 mod agent_exposition;
 mod bad_inputs;
 mod cni_versions;
