@@ -96,19 +96,29 @@ impl Judgement {
     }
 
     /// One line for the log (and the enforce error): the rail, near or far,
-    /// each starved GPU with its near rails and its share, and the fix.
+    /// each starved GPU with its near rails and its share (and, where GPUs
+    /// share their near rails, what the pool has and needs: two GPUs with
+    /// the same two near rails each "have" two, and share them), and the fix.
     pub fn explain(&self) -> String {
         let v = &self.verdict;
+        let names = |list: &[String]| -> String {
+            if list.is_empty() {
+                return "none".to_string();
+            }
+            let escaped: Vec<String> = list.iter().map(|n| crate::log::escape(n)).collect();
+            escaped.join(", ")
+        };
         let mut out = match v.rails.get(self.rail) {
             Some(r) => format!(
-                "rail {} (VF {}) is {} at {} of the pod's {} GPUs",
+                "rail {} (VF {}) is {}: {} to the nearest of the pod's {} GPUs, GDR level {}",
                 crate::log::escape(&r.name),
                 r.pci,
                 if r.near { "near" } else { "far" },
-                v.level,
-                v.gpus.len()
+                r.best.map_or("no path", |b| b.name()),
+                v.gpus.len(),
+                v.level
             ),
-            None => format!("the pod's {} GPUs at {}", v.gpus.len(), v.level),
+            None => format!("the pod's {} GPUs at GDR level {}", v.gpus.len(), v.level),
         };
         if v.starved {
             let starved: Vec<String> = v
@@ -116,25 +126,35 @@ impl Judgement {
                 .iter()
                 .filter(|g| g.starved)
                 .map(|g| {
-                    let near = if g.near.is_empty() {
-                        "none".to_string()
-                    } else {
-                        g.near
-                            .iter()
-                            .map(|n| crate::log::escape(n))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    };
-                    format!(
-                        "GPU {} ({}) has near rails {near}, share {}",
+                    let mut s = format!(
+                        "GPU {} ({}) has near rails {}, share {}",
                         g.pci,
                         crate::log::escape(&g.id),
+                        names(&g.near),
                         g.share
-                    )
+                    );
+                    let pool = &v.pools[g.pool];
+                    let peers: Vec<String> = pool
+                        .gpus
+                        .iter()
+                        .filter(|&&i| v.gpus[i].pci != g.pci)
+                        .map(|&i| v.gpus[i].pci.to_string())
+                        .collect();
+                    if !peers.is_empty() {
+                        s.push_str(&format!(
+                            " (shared with GPU {}: {} near rail{} for {} GPUs, which need {})",
+                            peers.join(", "),
+                            pool.near_rails,
+                            if pool.near_rails == 1 { "" } else { "s" },
+                            pool.gpus.len(),
+                            pool.need
+                        ));
+                    }
+                    s
                 })
                 .collect();
             out.push_str(&format!(
-                "; the pod is starved: {}; NCCL then sends that GPU's traffic over far rails without GPUDirect RDMA (through CPU memory); give each rail its own device-plugin resource (one VF per port, next to the pod's GPUs), or allocate the VFs with DRA and a pcieRoot constraint",
+                "; the pod is starved: {}; NCCL then sends those GPUs' traffic over far rails without GPUDirect RDMA (through CPU memory); give each rail its own device-plugin resource (one VF per port, next to the pod's GPUs), or allocate the VFs with DRA and a pcieRoot constraint",
                 starved.join("; ")
             ));
         } else {

@@ -25,6 +25,7 @@ mod harness;
 mod inspect;
 mod netlink_route;
 mod orphans;
+mod placement;
 mod podresources;
 mod rdma_gid;
 mod rdma_lookup;

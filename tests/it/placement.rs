@@ -1,0 +1,416 @@
+//! Issue 20, "The right rail", end to end: the binary run as Multus runs it
+//! (thin mode: CNI_ARGS with the pod's K8S_POD_* pairs, a real netns), on
+//! the BM.GPU.B4.8 tree (tests/it/common/topology.rs) built into the RDMA
+//! test tree, each rail's VF a device of both (`Node::build_on`,
+//! `Tree::add_device`, `Tree::bind`), and the fake kubelet
+//! (integration/fake_kubelet) serving the pods' GPUs and VFs.
+//!
+//! The pods are the measured split (docs/topology.md, "The verdict": both
+//! starved), the per-rail-resource layout and a whole-node pod (clean);
+//! then GPU IDs of every form, and every way the kubelet can fail an ADD
+//! that did not ask for it (it must not: one "placement check skipped" line).
+
+use crate::common::topology::{self as b48, Node};
+use crate::common::*;
+use crate::podresources::Fake;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const GPU: &str = "nvidia.com/gpu";
+/// One device-plugin resource for every VF of the node: what gave the
+/// measured split.
+const ONE_POOL: &str = "nvidia.com/rdma_vf";
+
+/// The measured split (docs/topology.md, "The verdict").
+const POD_A_GPUS: [u8; 4] = [0x50, 0x53, 0x8c, 0x91];
+const POD_A_PORTS: [(u8, u8); 8] = [
+    (0x0c, 1),
+    (0x16, 0),
+    (0x16, 1),
+    (0x47, 1),
+    (0x4b, 0),
+    (0x89, 0),
+    (0xc3, 0),
+    (0xd1, 0),
+];
+const POD_B_GPUS: [u8; 4] = [0x0f, 0x15, 0xd6, 0xda];
+const POD_B_PORTS: [(u8, u8); 8] = [
+    (0x0c, 0),
+    (0x47, 0),
+    (0x4b, 1),
+    (0x89, 1),
+    (0x93, 0),
+    (0x93, 1),
+    (0xc3, 1),
+    (0xd1, 1),
+];
+/// What the rule says of them: each GPU's near ports (every GPU starved).
+const POD_A_NEAR: [(u8, &[(u8, u8)]); 4] = [
+    (0x50, &[(0x47, 1), (0x4b, 0)]),
+    (0x53, &[(0x47, 1), (0x4b, 0)]),
+    (0x8c, &[(0x89, 0)]),
+    (0x91, &[(0x89, 0)]),
+];
+const POD_B_NEAR: [(u8, &[(u8, u8)]); 4] = [
+    (0x0f, &[(0x0c, 0)]),
+    (0x15, &[(0x0c, 0)]),
+    (0xd6, &[(0xc3, 1), (0xd1, 1)]),
+    (0xda, &[(0xc3, 1), (0xd1, 1)]),
+];
+
+/// How long an ADD may take beyond the kubelet's bound: the rest of a debug
+/// build's ADD on a busy 2-core machine (process start, 100 PCI functions
+/// placed, the GID check, the state entry).
+const MARGIN: Duration = Duration::from_millis(700);
+
+/// One node: the B4.8 PCI tree inside an RDMA test tree, the NVIDIA proc
+/// stand-in beside it, a state dir and the node config naming them.
+struct Site {
+    tree: Tree,
+    node: Node,
+    state: StateDirPath,
+}
+
+impl Site {
+    fn new() -> Site {
+        let tree = Tree::new();
+        let node = Node::build_on(&tree);
+        Site {
+            tree,
+            node,
+            state: StateDirPath::new(),
+        }
+    }
+
+    /// The node config: this tree, this proc dir, no checkpoint fallback
+    /// (the machine's own kubelet files must not leak in), and `extra`.
+    fn configure(&self, extra: Value) -> PathBuf {
+        let mut node = json!({
+            "nvidiaGpusDir": path_str(&self.node.proc),
+            "podResourcesCheckpoint": null,
+            "podResourcesSocket": path_str(&self.tree.root.join("no-kubelet.sock")),
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            node[k] = v.clone();
+        }
+        write_node_config(&self.state, Some(&self.tree), node)
+    }
+
+    /// The node config with the kubelet at `fake`.
+    fn with_kubelet(&self, fake: &Fake, extra: Value) -> PathBuf {
+        let mut e = json!({"podResourcesSocket": path_str(&fake.socket)});
+        for (k, v) in extra.as_object().unwrap() {
+            e[k] = v.clone();
+        }
+        self.configure(e)
+    }
+}
+
+/// One rail of a pod: its interface, its VF (a PCI function of the tree),
+/// the VF's RDMA device, the device-plugin resource it came from.
+struct Rail {
+    ifname: String,
+    vf: String,
+    dev: String,
+    ip: String,
+    resource: String,
+}
+
+/// A Kubernetes pod: its name, its netns with one veth per rail, each bound
+/// to its VF as the kernel would show it, and the GPU IDs the kubelet lists.
+struct K8sPod {
+    namespace: String,
+    name: String,
+    uid: String,
+    container_id: String,
+    netns: Pod,
+    rails: Vec<Rail>,
+    gpus: Vec<(String, String)>,
+}
+
+/// `(bus, port)` of every port of the node, in PCI order.
+fn all_ports() -> Vec<(u8, u8)> {
+    b48::NICS.iter().flat_map(|&b| [(b, 0), (b, 1)]).collect()
+}
+
+/// The per-rail resource of a port: `nvidia.com/rail<n>`, n its PCI order.
+fn rail_resource(port: (u8, u8)) -> String {
+    let n = all_ports().iter().position(|p| *p == port).unwrap();
+    format!("nvidia.com/rail{n}")
+}
+
+impl K8sPod {
+    /// A pod with VF `vf_n` of each of `ports` (`resource` names each
+    /// port's resource), and `gpus` (resource, ID) pairs as the kubelet lists
+    /// them.
+    fn new(
+        site: &Site,
+        namespace: &str,
+        name: &str,
+        gpus: Vec<(String, String)>,
+        ports: &[(u8, u8)],
+        vf_n: u8,
+        resource: impl Fn((u8, u8)) -> String,
+    ) -> K8sPod {
+        let netns = Pod::new("net1", None);
+        let mut rails = Vec::new();
+        for (i, &(bus, port)) in ports.iter().enumerate() {
+            let ifname = format!("net{}", i + 1);
+            if i > 0 {
+                netns.add_rail(&ifname, None);
+            }
+            let ip = format!("10.{}.{}.{}", 100 + vf_n, i + 1, 2 + vf_n);
+            sh(&format!("ip -n {} addr add {ip}/24 dev {ifname}", netns.ns));
+            let vf = b48::vf(bus, port, vf_n);
+            let dev = site.node.rdma_name(&vf);
+            site.tree.add_device(&vf, &dev, "");
+            site.tree.set_ipv4_gids(&dev, &ip);
+            site.tree.bind(&netns, &ifname, &vf);
+            rails.push(Rail {
+                ifname,
+                vf,
+                dev,
+                ip,
+                resource: resource((bus, port)),
+            });
+        }
+        K8sPod {
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: format!(
+                "6f1b7d8e-1c2a-4b3c-8d4e-{:012x}",
+                rails.len() * 256 + vf_n as usize
+            ),
+            container_id: unique("sandbox"),
+            netns,
+            rails,
+            gpus,
+        }
+    }
+
+    /// What the kubelet's PodResources API holds for this pod.
+    fn resources(&self) -> Value {
+        let mut devices: Vec<Value> = Vec::new();
+        let mut by_resource: Vec<(String, Vec<String>)> = Vec::new();
+        for (r, id) in &self.gpus {
+            match by_resource.iter_mut().find(|(k, _)| k == r) {
+                Some((_, ids)) => ids.push(id.clone()),
+                None => by_resource.push((r.clone(), vec![id.clone()])),
+            }
+        }
+        for rail in &self.rails {
+            match by_resource.iter_mut().find(|(k, _)| *k == rail.resource) {
+                Some((_, ids)) => ids.push(rail.vf.clone()),
+                None => by_resource.push((rail.resource.clone(), vec![rail.vf.clone()])),
+            }
+        }
+        for (r, ids) in by_resource {
+            devices.push(json!({"resource": r, "ids": ids}));
+        }
+        json!({
+            "name": self.name, "namespace": self.namespace,
+            "containers": [{"name": "main", "devices": devices}],
+        })
+    }
+
+    /// CNI_ARGS as Multus (thin mode) passes them to a delegate: its own
+    /// five pairs, then the runtime's appended again (multus-cni
+    /// pkg/types/conf.go at 03e7ebc9, `createRuntimeConf` and the CNI_ARGS
+    /// loop of `newCNIRuntimeConf`: a key it already holds with a value is
+    /// appended, not replaced).
+    fn cni_args(&self) -> String {
+        let pairs = |ignore: &str| {
+            format!(
+                "IgnoreUnknown={ignore};K8S_POD_NAMESPACE={};K8S_POD_NAME={};K8S_POD_INFRA_CONTAINER_ID={};K8S_POD_UID={}",
+                self.namespace, self.name, self.container_id, self.uid
+            )
+        };
+        format!("{};{}", pairs("true"), pairs("1"))
+    }
+
+    /// The config Multus hands roce-tune for rail `i`: the NAD's entry with
+    /// the deviceID Multus injects, and sriov's prevResult.
+    fn conf(&self, i: usize, extra: &Value) -> Value {
+        let rail = &self.rails[i];
+        let mut c = json!({
+            "cniVersion": "1.0.0", "name": "rdma-rail", "type": "roce-tune",
+            "trafficClass": 41, "deviceID": rail.vf, "gidTimeoutMs": 800,
+            "prevResult": prev_result("1.0.0", &rail.ifname, &self.netns.path(), &[&format!("{}/24", rail.ip)]),
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        c
+    }
+
+    /// ADD of rail `i`, as Multus runs it.
+    fn add(&self, node_config: &Path, i: usize, extra: &Value) -> Run {
+        self.exec(node_config, "ADD", i, extra).run()
+    }
+
+    fn exec(&self, node_config: &Path, command: &str, i: usize, extra: &Value) -> Exec {
+        Exec::cni(
+            BIN,
+            node_config,
+            command,
+            &self.container_id,
+            &self.netns.path(),
+            &self.rails[i].ifname,
+        )
+        .env("CNI_ARGS", self.cni_args())
+        .stdin(self.conf(i, extra).to_string())
+    }
+
+    /// The name rail `i`'s ADD gives the VF at `port` in its log line: its
+    /// own interface, or the kubelet's ID of another rail.
+    fn name_in(&self, i: usize, port: (u8, u8)) -> String {
+        let vf = b48::vf(port.0, port.1, 0);
+        let rail = self.rails.iter().find(|r| r.vf == vf).unwrap();
+        if rail.vf == self.rails[i].vf {
+            rail.ifname.clone()
+        } else {
+            rail.vf.clone()
+        }
+    }
+}
+
+/// The kubelet's answer for `pods` (fake_kubelet.py's `--pods` file).
+fn kubelet_pods(pods: &[&K8sPod]) -> String {
+    json!({"pods": pods.iter().map(|p| p.resources()).collect::<Vec<_>>()}).to_string()
+}
+
+fn uuids(buses: &[u8]) -> Vec<(String, String)> {
+    buses
+        .iter()
+        .map(|&b| (GPU.to_string(), b48::uuid(b)))
+        .collect()
+}
+
+/// The stderr lines that speak of placement.
+fn placement_lines(r: &Run) -> Vec<&str> {
+    r.stderr
+        .lines()
+        .filter(|l| l.contains("placement"))
+        .collect()
+}
+
+/// The one line of an ADD that judged the pod.
+fn verdict_line(r: &Run) -> &str {
+    let lines = placement_lines(r);
+    assert_eq!(lines.len(), 1, "one placement line: {}", r.stderr);
+    assert!(lines[0].contains(" placement: rail "), "{}", lines[0]);
+    lines[0]
+}
+
+/// The one line of an ADD whose check was skipped, and its reason.
+fn skipped(r: &Run) -> &str {
+    let lines = placement_lines(r);
+    assert_eq!(lines.len(), 1, "one placement line: {}", r.stderr);
+    let (head, why) = lines[0]
+        .split_once("placement check skipped: ")
+        .unwrap_or_else(|| panic!("not a skip: {}", lines[0]));
+    assert!(head.contains(" info "), "{}", lines[0]);
+    why
+}
+
+/// Run every rail's ADD of the measured split's pod and check its line
+/// against the rule's near ports (`want`).
+fn assert_starved_pod(pod: &K8sPod, node_config: &Path, want: &[(u8, &[(u8, u8)])]) {
+    let near_ports: Vec<(u8, u8)> = want.iter().flat_map(|(_, p)| p.iter().copied()).collect();
+    for (i, rail) in pod.rails.iter().enumerate() {
+        let r = pod.add(node_config, i, &json!({}));
+        r.ok();
+        let line = verdict_line(&r);
+        assert!(line.contains(" warn "), "starved is a warning: {line}");
+        let port = POD_A_PORTS
+            .iter()
+            .chain(&POD_B_PORTS)
+            .find(|p| b48::vf(p.0, p.1, 0) == rail.vf)
+            .copied()
+            .unwrap();
+        let near = near_ports.contains(&port);
+        let says = format!(
+            "rail {} (VF {}) is {}: {} to the nearest of the pod's 4 GPUs, GDR level PXB; the pod is starved: ",
+            rail.ifname,
+            rail.vf,
+            if near { "near" } else { "far" },
+            if near { "PXB" } else { "SYS" }
+        );
+        assert!(line.contains(&says), "{says}\n{line}");
+        for (bus, ports) in want {
+            let names: Vec<String> = ports.iter().map(|&p| pod.name_in(i, p)).collect();
+            // Each GPU shares its root's near rails with the other GPU of
+            // the pod there: the pool has them, and needs 4 (2 GPUs x 8/4).
+            let (peer, _) = want.iter().find(|(b, p)| b != bus && *p == *ports).unwrap();
+            let gpu = format!(
+                "GPU {} ({}) has near rails {}, share 2 (shared with GPU {}: {} near rail{} for 2 GPUs, which need 4)",
+                b48::gpu(*bus),
+                b48::uuid(*bus),
+                names.join(", "),
+                b48::gpu(*peer),
+                ports.len(),
+                if ports.len() == 1 { "" } else { "s" }
+            );
+            assert!(line.contains(&gpu), "{gpu}\n{line}");
+        }
+        assert!(
+            line.contains("give each rail its own device-plugin resource")
+                && line.contains("DRA and a pcieRoot constraint"),
+            "the fix: {line}"
+        );
+        let entry = site_entry(node_config, pod, i);
+        assert_eq!(
+            entry["placement"],
+            json!({"near": near, "starvedGpus": 4, "level": "PXB"}),
+            "{entry}"
+        );
+        assert_eq!(
+            entry["pod"],
+            json!({"namespace": pod.namespace, "name": pod.name, "uid": pod.uid})
+        );
+    }
+}
+
+/// The state entry of rail `i`, from the state dir the node config names.
+fn site_entry(node_config: &Path, pod: &K8sPod, i: usize) -> Value {
+    let node: Value = serde_json::from_str(&std::fs::read_to_string(node_config).unwrap()).unwrap();
+    let dir = Path::new(node["stateDir"].as_str().unwrap());
+    let p = dir.join(format!(
+        "{}:{}.state",
+        pod.container_id, pod.rails[i].ifname
+    ));
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap_or_else(|e| {
+        panic!("{}: {e}", p.display());
+    }))
+    .unwrap()
+}
+
+#[test]
+fn the_measured_split_starves_both_pods_and_each_rail_says_why() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let a = K8sPod::new(
+        &site,
+        "team-a",
+        "trainer-a",
+        uuids(&POD_A_GPUS),
+        &POD_A_PORTS,
+        0,
+        |_| ONE_POOL.into(),
+    );
+    let b = K8sPod::new(
+        &site,
+        "team-a",
+        "trainer-b",
+        uuids(&POD_B_GPUS),
+        &POD_B_PORTS,
+        0,
+        |_| ONE_POOL.into(),
+    );
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a, &b]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    assert_starved_pod(&a, &conf, &POD_A_NEAR);
+    assert_starved_pod(&b, &conf, &POD_B_NEAR);
+}
