@@ -414,3 +414,178 @@ fn the_measured_split_starves_both_pods_and_each_rail_says_why() {
     assert_starved_pod(&a, &conf, &POD_A_NEAR);
     assert_starved_pod(&b, &conf, &POD_B_NEAR);
 }
+
+#[test]
+fn enforce_fails_the_first_add_with_106_and_changes_nothing() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let a = K8sPod::new(
+        &site,
+        "team-a",
+        "trainer-a",
+        uuids(&POD_A_GPUS),
+        &POD_A_PORTS,
+        0,
+        |_| ONE_POOL.into(),
+    );
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    // A node that has run pods before: its state dir and locks exist.
+    let off = json!({"placementCheck": "off"});
+    a.add(&conf, 0, &off).ok();
+    assert!(
+        placement_lines(&a.add(&conf, 0, &off)).is_empty(),
+        "off asks nothing"
+    );
+    a.exec(&conf, "DEL", 0, &off).run().ok();
+    assert!(site.state.entries().is_empty());
+    let enforce = json!({"placementCheck": "enforce"});
+    // net1 is the first ADD (far), net4 a near rail: the pod is starved
+    // either way.
+    for i in [0, 3] {
+        let ifname = &a.rails[i].ifname;
+        a.netns.untune(ifname);
+        let sysctls = a.netns.rail_values(ifname);
+        let tree = snapshot(&site.tree.root);
+        let state = snapshot(&site.state.0);
+        let r = a.add(&conf, i, &enforce);
+        assert_eq!(r.code(), 106, "{}", r.stdout);
+        let msg = r.msg();
+        assert!(
+            msg.starts_with(&format!(
+                "placement: rail {ifname} (VF {}) is ",
+                a.rails[i].vf
+            )) && msg.contains("the pod is starved: GPU 0000:50:00.0")
+                && msg.contains("pcieRoot constraint")
+                && msg.ends_with("placementCheck is enforce: nothing was changed"),
+            "{msg}"
+        );
+        assert_eq!(
+            snapshot_diff(&tree, &snapshot(&site.tree.root)),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            snapshot_diff(&state, &snapshot(&site.state.0)),
+            Vec::<String>::new()
+        );
+        assert_eq!(a.netns.rail_values(ifname), sysctls, "sysctls untouched");
+        assert!(site.state.entries().is_empty());
+    }
+    // warn (the default) lets the same ADD through.
+    a.add(&conf, 0, &json!({})).ok();
+    assert_eq!(site.state.entries().len(), 1);
+}
+
+/// Every rail's ADD of a clean pod: an info line naming the rail, near or
+/// far, and the state entry's verdict.
+fn assert_clean_pod(pod: &K8sPod, node_config: &Path, gpus: usize, near_nics: &[u8]) {
+    for (i, rail) in pod.rails.iter().enumerate() {
+        let r = pod.add(node_config, i, &json!({}));
+        r.ok();
+        let line = verdict_line(&r);
+        let bus = u8::from_str_radix(&rail.vf[5..7], 16).unwrap();
+        let near = near_nics.contains(&bus);
+        let says = format!(
+            " info ADD {}/{}: placement: rail {} (VF {}) is {}: {} to the nearest of the pod's {gpus} GPUs, GDR level PXB; every GPU has its share of near rails (from the kubelet's Get)",
+            pod.container_id,
+            rail.ifname,
+            rail.ifname,
+            rail.vf,
+            if near { "near" } else { "far" },
+            if near { "PXB" } else { "SYS" }
+        );
+        assert!(line.ends_with(&says), "{says}\n{line}");
+        let entry = site_entry(node_config, pod, i);
+        assert_eq!(
+            entry["placement"],
+            json!({"near": near, "starvedGpus": 0, "level": "PXB"}),
+            "{entry}"
+        );
+    }
+}
+
+#[test]
+fn one_resource_per_rail_and_the_whole_node_are_clean() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    // The per-rail-resource layout: each pod takes one VF of every rail's
+    // resource (a VF on all 16 ports) and 4 GPUs; the node's two VFs per
+    // port serve two such pods. Each pod's GPUs here sit on two roots, so
+    // 8 of its rails are far from all of them: no fault, NCCL never widens
+    // past PXN while the near ones give a solution.
+    let c = K8sPod::new(
+        &site,
+        "team-c",
+        "trainer",
+        uuids(&[0x0f, 0x15, 0x50, 0x53]),
+        &all_ports(),
+        0,
+        rail_resource,
+    );
+    let d = K8sPod::new(
+        &site,
+        "team-d",
+        "trainer",
+        uuids(&[0x8c, 0x91, 0xd6, 0xda]),
+        &all_ports(),
+        1,
+        rail_resource,
+    );
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&c, &d]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    assert_clean_pod(&c, &conf, 4, &[0x0c, 0x16, 0x47, 0x4b]);
+    assert_clean_pod(&d, &conf, 4, &[0x89, 0x93, 0xc3, 0xd1]);
+
+    // The whole node: 16 VFs and 8 GPUs, every rail near.
+    let site = Site::new();
+    let all = K8sPod::new(
+        &site,
+        "team-a",
+        "whole-node",
+        uuids(&b48::GPUS),
+        &all_ports(),
+        0,
+        |_| ONE_POOL.into(),
+    );
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&all]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    assert_clean_pod(&all, &conf, 8, &b48::NICS);
+}
+
+#[test]
+fn the_gdr_level_is_the_networks_nccl_net_gdr_level() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let a = K8sPod::new(
+        &site,
+        "team-a",
+        "trainer-a",
+        uuids(&POD_A_GPUS),
+        &POD_A_PORTS,
+        0,
+        |_| ONE_POOL.into(),
+    );
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    // SYS: every rail is near; PIX: none is, and no placement of this node
+    // could do better, so nothing is starved. PHB: each root is its own
+    // NUMA node here, as PXB.
+    for (level, near, starved, tag) in [
+        ("SYS", true, 0, " info "),
+        ("PIX", false, 0, " info "),
+        ("PHB", false, 4, " warn "),
+    ] {
+        let r = a.add(&conf, 0, &json!({"gdrLevel": level}));
+        r.ok();
+        let line = verdict_line(&r);
+        assert!(line.contains(tag), "{level}: {line}");
+        assert!(line.contains(&format!("GDR level {level}")), "{line}");
+        assert_eq!(
+            site_entry(&conf, &a, 0)["placement"],
+            json!({"near": near, "starvedGpus": starved, "level": level})
+        );
+    }
+}
