@@ -112,6 +112,7 @@ impl Site {
 struct Rail {
     ifname: String,
     vf: String,
+    #[allow(dead_code)]
     dev: String,
     ip: String,
     resource: String,
@@ -588,4 +589,348 @@ fn the_gdr_level_is_the_networks_nccl_net_gdr_level() {
             json!({"near": near, "starvedGpus": starved, "level": level})
         );
     }
+}
+
+fn gpu_ids(ids: &[&str]) -> Vec<(String, String)> {
+    ids.iter()
+        .map(|id| (GPU.to_string(), id.to_string()))
+        .collect()
+}
+
+#[test]
+fn gpu_ids_of_every_form_are_placed_or_reported() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let mig_old = format!("MIG-{}/1/0", b48::uuid(0x53));
+    let mig_new = "MIG-3eb87630-93d5-b2b6-b8ff-9b359caf4ee2";
+    let replica = format!("{}::2", b48::uuid(0x91));
+    let uuid50 = b48::uuid(0x50);
+    // Pod A's GPUs, each named another way: a UUID, the older MIG form (its
+    // parent's UUID), an index, a time-sliced replica; and a MIG slice by
+    // its own UUID, which no proc file names.
+    let ids = K8sPod::new(
+        &site,
+        "team-e",
+        "ids",
+        gpu_ids(&[&uuid50, &mig_old, mig_new, "4", &replica]),
+        &POD_A_PORTS,
+        0,
+        |_| ONE_POOL.into(),
+    );
+    // AMD's plugin names a GPU by its PCI address.
+    let amd = K8sPod::new(
+        &site,
+        "team-e",
+        "amd",
+        vec![
+            ("amd.com/gpu".into(), b48::gpu(0x0f)),
+            ("amd.com/gpu".into(), b48::gpu(0x15)),
+        ],
+        &[(0x0c, 0), (0x16, 0)],
+        1,
+        |_| "amd.com/rdma_vf".into(),
+    );
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&ids, &amd]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    let r = ids.add(&conf, 0, &json!({}));
+    r.ok();
+    let line = verdict_line(&r);
+    for (bus, id) in [
+        (0x50, &uuid50),
+        (0x53, &mig_old),
+        (0x8c, &"4".into()),
+        (0x91, &replica),
+    ] {
+        let gpu = format!("GPU {} ({id}) has near rails", b48::gpu(bus));
+        assert!(line.contains(&gpu), "{gpu}\n{line}");
+    }
+    assert!(
+        line.contains("of the pod's 4 GPUs"),
+        "the slice is left out of G: {line}"
+    );
+    assert!(
+        line.ends_with(&format!(
+            "; not placed: {mig_new} (a MIG UUID; the driver's proc files name no MIG device, only NVML knows its GPU) (from the kubelet's Get)"
+        )),
+        "{line}"
+    );
+    assert_eq!(site_entry(&conf, &ids, 0)["placement"]["starvedGpus"], 4);
+    let r = amd.add(&conf, 1, &json!({}));
+    r.ok();
+    let line = verdict_line(&r);
+    assert!(
+        line.contains(&format!(
+            "rail net2 (VF {}) is near: PXB to the nearest of the pod's 2 GPUs, GDR level PXB; every GPU has its share",
+            b48::vf(0x16, 0, 1)
+        )),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_gpu_missing_from_the_proc_dir_is_reported_not_guessed() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    // The driver lists no GPU 50 (an excluded GPU, a driver that failed
+    // to probe it).
+    std::fs::remove_dir_all(site.node.proc.join(b48::gpu(0x50))).unwrap();
+    let uuid50 = b48::uuid(0x50);
+    let half = K8sPod::new(
+        &site,
+        "team-f",
+        "half",
+        gpu_ids(&[&uuid50, &b48::uuid(0x53)]),
+        &[(0x47, 0), (0x4b, 0)],
+        0,
+        |_| ONE_POOL.into(),
+    );
+    let none = K8sPod::new(
+        &site,
+        "team-f",
+        "none",
+        gpu_ids(&[&uuid50, "3"]),
+        &[(0x47, 1)],
+        0,
+        |_| ONE_POOL.into(),
+    );
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&half, &none]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    let r = half.add(&conf, 0, &json!({}));
+    r.ok();
+    let line = verdict_line(&r);
+    assert!(
+        line.contains("of the pod's 1 GPUs")
+            && line.contains(&format!(
+                "; not placed: {uuid50} (no GPU of the driver's proc directory has it)"
+            )),
+        "{line}"
+    );
+    // Index 3 is GPU 53 by device minor, GPU 8c by PCI order now that 50 is
+    // gone: which one the plugin meant cannot be told.
+    let r = none.add(&conf, 0, &json!({}));
+    r.ok();
+    assert_eq!(
+        skipped(&r),
+        format!("no GPU of the pod could be placed: {uuid50} (no GPU of the driver's proc directory has it), 3 (an index, and PCI bus order gives 0000:8c:00.0 but the device minor gives 0000:53:00.0)")
+    );
+    assert_eq!(site_entry(&conf, &none, 0)["placement"], Value::Null);
+}
+
+/// A pod of one rail near its one GPU, for the tests of how the kubelet
+/// is asked.
+fn small_pod(site: &Site, namespace: &str, name: &str, vf_n: u8) -> K8sPod {
+    K8sPod::new(
+        site,
+        namespace,
+        name,
+        uuids(&[0x0f]),
+        &[(0x0c, 0)],
+        vf_n,
+        |_| ONE_POOL.into(),
+    )
+}
+
+#[test]
+fn a_kubelet_slow_within_the_bound_is_waited_for() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let pod = small_pod(&site, "team-g", "slow", 0);
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &["--delay-ms", "300"]);
+    let bound = Duration::from_millis(3000);
+    let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 3000}));
+    let r = pod.add(&conf, 0, &json!({}));
+    r.ok();
+    assert!(verdict_line(&r).contains(" info "), "{}", r.stderr);
+    assert!(
+        r.elapsed >= Duration::from_millis(300) && r.elapsed < bound + MARGIN,
+        "{:?}",
+        r.elapsed
+    );
+}
+
+#[test]
+fn a_kubelet_beyond_the_bound_hanging_or_talking_garbage_is_skipped_in_time() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let pod = small_pod(&site, "team-g", "trainer", 0);
+    let pods = kubelet_pods(&[&pod]);
+    for (flags, ms, says) in [
+        (
+            &["--delay-ms", "5000"][..],
+            400,
+            "no complete answer within 400 ms",
+        ),
+        (&["--hang"][..], 300, "no complete answer within 300 ms"),
+        (&["--garbage", "--seed", "7"][..], 2000, "PodResources: "),
+    ] {
+        let kubelet = Fake::serving(&py, &pods, flags);
+        let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": ms}));
+        let r = pod.add(&conf, 0, &json!({}));
+        r.ok();
+        let why = skipped(&r);
+        assert!(
+            why.starts_with("the kubelet's PodResources API: PodResources: ") && why.contains(says),
+            "{flags:?}: {why}"
+        );
+        let bound = Duration::from_millis(ms);
+        assert!(r.elapsed < bound + MARGIN, "{flags:?}: {:?}", r.elapsed);
+        if flags[0] != "--garbage" {
+            assert!(r.elapsed >= bound, "{flags:?}: {:?}", r.elapsed);
+        } else {
+            // Garbage is refused at once, not waited out.
+            assert!(r.elapsed < MARGIN, "{:?}", r.elapsed);
+        }
+        let entry = site_entry(&conf, &pod, 0);
+        assert_eq!(entry["placement"], Value::Null, "{entry}");
+        assert_eq!(entry["pod"]["name"], "trainer");
+    }
+}
+
+#[test]
+fn without_a_kubelet_a_pod_or_gpus_the_check_is_skipped_with_one_line() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let pod = small_pod(&site, "team-h", "trainer", 0);
+    let no_gpus = K8sPod::new(&site, "team-h", "cpu-only", vec![], &[(0x16, 0)], 0, |_| {
+        ONE_POOL.into()
+    });
+    // No socket: the node has no kubelet (or it is down).
+    let conf = site.configure(json!({}));
+    let r = pod.add(&conf, 0, &json!({}));
+    r.ok();
+    assert_eq!(skipped(&r), "the kubelet's PodResources socket is absent");
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&no_gpus]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    // A pod the kubelet does not know.
+    let r = pod.add(&conf, 0, &json!({}));
+    r.ok();
+    assert_eq!(skipped(&r), "the kubelet does not know the pod");
+    // A pod without GPUs.
+    let r = no_gpus.add(&conf, 0, &json!({}));
+    r.ok();
+    assert_eq!(
+        skipped(&r),
+        "the pod holds no GPU of the node's gpuResources"
+    );
+    // No pod in CNI_ARGS: a runtime outside Kubernetes, cnitool.
+    for args in [
+        "",
+        "IgnoreUnknown=1",
+        "K8S_POD_NAMESPACE=team-h;K8S_POD_NAME=Not_A_Name",
+    ] {
+        let r = no_gpus
+            .exec(&conf, "ADD", 0, &json!({}))
+            .env("CNI_ARGS", args)
+            .run();
+        r.ok();
+        assert_eq!(
+            skipped(&r),
+            "CNI_ARGS names no pod (K8S_POD_NAMESPACE, K8S_POD_NAME)",
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn placement_check_off_never_asks_the_kubelet() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let pod = small_pod(&site, "team-h", "trainer", 0);
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &["--hang"]);
+    let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 5000}));
+    let r = pod.add(&conf, 0, &json!({"placementCheck": "off"}));
+    r.ok();
+    assert!(placement_lines(&r).is_empty(), "{}", r.stderr);
+    assert!(r.elapsed < MARGIN, "{:?}", r.elapsed);
+}
+
+#[test]
+fn a_pod_of_the_same_name_in_another_namespace_is_not_confused() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let a = K8sPod::new(
+        &site,
+        "team-a",
+        "trainer",
+        uuids(&POD_A_GPUS),
+        &POD_A_PORTS,
+        0,
+        |_| ONE_POOL.into(),
+    );
+    let b = K8sPod::new(
+        &site,
+        "team-b",
+        "trainer",
+        uuids(&[0x0f, 0x15]),
+        &[(0x0c, 0), (0x16, 1)],
+        1,
+        |_| ONE_POOL.into(),
+    );
+    // Get, and List filtered by namespace and name (kubelets before 1.27).
+    for flags in [&[][..], &["--no-get"][..]] {
+        let kubelet = Fake::serving(&py, &kubelet_pods(&[&a, &b]), flags);
+        let conf = site.with_kubelet(&kubelet, json!({}));
+        let source = if flags.is_empty() { "Get" } else { "List" };
+        let r = b.add(&conf, 0, &json!({}));
+        r.ok();
+        let line = verdict_line(&r);
+        assert!(
+            line.contains(" info ")
+                && line.contains("of the pod's 2 GPUs")
+                && line.ends_with(&format!("(from the kubelet's {source})")),
+            "{line}"
+        );
+        let r = a.add(&conf, 0, &json!({}));
+        r.ok();
+        let line = verdict_line(&r);
+        assert!(
+            line.contains(" warn ") && line.contains("of the pod's 4 GPUs"),
+            "{line}"
+        );
+        assert!(!line.contains(&b48::uuid(0x0f)), "{line}");
+    }
+}
+
+#[test]
+fn without_the_socket_the_kubelets_checkpoint_is_read_by_pod_uid() {
+    needs!(root);
+    let site = Site::new();
+    let a = K8sPod::new(
+        &site,
+        "team-a",
+        "trainer-a",
+        uuids(&POD_A_GPUS),
+        &POD_A_PORTS,
+        0,
+        |_| ONE_POOL.into(),
+    );
+    // The device manager's checkpoint as kubelet 1.20+ writes it: device
+    // IDs by NUMA node, entries keyed by pod UID alone.
+    let entry = |resource: &str, ids: Vec<String>| {
+        json!({"PodUID": a.uid, "ContainerName": "main", "ResourceName": resource,
+               "DeviceIDs": {"-1": ids}, "AllocResp": ""})
+    };
+    let checkpoint = site.state.base().join("kubelet_internal_checkpoint");
+    let gpus = POD_A_GPUS.iter().map(|&b| b48::uuid(b)).collect();
+    let vfs = a.rails.iter().map(|r| r.vf.clone()).collect();
+    let file = json!({"Data": {"PodDeviceEntries": [entry(GPU, gpus), entry(ONE_POOL, vfs)],
+                      "RegisteredDevices": {}}, "Checksum": 0});
+    std::fs::write(&checkpoint, file.to_string()).unwrap();
+    let conf = site.configure(json!({"podResourcesCheckpoint": path_str(&checkpoint)}));
+    let r = a.add(&conf, 5, &json!({}));
+    r.ok();
+    let line = verdict_line(&r);
+    assert!(
+        line.contains(" warn ")
+            && line.contains(&format!("rail net6 (VF {}) is near", b48::vf(0x89, 0, 0)))
+            && line.ends_with("(from the kubelet's Checkpoint)"),
+        "{line}"
+    );
 }
