@@ -17,8 +17,12 @@ use crate::state::PlacementRecord;
 use crate::sysfs::View;
 use crate::topology::gpu::{self, GpuEntry, GpuId, Unmapped};
 use crate::topology::verdict::{self, Gpu, Rail, Verdict};
-use crate::topology::{pci, render, Bdf, PathType, PciNode};
+use crate::topology::{pci, Bdf, PathType, PciNode};
 use std::fmt;
+
+/// What NCCL does with a starved pod, and the fix: the ADD line's and
+/// `inspect`'s.
+pub const FIX: &str = "NCCL then sends those GPUs' traffic over far rails without GPUDirect RDMA (through CPU memory); give each rail its own device-plugin resource (one VF per port, next to the pod's GPUs), or allocate the VFs with DRA and a pcieRoot constraint";
 
 /// Why the check does not run for this ADD: never an error for the pod.
 #[derive(Debug)]
@@ -154,7 +158,7 @@ impl Judgement {
                 })
                 .collect();
             out.push_str(&format!(
-                "; the pod is starved: {}; NCCL then sends those GPUs' traffic over far rails without GPUDirect RDMA (through CPU memory); give each rail its own device-plugin resource (one VF per port, next to the pod's GPUs), or allocate the VFs with DRA and a pcieRoot constraint",
+                "; the pod is starved: {}; {FIX}",
                 starved.join("; ")
             ));
         } else {
@@ -298,13 +302,4 @@ fn place_gpus(
     }
     placed.sort_by_key(|g| g.node.bdf);
     (placed, unmapped)
-}
-
-/// The rail x GPU matrix and the verdict, for `inspect`.
-pub fn render(j: &Judgement) -> String {
-    format!(
-        "{}\n{}\n",
-        render::matrix(&j.verdict),
-        render::summary(&j.verdict)
-    )
 }

@@ -79,8 +79,9 @@ pub fn summary(v: &Verdict) -> String {
     } else {
         let _ = write!(
             out,
-            "clean: every GPU has its part of the {} rails near it at {}.",
+            "clean: every GPU has its part of the {} rail{} near it at {}.",
             v.rails.len(),
+            if v.rails.len() == 1 { "" } else { "s" },
             v.level
         );
     }

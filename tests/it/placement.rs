@@ -934,3 +934,280 @@ fn without_the_socket_the_kubelets_checkpoint_is_read_by_pod_uid() {
         "{line}"
     );
 }
+
+// ---------------------------------------------------------------------------
+// `roce-tune inspect`: the pod's rails against its GPUs, and the node's groups
+
+fn inspect(node_config: &Path, site: &Site, args: &[&str]) -> Run {
+    let r = Exec::new(BIN)
+        .arg("inspect")
+        .args(args)
+        .args(["--sysfs-root", &path_str(&site.tree.root)])
+        .env("ROCE_TUNE_NODE_CONFIG", node_config)
+        .run();
+    // docs/topology.md is pasted from these runs:
+    // INSPECT_SHOW=1 cargo test --test it placement::inspect -- --nocapture --test-threads=1
+    if std::env::var_os("INSPECT_SHOW").is_some() {
+        eprintln!(
+            "$ roce-tune inspect {}\n{}{}[exit {}]\n",
+            args.join(" "),
+            r.stdout,
+            r.stderr,
+            r.status
+        );
+    }
+    r
+}
+
+fn check_lines<'a>(r: &'a Run, name: &str) -> Vec<&'a str> {
+    r.stdout
+        .lines()
+        .filter(|l| {
+            l.starts_with(&format!("PASS {name}:")) || l.starts_with(&format!("FAIL {name}:"))
+        })
+        .collect()
+}
+
+#[test]
+fn inspect_shows_the_measured_split_as_nvidia_smi_would_and_fails_it() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let a = K8sPod::new(
+        &site,
+        "team-a",
+        "trainer-a",
+        uuids(&POD_A_GPUS),
+        &POD_A_PORTS,
+        0,
+        |_| ONE_POOL.into(),
+    );
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    let netns = a.netns.path();
+    // No ADD yet, so no state entry names the pod: nothing to judge.
+    let r = inspect(&conf, &site, &["--netns", &netns]);
+    assert!(!r.stdout.contains("Placement"), "{}", r.stdout);
+    assert!(check_lines(&r, "placement").is_empty());
+
+    let r = inspect(
+        &conf,
+        &site,
+        &["--netns", &netns, "--pod", "team-a/trainer-a"],
+    );
+    assert_eq!(r.status, 1, "{}{}", r.stdout, r.stderr);
+    let out = &r.stdout;
+    assert!(
+        out.contains("\nPlacement of pod team-a/trainer-a (named by --pod), GDR level PXB, devices from the kubelet's Get:\n      GPU0  GPU1  GPU2  GPU3  near at PXB\nNIC0  SYS   SYS   SYS   SYS   far\n"),
+        "{out}"
+    );
+    // Rails 47.1 and 4b.0 sit under GPUs 50 and 53's root, 89.0 under 8c
+    // and 91's: PXB through the board's bridges; every other pair SYS.
+    for (nic, row) in [
+        (3, "PXB   PXB   SYS   SYS   near"),
+        (4, "PXB   PXB   SYS   SYS   near"),
+        (5, "SYS   SYS   PXB   PXB   near"),
+        (7, "SYS   SYS   SYS   SYS   far"),
+    ] {
+        assert!(
+            out.contains(&format!("\nNIC{nic}  {row}\n")),
+            "NIC{nic}\n{out}"
+        );
+    }
+    for (i, rail) in a.rails.iter().enumerate() {
+        assert!(
+            out.contains(&format!("\n  NIC{i}: {} ({})\n", rail.ifname, rail.vf)),
+            "{out}"
+        );
+    }
+    assert!(
+        out.contains(&format!("\n  GPU2: {} (0000:8c:00.0)\n", b48::uuid(0x8c))),
+        "{out}"
+    );
+    assert_eq!(
+        check_lines(&r, "placement"),
+        [format!(
+            "FAIL placement: pod team-a/trainer-a: STARVED: GPUs 0000:50:00.0, 0000:53:00.0 have 2 near rails and need 4 (their part of the pod's 8 rails is 4; the node has 4 ports near them); GPUs 0000:8c:00.0, 0000:91:00.0 have 1 near rail and need 4 (their part of the pod's 8 rails is 4; the node has 4 ports near them). Far from every GPU of the pod: net1, net2, net3, net7, net8: {}",
+            "NCCL then sends those GPUs' traffic over far rails without GPUDirect RDMA (through CPU memory); give each rail its own device-plugin resource (one VF per port, next to the pod's GPUs), or allocate the VFs with DRA and a pcieRoot constraint"
+        )]
+    );
+    // SYS: NCCL would use GDR on every rail (a node that allows it).
+    let r = inspect(
+        &conf,
+        &site,
+        &[
+            "--netns",
+            &netns,
+            "--pod",
+            "team-a/trainer-a",
+            "--gdr-level",
+            "SYS",
+        ],
+    );
+    assert!(r.stdout.contains("GDR level SYS"), "{}", r.stdout);
+    assert_eq!(
+        check_lines(&r, "placement"),
+        ["PASS placement: pod team-a/trainer-a: clean: every GPU has its part of the 8 rails near it at SYS"]
+    );
+
+    // The JSON carries the verdict itself.
+    let r = inspect(
+        &conf,
+        &site,
+        &["--netns", &netns, "--pod", "team-a/trainer-a", "--json"],
+    );
+    let v = r.json();
+    let p = &v["placement"];
+    assert_eq!(
+        p["pod"],
+        json!({"name": "trainer-a", "namespace": "team-a"})
+    );
+    assert_eq!(
+        (&p["level"], &p["source"], &p["skipped"]),
+        (&json!("PXB"), &json!("Get"), &Value::Null)
+    );
+    let verdict = &p["verdict"];
+    assert_eq!(verdict["starved"], true);
+    assert_eq!(verdict["share"], 2);
+    assert_eq!(verdict["rails"][5]["name"], "net6");
+    assert_eq!(
+        verdict["rails"][5]["paths"],
+        json!(["SYS", "SYS", "PXB", "PXB"])
+    );
+    assert_eq!(verdict["gpus"][2]["near"], json!(["net6"]));
+    assert_eq!(verdict["pools"].as_array().unwrap().len(), 2);
+    let check = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "placement")
+        .unwrap();
+    assert_eq!(check["pass"], false);
+    assert!(check["fix"].as_str().unwrap().contains("pcieRoot"));
+}
+
+#[test]
+fn inspect_takes_the_pod_and_level_add_recorded() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let c = K8sPod::new(
+        &site,
+        "team-c",
+        "trainer",
+        uuids(&[0x0f, 0x15, 0x50, 0x53]),
+        &all_ports(),
+        0,
+        rail_resource,
+    );
+    let a = K8sPod::new(
+        &site,
+        "team-a",
+        "trainer-a",
+        uuids(&POD_A_GPUS),
+        &POD_A_PORTS,
+        1,
+        |_| ONE_POOL.into(),
+    );
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&c, &a]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    for i in 0..c.rails.len() {
+        c.add(&conf, i, &json!({})).ok();
+    }
+    // ADD set the sysctls and proved the GIDs: every check passes.
+    let r = inspect(&conf, &site, &["--netns", &c.netns.path()]);
+    assert_eq!(r.status, 0, "{}", r.stdout);
+    assert!(
+        r.stdout.contains(&format!(
+            "\nPlacement of pod team-c/trainer (named by the state entry of {}:net16), GDR level PXB, devices from the kubelet's Get:\n",
+            c.container_id
+        )),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(
+        check_lines(&r, "placement"),
+        ["PASS placement: pod team-c/trainer: clean: every GPU has its part of the 16 rails near it at PXB. Far from every GPU of the pod: net9, net10, net11, net12, net13, net14, net15, net16"]
+    );
+    // A starved pod whose network judges at SYS: inspect judges it there
+    // too, unless told otherwise.
+    a.add(&conf, 0, &json!({"gdrLevel": "SYS"})).ok();
+    let r = inspect(&conf, &site, &["--netns", &a.netns.path()]);
+    assert!(r.stdout.contains("GDR level SYS"), "{}", r.stdout);
+    assert!(
+        check_lines(&r, "placement")[0].starts_with("PASS placement: pod team-a/trainer-a: clean")
+    );
+    let r = inspect(
+        &conf,
+        &site,
+        &["--netns", &a.netns.path(), "--gdr-level", "PXB"],
+    );
+    assert!(check_lines(&r, "placement")[0]
+        .starts_with("FAIL placement: pod team-a/trainer-a: STARVED"));
+    // --pod wins over the entry; a pod the kubelet does not know is shown
+    // as not judged, and no check fails for it.
+    let r = inspect(
+        &conf,
+        &site,
+        &["--netns", &a.netns.path(), "--pod", "team-a/gone"],
+    );
+    assert!(
+        r.stdout.contains("\nPlacement of pod team-a/gone (named by --pod), GDR level SYS: not judged: the kubelet does not know the pod\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(check_lines(&r, "placement").is_empty());
+    let v = inspect(
+        &conf,
+        &site,
+        &["--netns", &a.netns.path(), "--pod", "team-a/gone", "--json"],
+    )
+    .json();
+    assert_eq!(
+        v["placement"]["skipped"],
+        "the kubelet does not know the pod"
+    );
+    assert_eq!(v["placement"]["verdict"], Value::Null);
+    // Without a kubelet the pod is still named, and not judged.
+    let no_kubelet = site.configure(json!({}));
+    let r = inspect(&no_kubelet, &site, &["--netns", &c.netns.path()]);
+    assert!(
+        r.stdout
+            .contains("GDR level PXB: not judged: the kubelet's PodResources socket is absent\n"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.status, 0);
+}
+
+#[test]
+fn inspect_node_view_groups_gpus_and_nics_by_numa_node_and_root() {
+    needs!(root);
+    let site = Site::new();
+    let conf = site.configure(json!({}));
+    let r = inspect(&conf, &site, &[]);
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    assert!(
+        r.stdout.contains("\nGPUs and RDMA NICs by NUMA node and PCIe root (8 GPUs, 16 RDMA ports):\nNUMA node 1\n  PCIe root pci0000:30/0000:30:01.1\n    NIC 0000:47:00.0 mlx5_4\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("\nNUMA node 7\n  PCIe root pci0000:70/0000:70:01.1\n    NIC 0000:89:00.0 mlx5_8\n    NIC 0000:89:00.1 mlx5_9\n    GPU 0000:8c:00.0\n    GPU 0000:91:00.0\n    NIC 0000:93:00.0 mlx5_10\n    NIC 0000:93:00.1 mlx5_11\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        !r.stdout.contains("0000:17:00.0"),
+        "the VGA controller is no GPU"
+    );
+    let v = inspect(&conf, &site, &["--json"]).json();
+    let t = &v["topology"];
+    assert_eq!(t["gpus"].as_array().unwrap().len(), 8);
+    assert_eq!(t["nics"].as_array().unwrap().len(), 16);
+    assert_eq!(
+        t["gpus"][0],
+        json!({"numa": 3, "pci": "0000:0f:00.0", "rdma": [], "root": "pci0000:00/0000:00:01.1"})
+    );
+    assert_eq!(t["nics"][15]["rdma"], json!(["mlx5_15"]));
+}
