@@ -189,8 +189,10 @@ pub fn judge(
     own: &[(&str, &str)],
     level: PathType,
 ) -> Result<Judgement, Skip> {
-    let ports = pci::rdma_ports(host).map_err(|e| Skip::RailNotPlaced(e.to_string()))?;
-    let (gpus, unmapped) = place_gpus(host, node, devices);
+    // One placer for every function: they share their switches. The GPUs
+    // first: a pod without any needs no look at the node's ports.
+    let placer = pci::Placer::new(host);
+    let (gpus, unmapped) = place_gpus(&placer, node, devices);
     if gpus.is_empty() {
         return Err(if unmapped.is_empty() {
             Skip::NoGpus
@@ -204,11 +206,16 @@ pub fn judge(
             )
         });
     }
+    let ports = placer
+        .rdma_ports()
+        .map_err(|e| Skip::RailNotPlaced(e.to_string()))?;
     let mut rails: Vec<Rail> = Vec::new();
     // The rails the pod shows first, named by their interfaces: the kubelet
     // lists no VF of a NAD without a resource, and these are the pod's for sure.
     for (ifname, vf) in own {
-        let node = pci::locate(host, vf).map_err(|e| Skip::RailNotPlaced(e.to_string()))?;
+        let node = placer
+            .locate(vf)
+            .map_err(|e| Skip::RailNotPlaced(e.to_string()))?;
         if rails.iter().all(|r| r.node.bdf != node.bdf) {
             rails.push(Rail {
                 name: if is_safe_component(ifname) {
@@ -231,7 +238,7 @@ pub fn judge(
         if rails.iter().any(|r| r.node.bdf == bdf) {
             continue;
         }
-        if let Some(node) = rdma_function(host, &bdf, &ports) {
+        if let Some(node) = rdma_function(&placer, &bdf, &ports) {
             rails.push(Rail {
                 name: d.id.clone(),
                 node,
@@ -254,8 +261,8 @@ pub fn judge(
 /// A PCI function of an RDMA NIC: a port of the node, or a VF of one (in
 /// exclusive mode a VF's own RDMA device may be in a pod's netns, its PF's
 /// stays on the host).
-fn rdma_function(host: &View, bdf: &Bdf, ports: &[PciNode]) -> Option<PciNode> {
-    let node = pci::locate(host, &bdf.to_string()).ok()?;
+fn rdma_function(placer: &pci::Placer, bdf: &Bdf, ports: &[PciNode]) -> Option<PciNode> {
+    let node = placer.locate(&bdf.to_string()).ok()?;
     let is_port = ports.iter().any(|p| p.bdf == node.bdf);
     let of_port = node
         .physfn
@@ -265,7 +272,7 @@ fn rdma_function(host: &View, bdf: &Bdf, ports: &[PciNode]) -> Option<PciNode> {
 
 /// The pod's GPUs with their places, and those that could not be placed.
 fn place_gpus(
-    host: &View,
+    placer: &pci::Placer,
     node: &NodeConfig,
     devices: &PodDevices,
 ) -> (Vec<Gpu>, Vec<(String, Unmapped)>) {
@@ -290,7 +297,11 @@ fn place_gpus(
             }
             None => Err(Unmapped::NotAGpuId),
         };
-        match bdf.and_then(|b| pci::locate(host, &b.to_string()).map_err(|_| Unmapped::NoSuchGpu)) {
+        match bdf.and_then(|b| {
+            placer
+                .locate(&b.to_string())
+                .map_err(|_| Unmapped::NoSuchGpu)
+        }) {
             // Two IDs of one GPU (MIG slices, replicas) are one GPU to NCCL.
             Ok(n) if placed.iter().any(|g| g.node.bdf == n.bdf) => {}
             Ok(n) => placed.push(Gpu {

@@ -219,105 +219,214 @@ const DEVICES: &str = "bus/pci/devices";
 /// The function `bdf` (as the device plugin or Multus names it) placed in
 /// the tree of `view`.
 pub fn locate(view: &View, bdf: &str) -> Result<PciNode, LocateError> {
-    let bdf = Bdf::parse(&bdf.to_ascii_lowercase()).ok_or(LocateError::BadAddress)?;
-    let link = Path::new(DEVICES).join(bdf.to_string());
-    let target = view.link_target(&link).map_err(|e| match e {
-        SysfsError::Missing | SysfsError::Os(nix::errno::Errno::EINVAL) => {
-            LocateError::NotFound(bdf)
-        }
-        e => LocateError::Link(bdf, e),
-    })?;
-    let comps: Vec<String> = target
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    // devices/<host>/<bdf>.../<bdf>: the last is the function itself.
-    if comps.len() < 3 || comps[0] != "devices" || Bdf::parse(&comps[comps.len() - 1]) != Some(bdf)
-    {
-        return Err(LocateError::NotInTree(bdf));
-    }
-    // NCCL climbs while components look like BDFs; the first that does not
-    // is the CPU's (xml.cc:767).
-    let first_bdf = comps
-        .iter()
-        .rposition(|c| Bdf::parse(c).is_none())
-        .map_or(0, |i| i + 1);
-    if first_bdf < 2 {
-        return Err(LocateError::NotInTree(bdf));
-    }
-    let host = comps[first_bdf - 1].clone();
-    let chain: Vec<Bdf> = comps[first_bdf..]
-        .iter()
-        .filter_map(|c| Bdf::parse(c))
-        .collect();
-    let dir_of = |upto: usize| -> PathBuf { comps[..=upto].iter().collect() };
-    let dev_at = first_bdf + chain.len() - 1;
-    let dev_dir = dir_of(dev_at);
-
-    // NCCL's nodes: two levels up each time, while both levels are BDFs.
-    let mut switches = Vec::new();
-    let mut at = dev_at;
-    while at >= first_bdf + 2 {
-        at -= 2;
-        let sw_dir = dir_of(at);
-        switches.push(Switch {
-            bdf: Bdf::parse(&comps[at]).expect("checked above"),
-            ids: read_ids(view, &sw_dir),
-            link: read_link(view, &sw_dir, at > first_bdf),
-        });
-    }
-    let top_dir = dir_of(at);
-    let numa = view
-        .read_trimmed(&top_dir.join("numa_node"))
-        .and_then(|s| s.parse::<i32>().ok());
-    let fused = fuse_bcm(&mut switches);
-    let physfn = view
-        .link_name(&dev_dir.join("physfn"))
-        .ok()
-        .and_then(|n| Bdf::parse(&n));
-    let rdma = view
-        .list(&dev_dir.join("infiniband"))
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|n| safe_name(n))
-        .collect();
-    Ok(PciNode {
-        bdf,
-        host,
-        bridges: chain[..chain.len() - 1].to_vec(),
-        numa,
-        ids: read_ids(view, &dev_dir),
-        link: read_link(view, &dev_dir, dev_at > first_bdf),
-        switches,
-        fused,
-        physfn,
-        rdma,
-    })
+    Placer::new(view).locate(bdf)
 }
 
 /// Every function of the node (that can be placed) with an RDMA device and
 /// no `physfn`: the node's ports (a dual-port NIC has two), what a VF can be
 /// carved from.
 pub fn rdma_ports(view: &View) -> Result<Vec<PciNode>, LocateError> {
-    functions(view, |n| !n.rdma.is_empty() && n.physfn.is_none())
+    Placer::new(view).rdma_ports()
 }
 
 /// Every GPU-class function (class 0x03) of NVIDIA (0x10de) or AMD (0x1002);
 /// the board's VGA controller is neither.
 pub fn gpus(view: &View) -> Result<Vec<PciNode>, LocateError> {
-    functions(view, |n| {
-        n.ids.is_display() && matches!(n.ids.vendor, Some(0x10de | 0x1002))
-    })
+    Placer::new(view).gpus()
 }
 
-fn functions(view: &View, keep: impl Fn(&PciNode) -> bool) -> Result<Vec<PciNode>, LocateError> {
-    let names = view.list(Path::new(DEVICES)).map_err(LocateError::List)?;
-    Ok(names
-        .iter()
-        .filter(|n| Bdf::parse(n).is_some())
-        .filter_map(|n| locate(view, n).ok())
-        .filter(|n| keep(n))
-        .collect())
+/// What a directory of the tree says of itself: its IDs and link maxima.
+#[derive(Clone, Copy)]
+struct Attrs {
+    ids: PciIds,
+    speed: Option<f32>,
+    width: Option<u32>,
+}
+
+/// Places functions, reading each bridge's attributes once: every function
+/// under a root climbs the same switches, and a pod's verdict places all of
+/// the node's ports, its GPUs and its rails. Measured on the BM.GPU.B4.8
+/// tree (docs/topology.md, "Cost"): locating every function for the ports
+/// took 18-30 ms, each of the ~3,300 attribute files an `openat2`, a
+/// `statx`, a read and a close.
+pub struct Placer<'v> {
+    view: &'v View,
+    attrs: std::cell::RefCell<std::collections::HashMap<PathBuf, Attrs>>,
+}
+
+impl<'v> Placer<'v> {
+    pub fn new(view: &'v View) -> Placer<'v> {
+        Placer {
+            view,
+            attrs: Default::default(),
+        }
+    }
+
+    /// [`locate`], with this placer's cache.
+    pub fn locate(&self, bdf: &str) -> Result<PciNode, LocateError> {
+        let view = self.view;
+        let bdf = Bdf::parse(&bdf.to_ascii_lowercase()).ok_or(LocateError::BadAddress)?;
+        let link = Path::new(DEVICES).join(bdf.to_string());
+        let target = view.link_target(&link).map_err(|e| match e {
+            SysfsError::Missing | SysfsError::Os(nix::errno::Errno::EINVAL) => {
+                LocateError::NotFound(bdf)
+            }
+            e => LocateError::Link(bdf, e),
+        })?;
+        let comps: Vec<String> = target
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        // devices/<host>/<bdf>.../<bdf>: the last is the function itself.
+        if comps.len() < 3
+            || comps[0] != "devices"
+            || Bdf::parse(&comps[comps.len() - 1]) != Some(bdf)
+        {
+            return Err(LocateError::NotInTree(bdf));
+        }
+        // NCCL climbs while components look like BDFs; the first that does
+        // not is the CPU's (xml.cc:767).
+        let first_bdf = comps
+            .iter()
+            .rposition(|c| Bdf::parse(c).is_none())
+            .map_or(0, |i| i + 1);
+        if first_bdf < 2 {
+            return Err(LocateError::NotInTree(bdf));
+        }
+        let host = comps[first_bdf - 1].clone();
+        let chain: Vec<Bdf> = comps[first_bdf..]
+            .iter()
+            .filter_map(|c| Bdf::parse(c))
+            .collect();
+        let dir_of = |upto: usize| -> PathBuf { comps[..=upto].iter().collect() };
+        let dev_at = first_bdf + chain.len() - 1;
+        let dev_dir = dir_of(dev_at);
+
+        // NCCL's nodes: two levels up each time, while both levels are BDFs.
+        let mut switches = Vec::new();
+        let mut at = dev_at;
+        while at >= first_bdf + 2 {
+            at -= 2;
+            let sw_dir = dir_of(at);
+            switches.push(Switch {
+                bdf: Bdf::parse(&comps[at]).expect("checked above"),
+                ids: self.attrs(&sw_dir).ids,
+                link: self.link(&sw_dir, at > first_bdf),
+            });
+        }
+        let top_dir = dir_of(at);
+        let numa = view
+            .read_trimmed(&top_dir.join("numa_node"))
+            .and_then(|s| s.parse::<i32>().ok());
+        let fused = fuse_bcm(&mut switches);
+        let physfn = view
+            .link_name(&dev_dir.join("physfn"))
+            .ok()
+            .and_then(|n| Bdf::parse(&n));
+        let rdma = view
+            .list(&dev_dir.join("infiniband"))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| safe_name(n))
+            .collect();
+        Ok(PciNode {
+            bdf,
+            host,
+            bridges: chain[..chain.len() - 1].to_vec(),
+            numa,
+            ids: self.attrs(&dev_dir).ids,
+            link: self.link(&dev_dir, dev_at > first_bdf),
+            switches,
+            fused,
+            physfn,
+            rdma,
+        })
+    }
+
+    /// [`rdma_ports`]. A function is placed only once it has shown an RDMA
+    /// device and no `physfn`: two cheap reads, where placing it reads a
+    /// few dozen files.
+    pub fn rdma_ports(&self) -> Result<Vec<PciNode>, LocateError> {
+        self.functions(
+            |dir| {
+                self.view
+                    .list(&dir.join("infiniband"))
+                    .is_ok_and(|l| l.iter().any(|n| safe_name(n)))
+                    && self.view.link_name(&dir.join("physfn")).is_err()
+            },
+            |n| !n.rdma.is_empty() && n.physfn.is_none(),
+        )
+    }
+
+    /// [`gpus`], placing only the functions whose class and vendor say GPU.
+    pub fn gpus(&self) -> Result<Vec<PciNode>, LocateError> {
+        let is_gpu = |ids: &PciIds| ids.is_display() && matches!(ids.vendor, Some(0x10de | 0x1002));
+        let maybe = |dir: &Path| {
+            hex_attr(self.view, dir, "class").is_some_and(|c| c >> 16 == 0x03)
+                && matches!(hex_attr(self.view, dir, "vendor"), Some(0x10de | 0x1002))
+        };
+        self.functions(maybe, |n| is_gpu(&n.ids))
+    }
+
+    fn functions(
+        &self,
+        maybe: impl Fn(&Path) -> bool,
+        keep: impl Fn(&PciNode) -> bool,
+    ) -> Result<Vec<PciNode>, LocateError> {
+        let names = self
+            .view
+            .list(Path::new(DEVICES))
+            .map_err(LocateError::List)?;
+        Ok(names
+            .iter()
+            .filter(|n| Bdf::parse(n).is_some())
+            .filter(|n| maybe(&Path::new(DEVICES).join(n)))
+            .filter_map(|n| self.locate(n).ok())
+            .filter(|n| keep(n))
+            .collect())
+    }
+
+    fn attrs(&self, dir: &Path) -> Attrs {
+        if let Some(a) = self.attrs.borrow().get(dir) {
+            return *a;
+        }
+        let view = self.view;
+        let speed = view
+            .read_trimmed(&dir.join("max_link_speed"))
+            .and_then(|s| s.split_whitespace().next()?.parse::<f32>().ok())
+            .filter(|g| g.is_finite() && *g > 0.0);
+        let width = view
+            .read_trimmed(&dir.join("max_link_width"))
+            .and_then(|s| s.parse::<u32>().ok());
+        let a = Attrs {
+            ids: read_ids(view, dir),
+            speed,
+            width,
+        };
+        self.attrs.borrow_mut().insert(dir.to_owned(), a);
+        a
+    }
+
+    /// The link as NCCL rates it: the smaller of the function's and, when
+    /// the parent is a bridge, the parent port's maxima (xml.cc:679-690,
+    /// 712-719).
+    fn link(&self, dir: &Path, parent_is_bridge: bool) -> Option<Link> {
+        let own = self.attrs(dir);
+        let up = dir
+            .parent()
+            .filter(|_| parent_is_bridge)
+            .map(|p| self.attrs(p));
+        let (up_s, up_w) = up.map_or((None, None), |u| (u.speed, u.width));
+        let gts = match (own.speed, up_s) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        let width = match (own.width, up_w) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b).unwrap_or(0),
+        };
+        Some(Link { gts, width })
+    }
 }
 
 fn safe_name(n: &str) -> bool {
@@ -341,36 +450,6 @@ fn read_ids(view: &View, dir: &Path) -> PciIds {
         subsystem_vendor: h16("subsystem_vendor"),
         subsystem_device: h16("subsystem_device"),
     }
-}
-
-/// The link as NCCL rates it: the smaller of the function's and, when the
-/// parent is a bridge, the parent port's maxima (xml.cc:679-690, 712-719).
-fn read_link(view: &View, dir: &Path, parent_is_bridge: bool) -> Option<Link> {
-    let speed = |d: &Path| {
-        let s = view.read_trimmed(&d.join("max_link_speed"))?;
-        s.split_whitespace()
-            .next()?
-            .parse::<f32>()
-            .ok()
-            .filter(|g| g.is_finite() && *g > 0.0)
-    };
-    let width = |d: &Path| {
-        view.read_trimmed(&d.join("max_link_width"))?
-            .parse::<u32>()
-            .ok()
-    };
-    let parent = dir.parent().filter(|_| parent_is_bridge);
-    let (own_s, own_w) = (speed(dir), width(dir));
-    let (up_s, up_w) = parent.map_or((None, None), |p| (speed(p), width(p)));
-    let gts = match (own_s, up_s) {
-        (Some(a), Some(b)) => a.min(b),
-        (a, b) => a.or(b)?,
-    };
-    let width = match (own_w, up_w) {
-        (Some(a), Some(b)) => a.min(b),
-        (a, b) => a.or(b).unwrap_or(0),
-    };
-    Some(Link { gts, width })
 }
 
 /// NCCL's Broadcom generation of a switch, at `level` 0 (the parent) or 1

@@ -251,8 +251,20 @@ impl K8sPod {
     }
 
     fn exec(&self, node_config: &Path, command: &str, i: usize, extra: &Value) -> Exec {
+        self.exec_of(BIN, node_config, command, i, extra)
+    }
+
+    /// `exec` of another build of roce-tune (the release binary).
+    fn exec_of(
+        &self,
+        bin: &str,
+        node_config: &Path,
+        command: &str,
+        i: usize,
+        extra: &Value,
+    ) -> Exec {
         Exec::cni(
-            BIN,
+            bin,
             node_config,
             command,
             &self.container_id,
@@ -935,6 +947,44 @@ fn without_the_socket_the_kubelets_checkpoint_is_read_by_pod_uid() {
     );
 }
 
+/// The placer ADD judges with reads each bridge once; what it places must
+/// be what a fresh `pci::locate` places, and its port and GPU lists the
+/// ones every function placed and then filtered give.
+#[test]
+fn one_placer_for_the_pod_places_as_locate_does() {
+    use roce_tune::topology::pci;
+    let node = Node::build("placer");
+    let view = roce_tune::sysfs::View::open(&node.sysfs).unwrap();
+    let placer = pci::Placer::new(&view);
+    let names: Vec<String> = std::fs::read_dir(node.sysfs.join("bus/pci/devices"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.len() > 100, "{}", names.len());
+    let mut all = Vec::new();
+    for n in &names {
+        let shared = placer.locate(n).unwrap();
+        assert_eq!(shared, pci::locate(&view, n).unwrap(), "{n}");
+        all.push(shared);
+    }
+    let ports: Vec<_> = all
+        .iter()
+        .filter(|n| !n.rdma.is_empty() && n.physfn.is_none())
+        .map(|n| n.bdf)
+        .collect();
+    let mut got: Vec<_> = placer.rdma_ports().unwrap().iter().map(|n| n.bdf).collect();
+    got.sort();
+    let mut want = ports.clone();
+    want.sort();
+    assert_eq!((got.len(), &got), (16, &want));
+    let gpus: Vec<_> = pci::gpus(&view)
+        .unwrap()
+        .iter()
+        .map(|n| n.bdf.bus)
+        .collect();
+    assert_eq!(gpus, b48::GPUS);
+}
+
 // ---------------------------------------------------------------------------
 // `roce-tune inspect`: the pod's rails against its GPUs, and the node's groups
 
@@ -1210,4 +1260,143 @@ fn inspect_node_view_groups_gpus_and_nics_by_numa_node_and_root() {
         json!({"numa": 3, "pci": "0000:0f:00.0", "rdma": [], "root": "pci0000:00/0000:00:01.1"})
     );
     assert_eq!(t["nics"][15]["rdma"], json!(["mlx5_15"]));
+}
+
+// ---------------------------------------------------------------------------
+// Cost (docs/topology.md, "Cost")
+
+/// What the placement check adds to a full ADD, whole processes timed as a
+/// runtime starts them, the cases interleaved in a shuffled order each round
+/// so machine drift hits them alike; each timed ADD is a first ADD (an
+/// untimed DEL follows it). Not part of the suite (`--ignored`):
+///
+/// ```text
+/// make release
+/// ROCE_TUNE_COST_BIN=$PWD/target/release/roce-tune \
+///   cargo test --test it placement::cost -- --ignored --nocapture --test-threads=1
+/// ```
+#[test]
+#[ignore]
+fn cost_of_the_placement_check_on_a_full_add() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let bin = std::env::var("ROCE_TUNE_COST_BIN").unwrap_or_else(|_| BIN.to_string());
+    let rounds: usize = std::env::var("ROCE_TUNE_COST_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(400);
+    let site = Site::new();
+    let a = K8sPod::new(
+        &site,
+        "team-a",
+        "trainer-a",
+        uuids(&POD_A_GPUS),
+        &POD_A_PORTS,
+        0,
+        |_| ONE_POOL.into(),
+    );
+    let cpu = K8sPod::new(&site, "team-a", "cpu-only", vec![], &[(0x16, 0)], 1, |_| {
+        ONE_POOL.into()
+    });
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a, &cpu]), &[]);
+    let with_kubelet = site.with_kubelet(&kubelet, json!({}));
+    // The bench's node: the default socket and checkpoint paths, absent here.
+    assert!(
+        !Path::new(roce_tune::node::DEFAULT_POD_RESOURCES_SOCKET).exists()
+            && !Path::new(roce_tune::node::DEFAULT_POD_RESOURCES_CHECKPOINT).exists(),
+        "this machine has a kubelet: the no-socket case would not be one"
+    );
+    let bare = StateDirPath::new();
+    let no_socket = write_node_config(
+        &bare,
+        Some(&site.tree),
+        json!({"nvidiaGpusDir": path_str(&site.node.proc)}),
+    );
+    let off = json!({"placementCheck": "off"});
+    let warn = json!({});
+    type Case<'a> = (&'a str, &'a K8sPod, &'a Path, &'a Value, Option<&'a str>);
+    let cases: [Case; 5] = [
+        ("off", &a, &no_socket, &off, None),
+        (
+            "no socket (the bench's case)",
+            &a,
+            &no_socket,
+            &warn,
+            Some("skipped: the kubelet's PodResources socket is absent"),
+        ),
+        ("off, the pod without GPUs", &cpu, &with_kubelet, &off, None),
+        (
+            "kubelet, pod with GPUs (8 rails, 4 GPUs, 100 PCI functions)",
+            &a,
+            &with_kubelet,
+            &warn,
+            Some("placement: rail net1"),
+        ),
+        (
+            "kubelet, pod without GPUs",
+            &cpu,
+            &with_kubelet,
+            &warn,
+            Some("skipped: the pod holds no GPU"),
+        ),
+    ];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut order: Vec<usize> = (0..cases.len()).collect();
+    for round in 0..rounds + 20 {
+        for i in (1..order.len()).rev() {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            order.swap(i, (seed % (i as u64 + 1)) as usize);
+        }
+        for &c in &order {
+            let (_, pod, conf, extra, says) = cases[c];
+            let r = pod.exec_of(&bin, conf, "ADD", 0, extra).run();
+            r.ok();
+            match says {
+                Some(s) => assert!(r.stderr.contains(s), "{s}: {}", r.stderr),
+                None => assert!(placement_lines(&r).is_empty(), "{}", r.stderr),
+            }
+            pod.exec_of(&bin, conf, "DEL", 0, &off).run().ok();
+            // The first 20 rounds warm the caches and are not counted.
+            if round >= 20 {
+                times[c].push(r.elapsed.as_secs_f64() * 1000.0);
+            }
+        }
+    }
+    let pct = |v: &[f64], p: f64| {
+        let mut s = v.to_vec();
+        s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        s[((s.len() - 1) as f64 * p).round() as usize]
+    };
+    let paired = |c: usize, base: usize| -> Vec<f64> {
+        times[c]
+            .iter()
+            .zip(&times[base])
+            .map(|(x, y)| x - y)
+            .collect()
+    };
+    eprintln!("| case ({rounds} interleaved rounds) | median ms | p10-p90 ms | minus off, per round: median (p10-p90) ms |");
+    eprintln!("|---|---:|---:|---:|");
+    for (c, (name, ..)) in cases.iter().enumerate() {
+        let base = if c < 2 { 0 } else { 2 };
+        let d = paired(c, base);
+        eprintln!(
+            "| {name} | {:.3} | {:.3}-{:.3} | {} |",
+            pct(&times[c], 0.5),
+            pct(&times[c], 0.1),
+            pct(&times[c], 0.9),
+            if c == base {
+                "-".to_string()
+            } else {
+                format!(
+                    "{:+.3} ({:+.3} - {:+.3})",
+                    pct(&d, 0.5),
+                    pct(&d, 0.1),
+                    pct(&d, 0.9)
+                )
+            }
+        );
+    }
 }

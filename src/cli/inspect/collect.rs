@@ -219,9 +219,10 @@ pub fn node(opts: &Options, host: &View) -> NodeView {
 /// Every GPU and RDMA port `bus/pci/devices` shows, placed; none where the
 /// tree has no PCI functions to place (a test tree of class files only).
 fn topology(host: &View) -> Topology {
+    let placer = pci::Placer::new(host);
     Topology {
-        gpus: pci::gpus(host).unwrap_or_default(),
-        nics: pci::rdma_ports(host).unwrap_or_default(),
+        gpus: placer.gpus().unwrap_or_default(),
+        nics: placer.rdma_ports().unwrap_or_default(),
     }
 }
 
