@@ -206,9 +206,15 @@ pub fn judge(
             )
         });
     }
-    let ports = placer
-        .rdma_ports()
-        .map_err(|e| Skip::RailNotPlaced(e.to_string()))?;
+    // Below PHB a port can be near only under a root of the pod's GPUs; the
+    // others cannot change the verdict, so they are not placed.
+    let ports = if level < PathType::Phb {
+        let roots: Vec<String> = gpus.iter().map(|g| g.node.root()).collect();
+        placer.rdma_ports_under(&roots)
+    } else {
+        placer.rdma_ports()
+    }
+    .map_err(|e| Skip::RailNotPlaced(e.to_string()))?;
     let mut rails: Vec<Rail> = Vec::new();
     // The rails the pod shows first, named by their interfaces: the kubelet
     // lists no VF of a NAD without a resource, and these are the pod's for sure.

@@ -235,13 +235,8 @@ pub fn gpus(view: &View) -> Result<Vec<PciNode>, LocateError> {
     Placer::new(view).gpus()
 }
 
-/// What a directory of the tree says of itself: its IDs and link maxima.
-#[derive(Clone, Copy)]
-struct Attrs {
-    ids: PciIds,
-    speed: Option<f32>,
-    width: Option<u32>,
-}
+/// A directory's `max_link_speed` (GT/s) and `max_link_width`.
+type Maxima = (Option<f32>, Option<u32>);
 
 /// Places functions, reading each bridge's attributes once: every function
 /// under a root climbs the same switches, and a pod's verdict places all of
@@ -251,23 +246,86 @@ struct Attrs {
 /// `statx`, a read and a close.
 pub struct Placer<'v> {
     view: &'v View,
-    attrs: std::cell::RefCell<std::collections::HashMap<PathBuf, Attrs>>,
+    ids: std::cell::RefCell<std::collections::HashMap<PathBuf, PciIds>>,
+    maxima: std::cell::RefCell<std::collections::HashMap<PathBuf, Maxima>>,
+    numa: std::cell::RefCell<std::collections::HashMap<PathBuf, Option<i32>>>,
 }
 
 impl<'v> Placer<'v> {
     pub fn new(view: &'v View) -> Placer<'v> {
         Placer {
             view,
-            attrs: Default::default(),
+            ids: Default::default(),
+            maxima: Default::default(),
+            numa: Default::default(),
         }
     }
 
     /// [`locate`], with this placer's cache.
     pub fn locate(&self, bdf: &str) -> Result<PciNode, LocateError> {
         let view = self.view;
+        let (bdf, comps, first_bdf) = self.place(bdf)?;
+        let host = comps[first_bdf - 1].clone();
+        let chain: Vec<Bdf> = comps[first_bdf..]
+            .iter()
+            .filter_map(|c| Bdf::parse(c))
+            .collect();
+        let dir_of = |upto: usize| -> PathBuf { comps[..=upto].iter().collect() };
+        let dev_at = first_bdf + chain.len() - 1;
+        let dev_dir = dir_of(dev_at);
+
+        // NCCL's nodes: two levels up each time, while both levels are BDFs.
+        let mut switches = Vec::new();
+        let mut at = dev_at;
+        while at >= first_bdf + 2 {
+            at -= 2;
+            let sw_dir = dir_of(at);
+            switches.push(Switch {
+                bdf: Bdf::parse(&comps[at]).expect("checked above"),
+                ids: self.ids_of(&sw_dir),
+                link: self.link(&sw_dir, at > first_bdf),
+            });
+        }
+        let top_dir = dir_of(at);
+        let numa = *self
+            .numa
+            .borrow_mut()
+            .entry(top_dir.clone())
+            .or_insert_with(|| {
+                view.read_trimmed(&top_dir.join("numa_node"))
+                    .and_then(|s| s.parse::<i32>().ok())
+            });
+        let fused = fuse_bcm(&mut switches);
+        let physfn = view
+            .link_name(&dev_dir.join("physfn"))
+            .ok()
+            .and_then(|n| Bdf::parse(&n));
+        let rdma = view
+            .list(&dev_dir.join("infiniband"))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| safe_name(n))
+            .collect();
+        Ok(PciNode {
+            bdf,
+            host,
+            bridges: chain[..chain.len() - 1].to_vec(),
+            numa,
+            ids: self.ids_of(&dev_dir),
+            link: self.link(&dev_dir, dev_at > first_bdf),
+            switches,
+            fused,
+            physfn,
+            rdma,
+        })
+    }
+
+    /// The link target of `bus/pci/devices/<bdf>` as components, and where
+    /// its chain of BDFs starts (after the host bridge).
+    fn place(&self, bdf: &str) -> Result<(Bdf, Vec<String>, usize), LocateError> {
         let bdf = Bdf::parse(&bdf.to_ascii_lowercase()).ok_or(LocateError::BadAddress)?;
         let link = Path::new(DEVICES).join(bdf.to_string());
-        let target = view.link_target(&link).map_err(|e| match e {
+        let target = self.view.link_target(&link).map_err(|e| match e {
             SysfsError::Missing | SysfsError::Os(nix::errno::Errno::EINVAL) => {
                 LocateError::NotFound(bdf)
             }
@@ -293,54 +351,37 @@ impl<'v> Placer<'v> {
         if first_bdf < 2 {
             return Err(LocateError::NotInTree(bdf));
         }
-        let host = comps[first_bdf - 1].clone();
-        let chain: Vec<Bdf> = comps[first_bdf..]
-            .iter()
-            .filter_map(|c| Bdf::parse(c))
-            .collect();
-        let dir_of = |upto: usize| -> PathBuf { comps[..=upto].iter().collect() };
-        let dev_at = first_bdf + chain.len() - 1;
-        let dev_dir = dir_of(dev_at);
+        Ok((bdf, comps, first_bdf))
+    }
 
-        // NCCL's nodes: two levels up each time, while both levels are BDFs.
-        let mut switches = Vec::new();
-        let mut at = dev_at;
-        while at >= first_bdf + 2 {
-            at -= 2;
-            let sw_dir = dir_of(at);
-            switches.push(Switch {
-                bdf: Bdf::parse(&comps[at]).expect("checked above"),
-                ids: self.attrs(&sw_dir).ids,
-                link: self.link(&sw_dir, at > first_bdf),
-            });
-        }
-        let top_dir = dir_of(at);
-        let numa = view
-            .read_trimmed(&top_dir.join("numa_node"))
-            .and_then(|s| s.parse::<i32>().ok());
-        let fused = fuse_bcm(&mut switches);
-        let physfn = view
-            .link_name(&dev_dir.join("physfn"))
-            .ok()
-            .and_then(|n| Bdf::parse(&n));
-        let rdma = view
-            .list(&dev_dir.join("infiniband"))
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|n| safe_name(n))
-            .collect();
-        Ok(PciNode {
-            bdf,
-            host,
-            bridges: chain[..chain.len() - 1].to_vec(),
-            numa,
-            ids: self.attrs(&dev_dir).ids,
-            link: self.link(&dev_dir, dev_at > first_bdf),
-            switches,
-            fused,
-            physfn,
-            rdma,
-        })
+    /// The node's RDMA ports under the PCIe roots `roots` ([`PciNode::root`]):
+    /// only these can be within PXB of a function under those roots, since
+    /// the climbs of two functions meet at a switch only below one root port
+    /// (docs/topology.md, "Path types"). Read from the link alone, a port
+    /// elsewhere is never placed.
+    pub fn rdma_ports_under(&self, roots: &[String]) -> Result<Vec<PciNode>, LocateError> {
+        let under = |dir: &Path| {
+            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            self.place(name).is_ok_and(|(_, comps, first)| {
+                let root = if comps.len() - first > 1 {
+                    format!("{}/{}", comps[first - 1], comps[first])
+                } else {
+                    comps[first - 1].clone()
+                };
+                roots.contains(&root)
+            })
+        };
+        self.functions(
+            |dir| under(dir) && self.maybe_port(dir),
+            |n| !n.rdma.is_empty() && n.physfn.is_none(),
+        )
+    }
+
+    fn maybe_port(&self, dir: &Path) -> bool {
+        self.view
+            .list(&dir.join("infiniband"))
+            .is_ok_and(|l| l.iter().any(|n| safe_name(n)))
+            && self.view.link_name(&dir.join("physfn")).is_err()
     }
 
     /// [`rdma_ports`]. A function is placed only once it has shown an RDMA
@@ -348,12 +389,7 @@ impl<'v> Placer<'v> {
     /// few dozen files.
     pub fn rdma_ports(&self) -> Result<Vec<PciNode>, LocateError> {
         self.functions(
-            |dir| {
-                self.view
-                    .list(&dir.join("infiniband"))
-                    .is_ok_and(|l| l.iter().any(|n| safe_name(n)))
-                    && self.view.link_name(&dir.join("physfn")).is_err()
-            },
+            |dir| self.maybe_port(dir),
             |n| !n.rdma.is_empty() && n.physfn.is_none(),
         )
     }
@@ -386,9 +422,19 @@ impl<'v> Placer<'v> {
             .collect())
     }
 
-    fn attrs(&self, dir: &Path) -> Attrs {
-        if let Some(a) = self.attrs.borrow().get(dir) {
-            return *a;
+    fn ids_of(&self, dir: &Path) -> PciIds {
+        if let Some(ids) = self.ids.borrow().get(dir) {
+            return *ids;
+        }
+        let ids = read_ids(self.view, dir);
+        self.ids.borrow_mut().insert(dir.to_owned(), ids);
+        ids
+    }
+
+    /// Read apart from the IDs: of a function's parent port only these count.
+    fn maxima_of(&self, dir: &Path) -> Maxima {
+        if let Some(m) = self.maxima.borrow().get(dir) {
+            return *m;
         }
         let view = self.view;
         let speed = view
@@ -398,30 +444,27 @@ impl<'v> Placer<'v> {
         let width = view
             .read_trimmed(&dir.join("max_link_width"))
             .and_then(|s| s.parse::<u32>().ok());
-        let a = Attrs {
-            ids: read_ids(view, dir),
-            speed,
-            width,
-        };
-        self.attrs.borrow_mut().insert(dir.to_owned(), a);
-        a
+        self.maxima
+            .borrow_mut()
+            .insert(dir.to_owned(), (speed, width));
+        (speed, width)
     }
 
     /// The link as NCCL rates it: the smaller of the function's and, when
     /// the parent is a bridge, the parent port's maxima (xml.cc:679-690,
     /// 712-719).
     fn link(&self, dir: &Path, parent_is_bridge: bool) -> Option<Link> {
-        let own = self.attrs(dir);
+        let (own_s, own_w) = self.maxima_of(dir);
         let up = dir
             .parent()
             .filter(|_| parent_is_bridge)
-            .map(|p| self.attrs(p));
-        let (up_s, up_w) = up.map_or((None, None), |u| (u.speed, u.width));
-        let gts = match (own.speed, up_s) {
+            .map(|p| self.maxima_of(p));
+        let (up_s, up_w) = up.unwrap_or((None, None));
+        let gts = match (own_s, up_s) {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => a.or(b)?,
         };
-        let width = match (own.width, up_w) {
+        let width = match (own_w, up_w) {
             (Some(a), Some(b)) => a.min(b),
             (a, b) => a.or(b).unwrap_or(0),
         };
