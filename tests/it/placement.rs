@@ -998,7 +998,8 @@ fn the_ports_under_other_roots_do_not_change_a_verdict() {
     nc.nvidia_gpus_dir = node.proc.clone();
     let every_port = pci::rdma_ports(&view).unwrap();
     let ports = all_ports();
-    let pods: [(&[u8], &[(u8, u8)]); 4] = [
+    type PodSpec<'a> = (&'a [u8], &'a [(u8, u8)]);
+    let pods: [PodSpec; 4] = [
         (&POD_A_GPUS, &POD_A_PORTS),
         (&POD_B_GPUS, &POD_B_PORTS),
         (&[0x0f, 0x15, 0x50, 0x53], &ports),
@@ -1338,6 +1339,8 @@ fn timed(
 ) -> (f64, f64, String) {
     use std::io::{Read, Seek, Write};
     let err = tempfile_in(&pod.netns.ns);
+    // Reaped by wait4 below, which std's wait cannot do: it gives the rusage.
+    #[allow(clippy::zombie_processes)]
     let mut child = std::process::Command::new(bin)
         .env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
