@@ -238,6 +238,26 @@ pub fn gpus(view: &View) -> Result<Vec<PciNode>, LocateError> {
 /// A directory's `max_link_speed` (GT/s) and `max_link_width`.
 type Maxima = (Option<f32>, Option<u32>);
 
+/// What was read of a directory, by its path. A few dozen directories per
+/// pod: a scan beats a hash map, whose hasher and table would add to a
+/// binary copied to every node.
+struct Memo<T>(std::cell::RefCell<Vec<(PathBuf, T)>>);
+
+impl<T: Copy> Memo<T> {
+    fn new() -> Memo<T> {
+        Memo(std::cell::RefCell::new(Vec::new()))
+    }
+
+    fn get_or(&self, dir: &Path, read: impl FnOnce() -> T) -> T {
+        if let Some((_, v)) = self.0.borrow().iter().find(|(d, _)| d == dir) {
+            return *v;
+        }
+        let v = read();
+        self.0.borrow_mut().push((dir.to_owned(), v));
+        v
+    }
+}
+
 /// Places functions, reading each bridge's attributes once: every function
 /// under a root climbs the same switches, and a pod's verdict places all of
 /// the node's ports, its GPUs and its rails. Measured on the BM.GPU.B4.8
@@ -246,18 +266,18 @@ type Maxima = (Option<f32>, Option<u32>);
 /// `statx`, a read and a close.
 pub struct Placer<'v> {
     view: &'v View,
-    ids: std::cell::RefCell<std::collections::HashMap<PathBuf, PciIds>>,
-    maxima: std::cell::RefCell<std::collections::HashMap<PathBuf, Maxima>>,
-    numa: std::cell::RefCell<std::collections::HashMap<PathBuf, Option<i32>>>,
+    ids: Memo<PciIds>,
+    maxima: Memo<Maxima>,
+    numa: Memo<Option<i32>>,
 }
 
 impl<'v> Placer<'v> {
     pub fn new(view: &'v View) -> Placer<'v> {
         Placer {
             view,
-            ids: Default::default(),
-            maxima: Default::default(),
-            numa: Default::default(),
+            ids: Memo::new(),
+            maxima: Memo::new(),
+            numa: Memo::new(),
         }
     }
 
@@ -287,14 +307,10 @@ impl<'v> Placer<'v> {
             });
         }
         let top_dir = dir_of(at);
-        let numa = *self
-            .numa
-            .borrow_mut()
-            .entry(top_dir.clone())
-            .or_insert_with(|| {
-                view.read_trimmed(&top_dir.join("numa_node"))
-                    .and_then(|s| s.parse::<i32>().ok())
-            });
+        let numa = self.numa.get_or(&top_dir, || {
+            view.read_trimmed(&top_dir.join("numa_node"))
+                .and_then(|s| s.parse::<i32>().ok())
+        });
         let fused = fuse_bcm(&mut switches);
         let physfn = view
             .link_name(&dev_dir.join("physfn"))
@@ -423,31 +439,22 @@ impl<'v> Placer<'v> {
     }
 
     fn ids_of(&self, dir: &Path) -> PciIds {
-        if let Some(ids) = self.ids.borrow().get(dir) {
-            return *ids;
-        }
-        let ids = read_ids(self.view, dir);
-        self.ids.borrow_mut().insert(dir.to_owned(), ids);
-        ids
+        self.ids.get_or(dir, || read_ids(self.view, dir))
     }
 
     /// Read apart from the IDs: of a function's parent port only these count.
     fn maxima_of(&self, dir: &Path) -> Maxima {
-        if let Some(m) = self.maxima.borrow().get(dir) {
-            return *m;
-        }
-        let view = self.view;
-        let speed = view
-            .read_trimmed(&dir.join("max_link_speed"))
-            .and_then(|s| s.split_whitespace().next()?.parse::<f32>().ok())
-            .filter(|g| g.is_finite() && *g > 0.0);
-        let width = view
-            .read_trimmed(&dir.join("max_link_width"))
-            .and_then(|s| s.parse::<u32>().ok());
-        self.maxima
-            .borrow_mut()
-            .insert(dir.to_owned(), (speed, width));
-        (speed, width)
+        self.maxima.get_or(dir, || {
+            let view = self.view;
+            let speed = view
+                .read_trimmed(&dir.join("max_link_speed"))
+                .and_then(|s| s.split_whitespace().next()?.parse::<f32>().ok())
+                .filter(|g| g.is_finite() && *g > 0.0);
+            let width = view
+                .read_trimmed(&dir.join("max_link_width"))
+                .and_then(|s| s.parse::<u32>().ok());
+            (speed, width)
+        })
     }
 
     /// The link as NCCL rates it: the smaller of the function's and, when
