@@ -249,7 +249,9 @@ impl<T: Copy> Memo<T> {
     }
 
     fn get_or(&self, dir: &Path, read: impl FnOnce() -> T) -> T {
-        if let Some((_, v)) = self.0.borrow().iter().find(|(d, _)| d == dir) {
+        // Bytes, not `Path`'s component-wise equality: a lookup is a memcmp.
+        let key = dir.as_os_str();
+        if let Some((_, v)) = self.0.borrow().iter().find(|(d, _)| d.as_os_str() == key) {
             return *v;
         }
         let v = read();
