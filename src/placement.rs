@@ -17,8 +17,12 @@ use crate::state::PlacementRecord;
 use crate::sysfs::View;
 use crate::topology::gpu::{self, GpuEntry, GpuId, Unmapped};
 use crate::topology::verdict::{self, Gpu, Rail, Verdict};
-use crate::topology::{pci, render, Bdf, PathType, PciNode};
+use crate::topology::{pci, Bdf, PathType, PciNode};
 use std::fmt;
+
+/// What NCCL does with a starved pod, and the fix: the ADD line's and
+/// `inspect`'s.
+pub const FIX: &str = "NCCL then sends those GPUs' traffic over far rails without GPUDirect RDMA (through CPU memory); give each rail its own device-plugin resource (one VF per port, next to the pod's GPUs), or allocate the VFs with DRA and a pcieRoot constraint";
 
 /// Why the check does not run for this ADD: never an error for the pod.
 #[derive(Debug)]
@@ -96,19 +100,29 @@ impl Judgement {
     }
 
     /// One line for the log (and the enforce error): the rail, near or far,
-    /// each starved GPU with its near rails and its share, and the fix.
+    /// each starved GPU with its near rails and its share (and, where GPUs
+    /// share their near rails, what the pool has and needs: two GPUs with
+    /// the same two near rails each "have" two, and share them), and the fix.
     pub fn explain(&self) -> String {
         let v = &self.verdict;
+        let names = |list: &[String]| -> String {
+            if list.is_empty() {
+                return "none".to_string();
+            }
+            let escaped: Vec<String> = list.iter().map(|n| crate::log::escape(n)).collect();
+            escaped.join(", ")
+        };
         let mut out = match v.rails.get(self.rail) {
             Some(r) => format!(
-                "rail {} (VF {}) is {} at {} of the pod's {} GPUs",
+                "rail {} (VF {}) is {}: {} to the nearest of the pod's {} GPUs, GDR level {}",
                 crate::log::escape(&r.name),
                 r.pci,
                 if r.near { "near" } else { "far" },
-                v.level,
-                v.gpus.len()
+                r.best.map_or("no path", |b| b.name()),
+                v.gpus.len(),
+                v.level
             ),
-            None => format!("the pod's {} GPUs at {}", v.gpus.len(), v.level),
+            None => format!("the pod's {} GPUs at GDR level {}", v.gpus.len(), v.level),
         };
         if v.starved {
             let starved: Vec<String> = v
@@ -116,25 +130,35 @@ impl Judgement {
                 .iter()
                 .filter(|g| g.starved)
                 .map(|g| {
-                    let near = if g.near.is_empty() {
-                        "none".to_string()
-                    } else {
-                        g.near
-                            .iter()
-                            .map(|n| crate::log::escape(n))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    };
-                    format!(
-                        "GPU {} ({}) has near rails {near}, share {}",
+                    let mut s = format!(
+                        "GPU {} ({}) has near rails {}, share {}",
                         g.pci,
                         crate::log::escape(&g.id),
+                        names(&g.near),
                         g.share
-                    )
+                    );
+                    let pool = &v.pools[g.pool];
+                    let peers: Vec<String> = pool
+                        .gpus
+                        .iter()
+                        .filter(|&&i| v.gpus[i].pci != g.pci)
+                        .map(|&i| v.gpus[i].pci.to_string())
+                        .collect();
+                    if !peers.is_empty() {
+                        s.push_str(&format!(
+                            " (shared with GPU {}: {} near rail{} for {} GPUs, which need {})",
+                            peers.join(", "),
+                            pool.near_rails,
+                            if pool.near_rails == 1 { "" } else { "s" },
+                            pool.gpus.len(),
+                            pool.need
+                        ));
+                    }
+                    s
                 })
                 .collect();
             out.push_str(&format!(
-                "; the pod is starved: {}; NCCL then sends that GPU's traffic over far rails without GPUDirect RDMA (through CPU memory); give each rail its own device-plugin resource (one VF per port, next to the pod's GPUs), or allocate the VFs with DRA and a pcieRoot constraint",
+                "; the pod is starved: {}; {FIX}",
                 starved.join("; ")
             ));
         } else {
@@ -165,8 +189,10 @@ pub fn judge(
     own: &[(&str, &str)],
     level: PathType,
 ) -> Result<Judgement, Skip> {
-    let ports = pci::rdma_ports(host).map_err(|e| Skip::RailNotPlaced(e.to_string()))?;
-    let (gpus, unmapped) = place_gpus(host, node, devices);
+    // One placer for every function: they share their switches. The GPUs
+    // first: a pod without any needs no look at the node's ports.
+    let placer = pci::Placer::new(host);
+    let (gpus, unmapped) = place_gpus(&placer, node, devices);
     if gpus.is_empty() {
         return Err(if unmapped.is_empty() {
             Skip::NoGpus
@@ -180,11 +206,22 @@ pub fn judge(
             )
         });
     }
+    // Below PHB a port can be near only under a root of the pod's GPUs; the
+    // others cannot change the verdict, so they are not placed.
+    let ports = if level < PathType::Phb {
+        let roots: Vec<String> = gpus.iter().map(|g| g.node.root()).collect();
+        placer.rdma_ports_under(&roots)
+    } else {
+        placer.rdma_ports()
+    }
+    .map_err(|e| Skip::RailNotPlaced(e.to_string()))?;
     let mut rails: Vec<Rail> = Vec::new();
     // The rails the pod shows first, named by their interfaces: the kubelet
     // lists no VF of a NAD without a resource, and these are the pod's for sure.
     for (ifname, vf) in own {
-        let node = pci::locate(host, vf).map_err(|e| Skip::RailNotPlaced(e.to_string()))?;
+        let node = placer
+            .locate(vf)
+            .map_err(|e| Skip::RailNotPlaced(e.to_string()))?;
         if rails.iter().all(|r| r.node.bdf != node.bdf) {
             rails.push(Rail {
                 name: if is_safe_component(ifname) {
@@ -207,7 +244,7 @@ pub fn judge(
         if rails.iter().any(|r| r.node.bdf == bdf) {
             continue;
         }
-        if let Some(node) = rdma_function(host, &bdf, &ports) {
+        if let Some(node) = rdma_function(&placer, &bdf, &ports) {
             rails.push(Rail {
                 name: d.id.clone(),
                 node,
@@ -230,8 +267,8 @@ pub fn judge(
 /// A PCI function of an RDMA NIC: a port of the node, or a VF of one (in
 /// exclusive mode a VF's own RDMA device may be in a pod's netns, its PF's
 /// stays on the host).
-fn rdma_function(host: &View, bdf: &Bdf, ports: &[PciNode]) -> Option<PciNode> {
-    let node = pci::locate(host, &bdf.to_string()).ok()?;
+fn rdma_function(placer: &pci::Placer, bdf: &Bdf, ports: &[PciNode]) -> Option<PciNode> {
+    let node = placer.locate(&bdf.to_string()).ok()?;
     let is_port = ports.iter().any(|p| p.bdf == node.bdf);
     let of_port = node
         .physfn
@@ -241,7 +278,7 @@ fn rdma_function(host: &View, bdf: &Bdf, ports: &[PciNode]) -> Option<PciNode> {
 
 /// The pod's GPUs with their places, and those that could not be placed.
 fn place_gpus(
-    host: &View,
+    placer: &pci::Placer,
     node: &NodeConfig,
     devices: &PodDevices,
 ) -> (Vec<Gpu>, Vec<(String, Unmapped)>) {
@@ -266,7 +303,11 @@ fn place_gpus(
             }
             None => Err(Unmapped::NotAGpuId),
         };
-        match bdf.and_then(|b| pci::locate(host, &b.to_string()).map_err(|_| Unmapped::NoSuchGpu)) {
+        match bdf.and_then(|b| {
+            placer
+                .locate(&b.to_string())
+                .map_err(|_| Unmapped::NoSuchGpu)
+        }) {
             // Two IDs of one GPU (MIG slices, replicas) are one GPU to NCCL.
             Ok(n) if placed.iter().any(|g| g.node.bdf == n.bdf) => {}
             Ok(n) => placed.push(Gpu {
@@ -278,13 +319,4 @@ fn place_gpus(
     }
     placed.sort_by_key(|g| g.node.bdf);
     (placed, unmapped)
-}
-
-/// The rail x GPU matrix and the verdict, for `inspect`.
-pub fn render(j: &Judgement) -> String {
-    format!(
-        "{}\n{}\n",
-        render::matrix(&j.verdict),
-        render::summary(&j.verdict)
-    )
 }

@@ -27,6 +27,10 @@ use std::path::{Path, PathBuf};
 /// `include/uapi/linux/magic.h`.
 const SYSFS_MAGIC: i64 = 0x6265_6572;
 const CONFIGFS_MAGIC: i64 = 0x6265_6570;
+/// How often an `openat2` that a concurrent rename made EAGAIN is retried:
+/// each retry is a fresh path walk of microseconds, and a rename storm long
+/// enough to lose 64 of them in a row is no state to read sysfs in.
+const OPENAT2_RETRIES: u32 = 64;
 /// A sysfs attribute is at most one page; anything larger is not one.
 const MAX_ATTR_BYTES: u64 = 64 * 1024;
 
@@ -207,11 +211,22 @@ impl View {
         let how = OpenHow::new()
             .flags(flags)
             .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-        let fd = match openat2(&self.dir, rel, how) {
-            // Kernels before 5.6 have no openat2: O_NOFOLLOW still guards the
-            // last component, and the filesystem check below still applies.
-            Err(Errno::ENOSYS) => nix::fcntl::openat(&self.dir, rel, flags, Mode::empty()),
-            other => other,
+        // EAGAIN: a ".." was resolved (every `bus/pci/devices/<bdf>` link is
+        // `../../../devices/...`) while a rename or mount happened anywhere
+        // on the system, so the kernel cannot prove it stayed beneath; it
+        // asks the caller to retry (openat2(2), fs/namei.c `follow_dotdot`).
+        // Any ADD's atomic state write is such a rename.
+        let mut tries = 0;
+        let fd = loop {
+            match openat2(&self.dir, rel, how) {
+                Err(Errno::EAGAIN) if tries < OPENAT2_RETRIES => tries += 1,
+                // Kernels before 5.6 have no openat2: O_NOFOLLOW still guards
+                // the last component, and the filesystem check below still applies.
+                Err(Errno::ENOSYS) => {
+                    break nix::fcntl::openat(&self.dir, rel, flags, Mode::empty())
+                }
+                other => break other,
+            }
         }
         .map_err(SysfsError::from_errno)?;
         if self.real {
@@ -466,6 +481,42 @@ mod tests {
         // /sys/kernel/config is configfs only when mounted; if it is not,
         // the empty sysfs dir there must not pass for configfs.
         let _ = v.list(Path::new("kernel/config"));
+    }
+
+    /// A ".." resolved while anything on the system is renamed makes
+    /// openat2 fail with EAGAIN; an ADD's state entry is written by rename,
+    /// so a parallel ADD's lookup through `bus/pci/devices/<bdf>` (a
+    /// `../../../devices/...` link) met it (tests/it/placement.rs, 16 rails).
+    #[test]
+    fn a_rename_elsewhere_does_not_fail_a_walk_through_dotdot() {
+        let d = tree("rename");
+        let dev = d.join("devices/pci0000:00/0000:00:01.0");
+        std::fs::create_dir_all(dev.join("infiniband/mlx5_0")).unwrap();
+        std::fs::create_dir_all(d.join("bus/pci/devices")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../../devices/pci0000:00/0000:00:01.0",
+            d.join("bus/pci/devices/0000:00:01.0"),
+        )
+        .unwrap();
+        let churn = d.join("churn");
+        std::fs::write(&churn, "").unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let renamer = {
+            let (stop, a, b) = (stop.clone(), churn.clone(), d.join("churn2"));
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::fs::rename(&a, &b);
+                    let _ = std::fs::rename(&b, &a);
+                }
+            })
+        };
+        let v = View::open(&d).unwrap();
+        let rel = Path::new("bus/pci/devices/0000:00:01.0/infiniband");
+        let failed = (0..20_000).filter(|_| v.list(rel).is_err()).count();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        renamer.join().unwrap();
+        assert_eq!(failed, 0);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

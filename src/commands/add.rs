@@ -197,11 +197,23 @@ fn judge_placement(
     ifname: &str,
     found: &Found,
 ) -> Option<CniResult<PlacementRecord>> {
-    let vf = found
+    let Some(vf) = found
         .port
         .pci
         .as_deref()
-        .or_else(|| found.parent.as_ref().and_then(|p| p.pci_address()))?;
+        .or_else(|| found.parent.as_ref().and_then(|p| p.pci_address()))
+    else {
+        // Soft-RoCE, an SF: no place in the PCI tree to judge. Said once, as
+        // every skip is.
+        crate::info!(
+            "placement check skipped: {}",
+            placement::Skip::RailNotPlaced(format!(
+                "its RDMA device {} is no PCI function's",
+                found.port.device
+            ))
+        );
+        return None;
+    };
     let level = PathType::parse_level(conf.gdr_level.name()).unwrap_or(PathType::Pxb);
     let judged = placement::judge(sysfs.host(), node, &devices.0, &[(ifname, vf)], level);
     let j = match judged {

@@ -219,105 +219,266 @@ const DEVICES: &str = "bus/pci/devices";
 /// The function `bdf` (as the device plugin or Multus names it) placed in
 /// the tree of `view`.
 pub fn locate(view: &View, bdf: &str) -> Result<PciNode, LocateError> {
-    let bdf = Bdf::parse(&bdf.to_ascii_lowercase()).ok_or(LocateError::BadAddress)?;
-    let link = Path::new(DEVICES).join(bdf.to_string());
-    let target = view.link_target(&link).map_err(|e| match e {
-        SysfsError::Missing | SysfsError::Os(nix::errno::Errno::EINVAL) => {
-            LocateError::NotFound(bdf)
-        }
-        e => LocateError::Link(bdf, e),
-    })?;
-    let comps: Vec<String> = target
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    // devices/<host>/<bdf>.../<bdf>: the last is the function itself.
-    if comps.len() < 3 || comps[0] != "devices" || Bdf::parse(&comps[comps.len() - 1]) != Some(bdf)
-    {
-        return Err(LocateError::NotInTree(bdf));
-    }
-    // NCCL climbs while components look like BDFs; the first that does not
-    // is the CPU's (xml.cc:767).
-    let first_bdf = comps
-        .iter()
-        .rposition(|c| Bdf::parse(c).is_none())
-        .map_or(0, |i| i + 1);
-    if first_bdf < 2 {
-        return Err(LocateError::NotInTree(bdf));
-    }
-    let host = comps[first_bdf - 1].clone();
-    let chain: Vec<Bdf> = comps[first_bdf..]
-        .iter()
-        .filter_map(|c| Bdf::parse(c))
-        .collect();
-    let dir_of = |upto: usize| -> PathBuf { comps[..=upto].iter().collect() };
-    let dev_at = first_bdf + chain.len() - 1;
-    let dev_dir = dir_of(dev_at);
-
-    // NCCL's nodes: two levels up each time, while both levels are BDFs.
-    let mut switches = Vec::new();
-    let mut at = dev_at;
-    while at >= first_bdf + 2 {
-        at -= 2;
-        let sw_dir = dir_of(at);
-        switches.push(Switch {
-            bdf: Bdf::parse(&comps[at]).expect("checked above"),
-            ids: read_ids(view, &sw_dir),
-            link: read_link(view, &sw_dir, at > first_bdf),
-        });
-    }
-    let top_dir = dir_of(at);
-    let numa = view
-        .read_trimmed(&top_dir.join("numa_node"))
-        .and_then(|s| s.parse::<i32>().ok());
-    let fused = fuse_bcm(&mut switches);
-    let physfn = view
-        .link_name(&dev_dir.join("physfn"))
-        .ok()
-        .and_then(|n| Bdf::parse(&n));
-    let rdma = view
-        .list(&dev_dir.join("infiniband"))
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|n| safe_name(n))
-        .collect();
-    Ok(PciNode {
-        bdf,
-        host,
-        bridges: chain[..chain.len() - 1].to_vec(),
-        numa,
-        ids: read_ids(view, &dev_dir),
-        link: read_link(view, &dev_dir, dev_at > first_bdf),
-        switches,
-        fused,
-        physfn,
-        rdma,
-    })
+    Placer::new(view).locate(bdf)
 }
 
 /// Every function of the node (that can be placed) with an RDMA device and
 /// no `physfn`: the node's ports (a dual-port NIC has two), what a VF can be
 /// carved from.
 pub fn rdma_ports(view: &View) -> Result<Vec<PciNode>, LocateError> {
-    functions(view, |n| !n.rdma.is_empty() && n.physfn.is_none())
+    Placer::new(view).rdma_ports()
 }
 
 /// Every GPU-class function (class 0x03) of NVIDIA (0x10de) or AMD (0x1002);
 /// the board's VGA controller is neither.
 pub fn gpus(view: &View) -> Result<Vec<PciNode>, LocateError> {
-    functions(view, |n| {
-        n.ids.is_display() && matches!(n.ids.vendor, Some(0x10de | 0x1002))
-    })
+    Placer::new(view).gpus()
 }
 
-fn functions(view: &View, keep: impl Fn(&PciNode) -> bool) -> Result<Vec<PciNode>, LocateError> {
-    let names = view.list(Path::new(DEVICES)).map_err(LocateError::List)?;
-    Ok(names
-        .iter()
-        .filter(|n| Bdf::parse(n).is_some())
-        .filter_map(|n| locate(view, n).ok())
-        .filter(|n| keep(n))
-        .collect())
+/// A directory's `max_link_speed` (GT/s) and `max_link_width`.
+type Maxima = (Option<f32>, Option<u32>);
+
+/// What was read of a directory, by its path. A few dozen directories per
+/// pod: a scan beats a hash map, whose hasher and table would add to a
+/// binary copied to every node.
+struct Memo<T>(std::cell::RefCell<Vec<(PathBuf, T)>>);
+
+impl<T: Copy> Memo<T> {
+    fn new() -> Memo<T> {
+        Memo(std::cell::RefCell::new(Vec::new()))
+    }
+
+    fn get_or(&self, dir: &Path, read: impl FnOnce() -> T) -> T {
+        // Bytes, not `Path`'s component-wise equality: a lookup is a memcmp.
+        let key = dir.as_os_str();
+        if let Some((_, v)) = self.0.borrow().iter().find(|(d, _)| d.as_os_str() == key) {
+            return *v;
+        }
+        let v = read();
+        self.0.borrow_mut().push((dir.to_owned(), v));
+        v
+    }
+}
+
+/// Places functions, reading each bridge's attributes once: every function
+/// under a root climbs the same switches, and a pod's verdict places all of
+/// the node's ports, its GPUs and its rails. Measured on the BM.GPU.B4.8
+/// tree (docs/topology.md, "Cost"): locating every function for the ports
+/// took 18-30 ms, each of the ~3,300 attribute files an `openat2`, a
+/// `statx`, a read and a close.
+pub struct Placer<'v> {
+    view: &'v View,
+    ids: Memo<PciIds>,
+    maxima: Memo<Maxima>,
+    numa: Memo<Option<i32>>,
+}
+
+impl<'v> Placer<'v> {
+    pub fn new(view: &'v View) -> Placer<'v> {
+        Placer {
+            view,
+            ids: Memo::new(),
+            maxima: Memo::new(),
+            numa: Memo::new(),
+        }
+    }
+
+    /// [`locate`], with this placer's cache.
+    pub fn locate(&self, bdf: &str) -> Result<PciNode, LocateError> {
+        let view = self.view;
+        let (bdf, comps, first_bdf) = self.place(bdf)?;
+        let host = comps[first_bdf - 1].clone();
+        let chain: Vec<Bdf> = comps[first_bdf..]
+            .iter()
+            .filter_map(|c| Bdf::parse(c))
+            .collect();
+        let dir_of = |upto: usize| -> PathBuf { comps[..=upto].iter().collect() };
+        let dev_at = first_bdf + chain.len() - 1;
+        let dev_dir = dir_of(dev_at);
+
+        // NCCL's nodes: two levels up each time, while both levels are BDFs.
+        let mut switches = Vec::new();
+        let mut at = dev_at;
+        while at >= first_bdf + 2 {
+            at -= 2;
+            let sw_dir = dir_of(at);
+            switches.push(Switch {
+                bdf: Bdf::parse(&comps[at]).expect("checked above"),
+                ids: self.ids_of(&sw_dir),
+                link: self.link(&sw_dir, at > first_bdf),
+            });
+        }
+        let top_dir = dir_of(at);
+        let numa = self.numa.get_or(&top_dir, || {
+            view.read_trimmed(&top_dir.join("numa_node"))
+                .and_then(|s| s.parse::<i32>().ok())
+        });
+        let fused = fuse_bcm(&mut switches);
+        let physfn = view
+            .link_name(&dev_dir.join("physfn"))
+            .ok()
+            .and_then(|n| Bdf::parse(&n));
+        let rdma = view
+            .list(&dev_dir.join("infiniband"))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|n| safe_name(n))
+            .collect();
+        Ok(PciNode {
+            bdf,
+            host,
+            bridges: chain[..chain.len() - 1].to_vec(),
+            numa,
+            ids: self.ids_of(&dev_dir),
+            link: self.link(&dev_dir, dev_at > first_bdf),
+            switches,
+            fused,
+            physfn,
+            rdma,
+        })
+    }
+
+    /// The link target of `bus/pci/devices/<bdf>` as components, and where
+    /// its chain of BDFs starts (after the host bridge).
+    fn place(&self, bdf: &str) -> Result<(Bdf, Vec<String>, usize), LocateError> {
+        let bdf = Bdf::parse(&bdf.to_ascii_lowercase()).ok_or(LocateError::BadAddress)?;
+        let link = Path::new(DEVICES).join(bdf.to_string());
+        let target = self.view.link_target(&link).map_err(|e| match e {
+            SysfsError::Missing | SysfsError::Os(nix::errno::Errno::EINVAL) => {
+                LocateError::NotFound(bdf)
+            }
+            e => LocateError::Link(bdf, e),
+        })?;
+        let comps: Vec<String> = target
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        // devices/<host>/<bdf>.../<bdf>: the last is the function itself.
+        if comps.len() < 3
+            || comps[0] != "devices"
+            || Bdf::parse(&comps[comps.len() - 1]) != Some(bdf)
+        {
+            return Err(LocateError::NotInTree(bdf));
+        }
+        // NCCL climbs while components look like BDFs; the first that does
+        // not is the CPU's (xml.cc:767).
+        let first_bdf = comps
+            .iter()
+            .rposition(|c| Bdf::parse(c).is_none())
+            .map_or(0, |i| i + 1);
+        if first_bdf < 2 {
+            return Err(LocateError::NotInTree(bdf));
+        }
+        Ok((bdf, comps, first_bdf))
+    }
+
+    /// The node's RDMA ports under the PCIe roots `roots` ([`PciNode::root`]):
+    /// only these can be within PXB of a function under those roots, since
+    /// the climbs of two functions meet at a switch only below one root port
+    /// (docs/topology.md, "Path types"). Read from the link alone, a port
+    /// elsewhere is never placed.
+    pub fn rdma_ports_under(&self, roots: &[String]) -> Result<Vec<PciNode>, LocateError> {
+        let under = |dir: &Path| {
+            let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            self.place(name).is_ok_and(|(_, comps, first)| {
+                let root = if comps.len() - first > 1 {
+                    format!("{}/{}", comps[first - 1], comps[first])
+                } else {
+                    comps[first - 1].clone()
+                };
+                roots.contains(&root)
+            })
+        };
+        self.functions(
+            |dir| under(dir) && self.maybe_port(dir),
+            |n| !n.rdma.is_empty() && n.physfn.is_none(),
+        )
+    }
+
+    fn maybe_port(&self, dir: &Path) -> bool {
+        self.view
+            .list(&dir.join("infiniband"))
+            .is_ok_and(|l| l.iter().any(|n| safe_name(n)))
+            && self.view.link_name(&dir.join("physfn")).is_err()
+    }
+
+    /// [`rdma_ports`]. A function is placed only once it has shown an RDMA
+    /// device and no `physfn`: two cheap reads, where placing it reads a
+    /// few dozen files.
+    pub fn rdma_ports(&self) -> Result<Vec<PciNode>, LocateError> {
+        self.functions(
+            |dir| self.maybe_port(dir),
+            |n| !n.rdma.is_empty() && n.physfn.is_none(),
+        )
+    }
+
+    /// [`gpus`], placing only the functions whose class and vendor say GPU.
+    pub fn gpus(&self) -> Result<Vec<PciNode>, LocateError> {
+        let is_gpu = |ids: &PciIds| ids.is_display() && matches!(ids.vendor, Some(0x10de | 0x1002));
+        let maybe = |dir: &Path| {
+            hex_attr(self.view, dir, "class").is_some_and(|c| c >> 16 == 0x03)
+                && matches!(hex_attr(self.view, dir, "vendor"), Some(0x10de | 0x1002))
+        };
+        self.functions(maybe, |n| is_gpu(&n.ids))
+    }
+
+    fn functions(
+        &self,
+        maybe: impl Fn(&Path) -> bool,
+        keep: impl Fn(&PciNode) -> bool,
+    ) -> Result<Vec<PciNode>, LocateError> {
+        let names = self
+            .view
+            .list(Path::new(DEVICES))
+            .map_err(LocateError::List)?;
+        Ok(names
+            .iter()
+            .filter(|n| Bdf::parse(n).is_some())
+            .filter(|n| maybe(&Path::new(DEVICES).join(n)))
+            .filter_map(|n| self.locate(n).ok())
+            .filter(|n| keep(n))
+            .collect())
+    }
+
+    fn ids_of(&self, dir: &Path) -> PciIds {
+        self.ids.get_or(dir, || read_ids(self.view, dir))
+    }
+
+    /// Read apart from the IDs: of a function's parent port only these count.
+    fn maxima_of(&self, dir: &Path) -> Maxima {
+        self.maxima.get_or(dir, || {
+            let view = self.view;
+            let speed = view
+                .read_trimmed(&dir.join("max_link_speed"))
+                .and_then(|s| s.split_whitespace().next()?.parse::<f32>().ok())
+                .filter(|g| g.is_finite() && *g > 0.0);
+            let width = view
+                .read_trimmed(&dir.join("max_link_width"))
+                .and_then(|s| s.parse::<u32>().ok());
+            (speed, width)
+        })
+    }
+
+    /// The link as NCCL rates it: the smaller of the function's and, when
+    /// the parent is a bridge, the parent port's maxima (xml.cc:679-690,
+    /// 712-719).
+    fn link(&self, dir: &Path, parent_is_bridge: bool) -> Option<Link> {
+        let (own_s, own_w) = self.maxima_of(dir);
+        let up = dir
+            .parent()
+            .filter(|_| parent_is_bridge)
+            .map(|p| self.maxima_of(p));
+        let (up_s, up_w) = up.unwrap_or((None, None));
+        let gts = match (own_s, up_s) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        let width = match (own_w, up_w) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b).unwrap_or(0),
+        };
+        Some(Link { gts, width })
+    }
 }
 
 fn safe_name(n: &str) -> bool {
@@ -341,36 +502,6 @@ fn read_ids(view: &View, dir: &Path) -> PciIds {
         subsystem_vendor: h16("subsystem_vendor"),
         subsystem_device: h16("subsystem_device"),
     }
-}
-
-/// The link as NCCL rates it: the smaller of the function's and, when the
-/// parent is a bridge, the parent port's maxima (xml.cc:679-690, 712-719).
-fn read_link(view: &View, dir: &Path, parent_is_bridge: bool) -> Option<Link> {
-    let speed = |d: &Path| {
-        let s = view.read_trimmed(&d.join("max_link_speed"))?;
-        s.split_whitespace()
-            .next()?
-            .parse::<f32>()
-            .ok()
-            .filter(|g| g.is_finite() && *g > 0.0)
-    };
-    let width = |d: &Path| {
-        view.read_trimmed(&d.join("max_link_width"))?
-            .parse::<u32>()
-            .ok()
-    };
-    let parent = dir.parent().filter(|_| parent_is_bridge);
-    let (own_s, own_w) = (speed(dir), width(dir));
-    let (up_s, up_w) = parent.map_or((None, None), |p| (speed(p), width(p)));
-    let gts = match (own_s, up_s) {
-        (Some(a), Some(b)) => a.min(b),
-        (a, b) => a.or(b)?,
-    };
-    let width = match (own_w, up_w) {
-        (Some(a), Some(b)) => a.min(b),
-        (a, b) => a.or(b).unwrap_or(0),
-    };
-    Some(Link { gts, width })
 }
 
 /// NCCL's Broadcom generation of a switch, at `level` 0 (the parent) or 1

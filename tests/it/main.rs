@@ -27,6 +27,7 @@ mod inspect;
 mod layers;
 mod netlink_route;
 mod orphans;
+mod placement;
 mod podresources;
 mod rdma_gid;
 mod rdma_lookup;

@@ -55,19 +55,26 @@ fn scratch(tag: &str) -> PathBuf {
     d
 }
 
-/// A running fake kubelet; killed and cleaned up on drop.
-struct Fake {
+/// A running fake kubelet; killed and cleaned up on drop. Also what
+/// tests/it/placement.rs serves its pods with.
+pub(crate) struct Fake {
     child: Child,
     dir: PathBuf,
-    socket: PathBuf,
+    pub(crate) socket: PathBuf,
 }
 
 impl Fake {
     fn start(py: &Path, flags: &[&str]) -> Fake {
+        Fake::serving(py, PODS, flags)
+    }
+
+    /// A fake kubelet serving `pods` (fake_kubelet.py's `--pods` JSON).
+    pub(crate) fn serving(py: &Path, pods: &str, flags: &[&str]) -> Fake {
         let dir = scratch("fake");
         let socket = dir.join("kubelet.sock");
-        let pods = dir.join("pods.json");
-        std::fs::write(&pods, PODS).unwrap();
+        let pods_file = dir.join("pods.json");
+        std::fs::write(&pods_file, pods).unwrap();
+        let pods = pods_file;
         let mut child = Command::new(py)
             .arg(repo().join("integration/fake_kubelet/fake_kubelet.py"))
             .arg("--socket")

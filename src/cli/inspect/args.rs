@@ -3,26 +3,34 @@
 //! error, exit 2). Everything is validated here, before anything is read.
 
 use crate::cni::config::{DEFAULT_GID_INDEX, MAX_GID_INDEX};
-use crate::cni::env::validate_ifname;
+use crate::cni::env::{is_k8s_name, validate_ifname, PodRef};
 use crate::rdma::is_safe_component;
+use crate::topology::PathType;
 use std::path::PathBuf;
 
 pub const HELP: &str = "\
 roce-tune inspect [--netns PATH | --pid PID] [--ifname NAME] [--device DEV]
                   [--gid-index N] [--traffic-class N] [--port N]
+                  [--pod NAMESPACE/NAME] [--gdr-level LEVEL]
                   [--sysfs-root DIR] [--json]
 
 Without --netns/--pid: the node view. Every RDMA device under
 <sysfs-root>/class/infiniband with its PCI function, the PF of a VF, its
 netdev, the port state, and its traffic class (unset, the value, or n/a when
-the driver has no traffic class file). \"-\" means the file is absent.
+the driver has no traffic class file). \"-\" means the file is absent. Then,
+when the node has any, its GPUs and RDMA NICs grouped by NUMA node and PCIe
+root.
 
 With --netns/--pid: the pod view. Each RDMA interface of the pod with its RDMA
 device, addresses, GID table (read from inside the pod netns, as MLNX_OFED
 hides other netns' GIDs), the rail sysctls against the recommended values and
 the traffic class, then one PASS/FAIL line per check with the reason and fix.
 An interface's RDMA device is found as ADD finds it: RDMA netlink asked from
-inside the pod netns, else the netdev's parent device.
+inside the pod netns, else the netdev's parent device. When the pod is known
+(--pod, else the pod a state entry of this netns recorded) the kubelet's
+PodResources API (the node config's podResourcesSocket) gives its GPUs and
+VFs: a matrix of its rails against its GPUs with NCCL's path types, as
+`nvidia-smi topo -m` shows them, and the placement check.
 
 Options:
   --netns PATH         the pod's network namespace (e.g. /var/run/netns/<id>)
@@ -41,16 +49,24 @@ Options:
                        without it the class is shown, not checked
   --port N             port of the RDMA device (default: the port RDMA netlink
                        reports, else 1)
+  --pod NAMESPACE/NAME pod view: the Kubernetes pod whose netns this is (default:
+                       the pod a state entry of this netns recorded)
+  --gdr-level LEVEL    pod view: NCCL_NET_GDR_LEVEL to judge the placement at
+                       (PIX, PXB, PHB, SYS, or NCCL's old numbers; default: the
+                       level ADD judged at, else PXB)
   --sysfs-root DIR     sysfs to read (default /sys); another directory is a
                        test tree, read as is for both views, nothing mounted
   --json               one JSON object on stdout instead of the tables:
                        {view, mode, netns_mode, devices | interfaces,
+                        topology (node) | placement (pod),
                         checks: [{name, device, ifname, pass, reason, fix}], pass}
   -h, --help           this text
 
 Checks: gid-index and sysctl (pod view), traffic-class (with --traffic-class),
 rdma-device (when an interface or device cannot be found), idle-vf (node view:
-a VF no pod uses that holds a traffic class).
+a VF no pod uses that holds a traffic class), placement (pod view, when the
+pod's GPUs are known: whether each GPU has its share of the pod's rails near
+it at the GDR level).
 
 In exclusive RDMA netns mode (netns_mode N) on the real /sys, the pod view
 mounts a private sysfs on a thread inside the pod netns to reach the device.
@@ -74,6 +90,10 @@ pub struct Options {
     pub port: Option<u32>,
     pub sysfs_root: PathBuf,
     pub json: bool,
+    /// `--pod`: the Kubernetes pod of the netns.
+    pub pod: Option<PodRef>,
+    /// `--gdr-level`.
+    pub gdr_level: Option<PathType>,
 }
 
 /// The port when nothing says which: the first, and on a VF the only one.
@@ -106,6 +126,8 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     let mut port = None;
     let mut sysfs_root = None;
     let mut json = false;
+    let mut pod = None;
+    let mut gdr_level = None;
 
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -121,7 +143,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                 continue;
             }
             "--netns" | "--pid" | "--ifname" | "--device" | "--gid-index" | "--traffic-class"
-            | "--port" | "--sysfs-root" => {}
+            | "--port" | "--sysfs-root" | "--pod" | "--gdr-level" => {}
             other if other.starts_with('-') => return Err(format!("unknown option {other:?}")),
             other => return Err(format!("unexpected argument {other:?}")),
         }
@@ -186,17 +208,37 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                 once(sysfs_root.is_some())?;
                 sysfs_root = Some(absolute("")?);
             }
+            "--pod" => {
+                once(pod.is_some())?;
+                pod = Some(pod_ref(&value)?);
+            }
+            "--gdr-level" => {
+                once(gdr_level.is_some())?;
+                // What NCCL reads from NCCL_NET_GDR_LEVEL (paths.cc:243-280),
+                // up to SYS: NET and DIS are no level a GPU-NIC path meets.
+                match PathType::parse_level(&value).filter(|l| *l <= PathType::Sys) {
+                    Some(l) => gdr_level = Some(l),
+                    None => {
+                        return Err(format!(
+                            "--gdr-level {value:?} is not an NCCL_NET_GDR_LEVEL (PIX, PXB, PHB, SYS, or 0 to 5)"
+                        ))
+                    }
+                }
+            }
             _ => unreachable!("every option with a value is matched above"),
         }
     }
     if netns.is_some() && pid.is_some() {
         return Err("give --netns or --pid, not both".into());
     }
-    let pod = netns.is_some() || pid.is_some();
-    if !pod && ifname.is_some() {
+    let in_pod = netns.is_some() || pid.is_some();
+    if !in_pod && (pod.is_some() || gdr_level.is_some()) {
+        return Err("--pod and --gdr-level need --netns or --pid: the placement is a pod's".into());
+    }
+    if !in_pod && ifname.is_some() {
         return Err("--ifname needs --netns or --pid: interfaces belong to a pod".into());
     }
-    if !pod && gid_index.is_some() {
+    if !in_pod && gid_index.is_some() {
         return Err(
             "--gid-index needs --netns or --pid: the GID to expect comes from a pod's address"
                 .into(),
@@ -212,7 +254,23 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
         port,
         sysfs_root: sysfs_root.unwrap_or_else(|| PathBuf::from("/sys")),
         json,
+        pod,
+        gdr_level,
     }))
+}
+
+/// `NAMESPACE/NAME`, each a Kubernetes name (as CNI_ARGS' must be).
+fn pod_ref(value: &str) -> Result<PodRef, String> {
+    match value.split_once('/') {
+        Some((ns, name)) if is_k8s_name(ns, 63) && is_k8s_name(name, 253) => Ok(PodRef {
+            namespace: ns.to_owned(),
+            name: name.to_owned(),
+            uid: None,
+        }),
+        _ => Err(format!(
+            "--pod {value:?} is not NAMESPACE/NAME (a namespace and a pod name as Kubernetes spells them)"
+        )),
+    }
 }
 
 /// Digits only: `parse` alone would take `+3`.
@@ -255,6 +313,18 @@ mod tests {
         assert_eq!(o.port, None, "the port comes from RDMA netlink");
         assert_eq!(o.sysfs_root, PathBuf::from("/sys"));
         assert!(o.json);
+        assert_eq!((o.pod.clone(), o.gdr_level), (None, None));
+        let o = opts("--netns /a --pod team-a/trainer-0 --gdr-level=2");
+        let pod = o.pod.unwrap();
+        assert_eq!(
+            (pod.namespace.as_str(), pod.name.as_str()),
+            ("team-a", "trainer-0")
+        );
+        assert_eq!(o.gdr_level, Some(PathType::Pxb), "NCCL's old 2 is PXB");
+        assert_eq!(
+            opts("--pid 1 --gdr-level SYS").gdr_level,
+            Some(PathType::Sys)
+        );
         let o = opts("--device mlx5_2 --sysfs-root /tmp/t --port 2");
         assert_eq!(o.netns_path(), None);
         assert_eq!(o.device.as_deref(), Some("mlx5_2"));
@@ -284,6 +354,14 @@ mod tests {
             ("--json=1", "no value"),
             ("--device a --device b", "twice"),
             ("--sysfs-root tree", "absolute"),
+            ("--pod a/b", "need --netns"),
+            ("--gdr-level PXB", "need --netns"),
+            ("--netns /a --pod trainer", "NAMESPACE/NAME"),
+            ("--netns /a --pod Team/x", "NAMESPACE/NAME"),
+            ("--netns /a --pod a/b/c", "NAMESPACE/NAME"),
+            ("--netns /a --gdr-level NET", "NCCL_NET_GDR_LEVEL"),
+            ("--netns /a --gdr-level pxb", "NCCL_NET_GDR_LEVEL"),
+            ("--netns /a --pod a/b --pod a/c", "twice"),
         ] {
             let e = error(line);
             assert!(e.contains(says), "{line}: {e}");

@@ -9,11 +9,14 @@
 use super::args::{Options, DEFAULT_PORT};
 use crate::cli::errors::{cause, message};
 use crate::cni::config::{SysctlSetting, DEFAULT_SYSCTLS};
+use crate::cni::env::PodRef;
 use crate::cni::{CniError, CniResult};
 use crate::idle::{self, Idle};
 use crate::netlink::{Link, Netlink};
-use crate::netns::{Lookup, NetNs};
+use crate::netns::{Lookup, NetNs, NsId};
 use crate::node::NodeConfig;
+use crate::placement;
+use crate::podresources::Source;
 use crate::rdma::gid::{self, GidEntry};
 use crate::rdma::lookup::{self, CrossCheck, How, Names};
 use crate::rdma::reach::{PodSide, Reach, Sysfs};
@@ -21,6 +24,9 @@ use crate::rdma::traffic_class::{self, TrafficClass};
 use crate::rdma::{class_dir, is_safe_component, port_state, NetnsMode, RdmaPort};
 use crate::sysctl;
 use crate::sysfs::{SysfsError, View};
+use crate::topology::path::DEFAULT_GDR_LEVEL;
+use crate::topology::verdict::Verdict;
+use crate::topology::{pci, PathType, PciNode};
 use anyhow::{bail, Context, Result};
 use std::cmp::Ordering;
 use std::net::IpAddr;
@@ -48,7 +54,7 @@ pub struct NodeDevice {
     pub tc_path: PathBuf,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NodeView {
     pub sysfs_root: PathBuf,
     /// Not the kernel's sysfs: a tree a test (or a demo) made.
@@ -59,6 +65,14 @@ pub struct NodeView {
     pub missing: Option<String>,
     /// Idle VFs holding a class (`crate::idle`).
     pub idle: Vec<Idle>,
+    pub topology: Topology,
+}
+
+/// The node's GPUs and RDMA ports, placed as NCCL places them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Topology {
+    pub gpus: Vec<PciNode>,
+    pub nics: Vec<PciNode>,
 }
 
 /// How an interface's RDMA device was found.
@@ -94,6 +108,9 @@ pub struct Iface {
     pub tc: TcState,
     pub tc_path: PathBuf,
     pub sysctls: Vec<SysctlObs>,
+    /// The PCI function of the device (the VF): the rail placed against
+    /// the pod's GPUs.
+    pub pci: Option<String>,
 }
 
 /// Which sysfs showed the pod's devices.
@@ -107,7 +124,7 @@ pub enum PodSysfs {
     PodMount,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PodView {
     pub netns: PathBuf,
     pub pid: Option<u32>,
@@ -120,6 +137,38 @@ pub struct PodView {
     pub interfaces: Vec<Iface>,
     /// Interfaces that are not rails, with why (or a missing `--ifname`).
     pub not_rails: Vec<(String, String)>,
+    /// `None`: no pod is known for this netns.
+    pub placement: Option<Placement>,
+}
+
+/// Where inspect learnt which pod the netns is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodFrom {
+    /// `--pod`.
+    Option,
+    /// What ADD recorded for this netns (by its nsfs identity).
+    Entry {
+        container_id: String,
+        ifname: String,
+    },
+}
+
+/// The pod's GPUs against its rails, as ADD judges them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Placement {
+    pub pod: PodRef,
+    pub from: PodFrom,
+    pub level: PathType,
+    /// The verdict, or why there is none (`placement::Skip`'s words).
+    pub judged: Result<Judged, String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub source: Source,
+    pub verdict: Verdict,
+    /// GPU IDs that name no PCI function here, with why.
+    pub unmapped: Vec<(String, String)>,
 }
 
 /// The node's sysfs: what stops the inspection when it cannot be had.
@@ -163,6 +212,17 @@ pub fn node(opts: &Options, host: &View) -> NodeView {
         devices,
         missing,
         idle: idle::find(host, &entries),
+        topology: topology(host),
+    }
+}
+
+/// Every GPU and RDMA port `bus/pci/devices` shows, placed; none where the
+/// tree has no PCI functions to place (a test tree of class files only).
+fn topology(host: &View) -> Topology {
+    let placer = pci::Placer::new(host);
+    Topology {
+        gpus: placer.gpus().unwrap_or_default(),
+        nics: placer.rdma_ports().unwrap_or_default(),
     }
 }
 
@@ -255,7 +315,9 @@ pub fn pod(opts: &Options, sysfs: &Sysfs, netns: PathBuf) -> Result<PodView> {
             )
         })
     });
+    let placement = placement_of(opts, sysfs.host(), ns.id(), &in_pod.interfaces);
     Ok(PodView {
+        placement,
         netns,
         pid: opts.pid,
         sysfs_root: opts.sysfs_root.clone(),
@@ -368,12 +430,73 @@ fn in_pod(opts: &Options, side: &mut PodSide, reach: Reach) -> CniResult<InPod> 
                 .map(|(p, v)| PathBuf::from(v.show(&p.traffic_class_path())))
                 .unwrap_or_default(),
             sysctls,
+            pci: port.as_ref().and_then(|p| p.pci.clone()),
         });
     }
     Ok(InPod {
         interfaces,
         not_rails,
         visible_devices: view.map(device_names).unwrap_or_default(),
+    })
+}
+
+/// The pod's placement, when the pod is known: `--pod`, else the newest
+/// state entry of this netns (by its nsfs identity, whatever path named it)
+/// that recorded a pod. Its GPUs and VFs come from the kubelet as ADD asks
+/// it (the node config's socket, checkpoint, bound); the level is
+/// `--gdr-level`, else the one that ADD judged at, else NCCL's default.
+fn placement_of(opts: &Options, host: &View, id: NsId, ifaces: &[Iface]) -> Option<Placement> {
+    let node = NodeConfig::load();
+    let entries = node.as_ref().map(idle::node_entries).unwrap_or_default();
+    let entry = entries
+        .iter()
+        .filter(|e| e.netns_id == Some(id) && e.pod.is_some())
+        .max_by_key(|e| e.created_ns);
+    let recorded = entry
+        .and_then(|e| e.placement.as_ref())
+        .and_then(|p| PathType::parse_level(&p.level));
+    let (pod, from) = match (&opts.pod, entry) {
+        (Some(p), _) => (p.clone(), PodFrom::Option),
+        (None, Some(e)) => {
+            let p = e.pod.as_ref()?;
+            (
+                PodRef {
+                    namespace: p.namespace.clone(),
+                    name: p.name.clone(),
+                    uid: p.uid.clone(),
+                },
+                PodFrom::Entry {
+                    container_id: e.container_id.clone(),
+                    ifname: e.ifname.clone(),
+                },
+            )
+        }
+        (None, None) => return None,
+    };
+    let level = opts.gdr_level.or(recorded).unwrap_or(DEFAULT_GDR_LEVEL);
+    let judged = node.map_err(|e| e.to_string()).and_then(|node| {
+        let (devices, source) =
+            placement::pod_devices(&node, Some(&pod)).map_err(|s| s.to_string())?;
+        let own: Vec<(&str, &str)> = ifaces
+            .iter()
+            .filter_map(|i| Some((i.ifname.as_str(), i.pci.as_deref()?)))
+            .collect();
+        let j = placement::judge(host, &node, &devices, &own, level).map_err(|s| s.to_string())?;
+        Ok(Judged {
+            source,
+            verdict: j.verdict,
+            unmapped: j
+                .unmapped
+                .into_iter()
+                .map(|(id, why)| (id, why.to_string()))
+                .collect(),
+        })
+    });
+    Some(Placement {
+        pod,
+        from,
+        level,
+        judged,
     })
 }
 

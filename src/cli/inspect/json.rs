@@ -3,11 +3,13 @@
 //! print in; scripts read them by name.
 
 use super::args::Options;
-use super::collect::{DeviceSource, Iface, NodeView, PodView, TcState};
-use super::render::{shown_gids, sysfs_text};
+use super::collect::{DeviceSource, Iface, NodeView, Placement, PodView, TcState};
+use super::render::{pod_from, shown_gids, sysfs_text};
 use super::verdicts::{checked_address, exit_code, locate_in, sysctl_ok, Check};
 use crate::rdma::gid;
 use crate::rdma::NetnsMode;
+use crate::topology::verdict::Verdict;
+use crate::topology::{Bdf, PciNode};
 use serde::Serialize;
 use std::path::Path;
 
@@ -103,7 +105,36 @@ pub struct Node<'a> {
     netns_mode: char,
     pass: bool,
     sysfs_root: &'a Path,
+    topology: Topology,
     view: &'static str,
+}
+
+/// The node's GPUs and RDMA ports, where NCCL places them.
+#[derive(Serialize)]
+struct Topology {
+    gpus: Vec<Function>,
+    nics: Vec<Function>,
+}
+
+#[derive(Serialize)]
+struct Function {
+    numa: Option<i32>,
+    pci: Bdf,
+    rdma: Vec<String>,
+    /// Host bridge and root port, as the text groups them.
+    root: String,
+}
+
+fn functions(nodes: &[PciNode]) -> Vec<Function> {
+    nodes
+        .iter()
+        .map(|n| Function {
+            numa: n.numa.filter(|n| *n >= 0),
+            pci: n.bdf,
+            rdma: n.rdma.clone(),
+            root: n.root(),
+        })
+        .collect()
 }
 
 #[derive(Serialize)]
@@ -137,6 +168,10 @@ pub fn node<'a>(node: &'a NodeView, checks: &'a [Check]) -> Node<'a> {
         netns_mode: node.mode.letter(),
         pass: exit_code(checks) == 0,
         sysfs_root: &node.sysfs_root,
+        topology: Topology {
+            gpus: functions(&node.topology.gpus),
+            nics: functions(&node.topology.nics),
+        },
         view: "node",
     }
 }
@@ -156,10 +191,61 @@ pub struct Pod<'a> {
     netns_mode: char,
     not_rails: Vec<NotRail<'a>>,
     pass: bool,
+    /// `null` when no pod is known for the netns.
+    placement: Option<PlacementJson<'a>>,
     rdma_devices_visible: &'a [String],
     sysfs_root: &'a Path,
     sysfs_view: &'static str,
     view: &'static str,
+}
+
+#[derive(Serialize)]
+struct PlacementJson<'a> {
+    level: &'static str,
+    pod: PodName<'a>,
+    /// `--pod`, or the state entry that named the pod.
+    pod_from: String,
+    /// Why the pod was not judged (`null` when it was).
+    skipped: Option<&'a str>,
+    /// Which answer of the kubelet's the devices came from.
+    source: Option<String>,
+    unplaced: Vec<Unplaced<'a>>,
+    verdict: Option<&'a Verdict>,
+}
+
+#[derive(Serialize)]
+struct PodName<'a> {
+    name: &'a str,
+    namespace: &'a str,
+}
+
+#[derive(Serialize)]
+struct Unplaced<'a> {
+    id: &'a str,
+    why: &'a str,
+}
+
+fn placement(p: &Placement) -> PlacementJson<'_> {
+    let judged = p.judged.as_ref().ok();
+    PlacementJson {
+        level: p.level.name(),
+        pod: PodName {
+            name: &p.pod.name,
+            namespace: &p.pod.namespace,
+        },
+        pod_from: pod_from(&p.from),
+        skipped: p.judged.as_ref().err().map(String::as_str),
+        source: judged.map(|j| format!("{:?}", j.source)),
+        unplaced: judged
+            .map(|j| {
+                j.unmapped
+                    .iter()
+                    .map(|(id, why)| Unplaced { id, why })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        verdict: judged.map(|j| &j.verdict),
+    }
 }
 
 #[derive(Serialize)]
@@ -228,6 +314,7 @@ pub fn pod<'a>(pod: &'a PodView, opts: &Options, checks: &'a [Check]) -> Pod<'a>
             .map(|(ifname, why)| NotRail { ifname, why })
             .collect(),
         pass: exit_code(checks) == 0,
+        placement: pod.placement.as_ref().map(placement),
         rdma_devices_visible: &pod.visible_devices,
         sysfs_root: &pod.sysfs_root,
         sysfs_view: sysfs_text(pod.sysfs),

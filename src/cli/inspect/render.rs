@@ -2,7 +2,9 @@
 //! and the checks, and nothing else (`json` makes the same from the same).
 
 use super::args::Options;
-use super::collect::{DeviceSource, Iface, NodeView, PodSysfs, PodView, SysctlObs, TcState};
+use super::collect::{
+    DeviceSource, Iface, NodeView, Placement, PodFrom, PodSysfs, PodView, SysctlObs, TcState,
+};
 use super::verdicts::{checked_address, is_link_local, locate_in, sysctl_ok, Check};
 use crate::rdma::gid::{self, GidEntry};
 use crate::rdma::traffic_class;
@@ -101,6 +103,16 @@ pub fn node_text(node: &NodeView, checks: &[Check]) -> String {
             &rows,
         ));
     }
+    let t = &node.topology;
+    if !t.gpus.is_empty() || !t.nics.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nGPUs and RDMA NICs by NUMA node and PCIe root ({} GPUs, {} RDMA ports):",
+            t.gpus.len(),
+            t.nics.len()
+        );
+        out.push_str(&crate::topology::render::node_groups(&t.gpus, &t.nics));
+    }
     out.push('\n');
     if checks.is_empty() {
         out.push_str("No checks: give --traffic-class N to check each device's class, or --netns PATH / --pid PID for a pod's rails.\n");
@@ -178,8 +190,48 @@ pub fn pod_text(pod: &PodView, opts: &Options, checks: &[Check]) -> String {
         out.push('\n');
         out.push_str(&iface_text(i, opts.gid_index));
     }
+    if let Some(p) = &pod.placement {
+        out.push('\n');
+        out.push_str(&placement_text(p));
+    }
     out.push('\n');
     out.push_str(&checks_text(checks));
+    out
+}
+
+/// Where the pod's name came from, as the text and the JSON say it.
+pub fn pod_from(from: &PodFrom) -> String {
+    match from {
+        PodFrom::Option => "--pod".into(),
+        PodFrom::Entry {
+            container_id,
+            ifname,
+        } => format!("the state entry of {container_id}:{ifname}"),
+    }
+}
+
+/// The pod's rails against its GPUs, `nvidia-smi topo -m`'s way, and the
+/// verdict; or why it could not be judged.
+fn placement_text(p: &Placement) -> String {
+    let mut out = format!(
+        "Placement of pod {}/{} (named by {}), GDR level {}",
+        p.pod.namespace,
+        p.pod.name,
+        pod_from(&p.from),
+        p.level
+    );
+    match &p.judged {
+        Err(why) => {
+            let _ = writeln!(out, ": not judged: {why}");
+        }
+        Ok(j) => {
+            let _ = writeln!(out, ", devices from the kubelet's {:?}:", j.source);
+            out.push_str(&crate::topology::render::matrix(&j.verdict));
+            for (id, why) in &j.unmapped {
+                let _ = writeln!(out, "Not placed: GPU {id}: {why}");
+            }
+        }
+    }
     out
 }
 

@@ -3,7 +3,7 @@
 
 use super::args::{parse_args, Options, Parsed};
 use super::collect::{
-    DeviceSource, Iface, NodeDevice, NodeView, PodSysfs, PodView, SysctlObs, TcState,
+    DeviceSource, Iface, NodeDevice, NodeView, PodSysfs, PodView, SysctlObs, TcState, Topology,
 };
 use super::json;
 use super::render::{check_line, node_text, pod_text, table};
@@ -73,6 +73,7 @@ fn rail(device: Result<(String, DeviceSource), String>) -> Iface {
         tc: TcState::Value(Some(41)),
         tc_path: PathBuf::from("/t/class/infiniband/mlx5_2/tc/1/traffic_class"),
         sysctls: vec![sysctl("net.ipv4.conf.net1.arp_ignore", "1", "1")],
+        pci: Some("0000:0c:00.2".into()),
     }
 }
 
@@ -87,6 +88,7 @@ fn pod_with(interfaces: Vec<Iface>, not_rails: Vec<(String, String)>) -> PodView
         char_devices: None,
         interfaces,
         not_rails,
+        placement: None,
     }
 }
 
@@ -297,6 +299,7 @@ fn node_with(devices: Vec<NodeDevice>, missing: Option<&str>, mode: NetnsMode) -
         devices,
         missing: missing.map(str::to_owned),
         idle: vec![],
+        topology: Topology::default(),
     }
 }
 
@@ -492,4 +495,121 @@ fn json_keys_print_in_sorted_order() {
     );
     let text = json::text(&json::pod(&pod, &o, &pod_checks(&pod, &o)));
     assert_eq!(text, sorted(&text));
+}
+
+// ---------------------------------------------------------------- placement
+
+fn placement(judged: Result<super::collect::Judged, String>) -> super::collect::Placement {
+    super::collect::Placement {
+        pod: crate::cni::env::PodRef {
+            namespace: "team-a".into(),
+            name: "trainer".into(),
+            uid: None,
+        },
+        from: super::collect::PodFrom::Entry {
+            container_id: "c1".into(),
+            ifname: "net1".into(),
+        },
+        level: crate::topology::PathType::Pxb,
+        judged,
+    }
+}
+
+fn verdict(starved: bool) -> crate::topology::verdict::Verdict {
+    use crate::topology::verdict::{GpuVerdict, Pool, RailVerdict, Verdict};
+    use crate::topology::{Bdf, PathType};
+    let gpu = Bdf::parse("0000:8c:00.0").unwrap();
+    let rail = Bdf::parse("0000:0c:00.2").unwrap();
+    Verdict {
+        level: PathType::Pxb,
+        share: 1,
+        starved,
+        gpus: vec![GpuVerdict {
+            id: "GPU-1".into(),
+            pci: gpu,
+            near: if starved { vec![] } else { vec!["net1".into()] },
+            share: 1,
+            pool: 0,
+            starved,
+        }],
+        rails: vec![RailVerdict {
+            name: "net1".into(),
+            pci: rail,
+            near: !starved,
+            best: Some(if starved {
+                PathType::Sys
+            } else {
+                PathType::Pxb
+            }),
+            paths: vec![if starved {
+                PathType::Sys
+            } else {
+                PathType::Pxb
+            }],
+        }],
+        pools: vec![Pool {
+            gpus: vec![0],
+            near_rails: usize::from(!starved),
+            node_ports: 1,
+            need: 1,
+            starved,
+        }],
+    }
+}
+
+#[test]
+fn placement_passes_clean_fails_starved_and_is_silent_when_not_judged() {
+    let judged = |starved| {
+        Ok(super::collect::Judged {
+            source: crate::podresources::Source::List,
+            verdict: verdict(starved),
+            unmapped: vec![("MIG-x".into(), "a MIG UUID".into())],
+        })
+    };
+    let pass = placement_check(&placement(judged(false))).unwrap();
+    assert_eq!(
+        check_line(&pass),
+        "PASS placement: pod team-a/trainer: clean: every GPU has its part of the 1 rail near it at PXB"
+    );
+    let fail = placement_check(&placement(judged(true))).unwrap();
+    assert!(!fail.pass);
+    assert_eq!(fail.fix.as_deref(), Some(crate::placement::FIX));
+    assert!(
+        fail.reason
+            .contains("STARVED: GPUs 0000:8c:00.0 have 0 near rails and need 1"),
+        "{}",
+        fail.reason
+    );
+    // No kubelet, no GPUs: not the rails' fault, so no check.
+    let skipped = placement(Err("the pod holds no GPU of the node's gpuResources".into()));
+    assert_eq!(placement_check(&skipped), None);
+    let mut pod = pod_with(vec![rail(by_netlink())], vec![]);
+    pod.placement = Some(skipped);
+    let o = opts("--netns /var/run/netns/p");
+    let text = pod_text(&pod, &o, &pod_checks(&pod, &o));
+    assert!(
+        text.contains("\nPlacement of pod team-a/trainer (named by the state entry of c1:net1), GDR level PXB: not judged: the pod holds no GPU of the node's gpuResources\n"),
+        "{text}"
+    );
+    pod.placement = Some(placement(judged(true)));
+    let text = pod_text(&pod, &o, &pod_checks(&pod, &o));
+    assert!(
+        text.contains(
+            "devices from the kubelet's List:\n      GPU0  near at PXB\nNIC0  SYS   far\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("\nNot placed: GPU MIG-x: a MIG UUID\n"),
+        "{text}"
+    );
+    let checks = pod_checks(&pod, &o);
+    let v = serde_json::to_value(json::pod(&pod, &o, &checks)).unwrap();
+    assert_eq!(v["placement"]["pod_from"], "the state entry of c1:net1");
+    assert_eq!(v["placement"]["source"], "List");
+    assert_eq!(
+        v["placement"]["unplaced"],
+        json!([{"id": "MIG-x", "why": "a MIG UUID"}])
+    );
+    assert_eq!(v["placement"]["verdict"]["rails"][0]["best"], "SYS");
 }

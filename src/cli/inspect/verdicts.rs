@@ -3,7 +3,7 @@
 //! is unit-tested from plain structs (`tests.rs` of this folder).
 
 use super::args::Options;
-use super::collect::{Iface, NodeView, PodView, SysctlObs, TcState};
+use super::collect::{Iface, NodeView, Placement, PodView, SysctlObs, TcState};
 use crate::rdma::gid::{self, GidEntry};
 use crate::rdma::NetnsMode;
 use crate::sysctl;
@@ -135,7 +135,32 @@ pub fn pod_checks(pod: &PodView, opts: &Options) -> Vec<Check> {
         checks.extend(iface_checks(i, opts));
         checks.extend(sysctl_checks(&i.ifname, &i.sysctls, &pod.netns));
     }
+    checks.extend(pod.placement.as_ref().and_then(placement_check));
     checks
+}
+
+/// PASS when every GPU of the pod has its share of near rails, FAIL when a
+/// pool of them is starved; none when the pod could not be judged (no GPUs,
+/// no kubelet: the view says why, and it is no fault of the rails).
+pub fn placement_check(p: &Placement) -> Option<Check> {
+    let j = p.judged.as_ref().ok()?;
+    let reason = format!(
+        "pod {}/{}: {}",
+        p.pod.namespace,
+        p.pod.name,
+        crate::topology::render::summary(&j.verdict).trim_end_matches('.')
+    );
+    Some(if j.verdict.starved {
+        Check::fail(
+            "placement",
+            None,
+            None,
+            reason,
+            crate::placement::FIX.into(),
+        )
+    } else {
+        Check::pass("placement", None, None, reason)
+    })
 }
 
 fn iface_checks(i: &Iface, opts: &Options) -> Vec<Check> {

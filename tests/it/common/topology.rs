@@ -173,6 +173,8 @@ pub fn uuid(bus: u8) -> String {
 }
 
 pub struct Node {
+    /// What the node removes on drop: the proc stand-in, and the sysfs
+    /// unless it was built on a `Tree` (which removes its own root).
     pub base: PathBuf,
     pub sysfs: PathBuf,
     pub proc: PathBuf,
@@ -202,11 +204,24 @@ impl Node {
     pub fn build(tag: &str) -> Node {
         let base = std::env::temp_dir().join(format!("rt-b48-{tag}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&base);
-        let node = Node {
-            sysfs: base.join("sys"),
-            proc: base.join("proc"),
-            base,
-        };
+        Node::build_at(base.join("sys"), base.join("proc"), base)
+    }
+
+    /// Build the node's PCI functions into the RDMA test tree `tree` (whose
+    /// root is the plugin's `sysfsRoot`), the proc stand-in beside it. The
+    /// two agree on what `bus/pci/devices/<bdf>` is: here it is the link
+    /// into `devices/`, as the kernel makes it, and `Tree::add_device` of a
+    /// VF with the RDMA name this node gave it (`rdma_name`) only adds the
+    /// `class/infiniband/<dev>` side, since `infiniband/<dev>` is already
+    /// there through the link.
+    pub fn build_on(tree: &super::Tree) -> Node {
+        let base = tree.root.with_extension("b48");
+        let _ = fs::remove_dir_all(&base);
+        Node::build_at(tree.root.clone(), base.join("proc"), base)
+    }
+
+    fn build_at(sysfs: PathBuf, proc: PathBuf, base: PathBuf) -> Node {
+        let node = Node { base, sysfs, proc };
         fs::create_dir_all(node.sysfs.join("bus/pci/devices")).unwrap();
         fs::create_dir_all(&node.proc).unwrap();
         let mut rdma = 0..;
@@ -285,6 +300,21 @@ impl Node {
             3,
         );
         node
+    }
+
+    /// The RDMA device this node gave the function `bdf` (a port or a VF).
+    pub fn rdma_name(&self, bdf: &str) -> String {
+        let dir = self
+            .sysfs
+            .join("bus/pci/devices")
+            .join(bdf)
+            .join("infiniband");
+        let names: Vec<String> = fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names.len(), 1, "{bdf}: {names:?}");
+        names.into_iter().next().unwrap()
     }
 
     /// A function at `host/bridges.../bdf`, with its bus/pci/devices link.
