@@ -1,7 +1,7 @@
 //! Unit-sized trees: a handful of functions laid out the way sysfs lays them
 //! out (`devices/pciDDDD:BB/<bridges>/<bdf>`, `bus/pci/devices/<bdf>` links),
 //! each test building the few it needs. The measured node is the integration
-//! tests' (tests/common/topology.rs).
+//! tests' (tests/it/common/topology.rs).
 
 use super::gpu::{self, Unmapped};
 use super::path::{self, PathType};

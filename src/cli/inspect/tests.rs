@@ -1,5 +1,5 @@
 //! The verdicts and the rendering, from plain structs: no root, no pod, no
-//! sysfs. What reading them takes is proven by tests/inspect.rs.
+//! sysfs. What reading them takes is proven by tests/it/inspect.rs.
 
 use super::args::{parse_args, Options, Parsed};
 use super::collect::{
