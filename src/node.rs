@@ -172,7 +172,9 @@ impl NodeConfig {
                 meta.len()
             )));
         }
-        let mut bytes = Vec::new();
+        // Sized to the file (+1 to see its end in the same read), not
+        // grown from 32 bytes read by read.
+        let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
         file.take(MAX_BYTES)
             .read_to_end(&mut bytes)
             .map_err(|e| refused(format!("it cannot be read ({e})")))?;

@@ -574,7 +574,7 @@ impl StateDir {
                 meta.len()
             )));
         }
-        let mut buf = Vec::with_capacity(meta.len() as usize);
+        let mut buf = Vec::with_capacity(meta.len() as usize + 1);
         file.take(MAX_ENTRY_BYTES)
             .read_to_end(&mut buf)
             .map_err(ReadError::Io)?;

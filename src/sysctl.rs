@@ -99,7 +99,8 @@ pub fn read(s: &ResolvedSysctl) -> SysctlResult<String> {
 
 /// The value of an open sysctl file, read from offset 0. procfs answers a
 /// sysctl read whole, so a read shorter than the buffer is the end: one
-/// `pread` where `read_to_string` makes four calls (statx, read, read).
+/// `pread` where `read_to_string` makes four calls (statx, read, read); a
+/// page holds any rail value in that one read.
 fn read_from(f: &std::fs::File) -> std::io::Result<String> {
     use std::os::unix::fs::FileExt;
     let mut buf = vec![0u8; 4096];

@@ -264,7 +264,7 @@ impl View {
         // A sysfs attribute answers a read whole (at most a page), and a
         // regular file short only at its end: a read shorter than the buffer
         // is the end, with no second read to see 0.
-        let mut buf = vec![0u8; 4096];
+        let mut buf = vec![0u8; 256];
         let mut len = 0;
         while len < MAX_ATTR_BYTES as usize {
             let n = loop {
