@@ -122,13 +122,20 @@ pub fn log(level: LogLevel, msg: &str) {
     let line = format!(
         "{} roce-tune[{}] {tag} {ctx}: {}\n",
         utc_timestamp(now),
-        std::process::id(),
+        pid(),
         escape(msg)
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
     if let Some(f) = g.as_mut().and_then(|l| l.file.as_mut()) {
         let _ = f.write_all(line.as_bytes());
     }
+}
+
+/// This process's id, asked of the kernel once: a line each time was a
+/// syscall per line, and the process never forks.
+fn pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
 }
 
 #[macro_export]

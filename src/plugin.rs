@@ -50,7 +50,7 @@ pub fn run() -> i32 {
     // Counted for the agent (roce_tune_cni_requests_total) in a state dir
     // that is the node's own, after the answer is out.
     if let (Some(command), Some(dir)) = (ran.command, ran.state_dir) {
-        if let Ok(Some(state)) = crate::state::StateDir::existing(&dir) {
+        if let Ok(Some(state)) = crate::state::StateDir::proved_earlier_or_existing(&dir) {
             crate::tally::count(state.path(), command, code, started.elapsed());
         }
     }

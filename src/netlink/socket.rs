@@ -10,8 +10,8 @@ use super::wire::{DecodeError, End, Gather, Message};
 use super::{Error, TIMEOUT};
 use nix::errno::Errno;
 use nix::sys::socket::{
-    bind, connect, send, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag,
-    SockProtocol, SockType,
+    bind, connect, send, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol,
+    SockType,
 };
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};

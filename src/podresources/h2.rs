@@ -702,9 +702,11 @@ fn request_headers(path: &str, deadline: Instant) -> Vec<u8> {
     hpack::put_literal(&mut b, Ok(hpack::PATH), path);
     // grpc-go names a unix socket's authority "localhost".
     hpack::put_literal(&mut b, Ok(hpack::AUTHORITY), "localhost");
-    // The server may give up when the client will: at most 8 digits.
+    // The server may give up when the client will: at most 8 digits,
+    // rounded up so that it never gives up first (rounded down, a call with
+    // 100 ms left ended after 99.9 ms with the server's DEADLINE_EXCEEDED).
     let left = deadline.saturating_duration_since(Instant::now());
-    let ms = left.as_millis().clamp(1, 99_999_999);
+    let ms = left.as_micros().div_ceil(1000).clamp(1, 99_999_999);
     hpack::put_literal(&mut b, Err("grpc-timeout"), &format!("{ms}m"));
     hpack::put_literal(&mut b, Ok(hpack::CONTENT_TYPE), "application/grpc");
     // "Used to detect incompatible proxies".
