@@ -10,7 +10,9 @@
 //! then GPU IDs of every form, and every way the kubelet can fail an ADD
 //! that did not ask for it (it must not: one "placement check skipped" line).
 
-use crate::common::topology::{self as b48, Node};
+use crate::common::topology::{
+    self as b48, Node, POD_A_GPUS, POD_A_PORTS, POD_B_GPUS, POD_B_PORTS,
+};
 use crate::common::*;
 use crate::podresources::Fake;
 use serde_json::{json, Value};
@@ -23,28 +25,6 @@ const GPU: &str = "nvidia.com/gpu";
 const ONE_POOL: &str = "nvidia.com/rdma_vf";
 
 /// The measured split (docs/topology.md, "The verdict").
-const POD_A_GPUS: [u8; 4] = [0x50, 0x53, 0x8c, 0x91];
-const POD_A_PORTS: [(u8, u8); 8] = [
-    (0x0c, 1),
-    (0x16, 0),
-    (0x16, 1),
-    (0x47, 1),
-    (0x4b, 0),
-    (0x89, 0),
-    (0xc3, 0),
-    (0xd1, 0),
-];
-const POD_B_GPUS: [u8; 4] = [0x0f, 0x15, 0xd6, 0xda];
-const POD_B_PORTS: [(u8, u8); 8] = [
-    (0x0c, 0),
-    (0x47, 0),
-    (0x4b, 1),
-    (0x89, 1),
-    (0x93, 0),
-    (0x93, 1),
-    (0xc3, 1),
-    (0xd1, 1),
-];
 /// What the rule says of them: each GPU's near ports (every GPU starved).
 const POD_A_NEAR: [(u8, &[(u8, u8)]); 4] = [
     (0x50, &[(0x47, 1), (0x4b, 0)]),
@@ -142,6 +122,30 @@ fn rail_resource(port: (u8, u8)) -> String {
 }
 
 impl K8sPod {
+    /// Pod A of the measured split: team-a/trainer-a, its four GPUs and
+    /// eight VFs from one resource (the first VF of each port).
+    fn split_a(site: &Site) -> K8sPod {
+        let gpus = uuids(&POD_A_GPUS);
+        K8sPod::new(site, "team-a", "trainer-a", gpus, &POD_A_PORTS, 0, |_| {
+            ONE_POOL.into()
+        })
+    }
+
+    /// The per-rail layout's first pod: team-c/trainer, GPUs on two roots,
+    /// a VF on every port from that port's own resource.
+    fn per_rail_c(site: &Site) -> K8sPod {
+        let gpus = uuids(&[0x0f, 0x15, 0x50, 0x53]);
+        K8sPod::new(
+            site,
+            "team-c",
+            "trainer",
+            gpus,
+            &all_ports(),
+            0,
+            rail_resource,
+        )
+    }
+
     /// A pod with VF `vf_n` of each of `ports` (`resource` names each
     /// port's resource), and `gpus` (resource, ID) pairs as the kubelet lists
     /// them.
@@ -404,15 +408,7 @@ fn the_measured_split_starves_both_pods_and_each_rail_says_why() {
     needs!(root);
     let py = needs!(grpc_venv);
     let site = Site::new();
-    let a = K8sPod::new(
-        &site,
-        "team-a",
-        "trainer-a",
-        uuids(&POD_A_GPUS),
-        &POD_A_PORTS,
-        0,
-        |_| ONE_POOL.into(),
-    );
+    let a = K8sPod::split_a(&site);
     let b = K8sPod::new(
         &site,
         "team-a",
@@ -433,15 +429,7 @@ fn enforce_fails_the_first_add_with_106_and_changes_nothing() {
     needs!(root);
     let py = needs!(grpc_venv);
     let site = Site::new();
-    let a = K8sPod::new(
-        &site,
-        "team-a",
-        "trainer-a",
-        uuids(&POD_A_GPUS),
-        &POD_A_PORTS,
-        0,
-        |_| ONE_POOL.into(),
-    );
+    let a = K8sPod::split_a(&site);
     let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     // A node that has run pods before: its state dir and locks exist.
@@ -528,15 +516,7 @@ fn one_resource_per_rail_and_the_whole_node_are_clean() {
     // port serve two such pods. Each pod's GPUs here sit on two roots, so
     // 8 of its rails are far from all of them: no fault, NCCL never widens
     // past PXN while the near ones give a solution.
-    let c = K8sPod::new(
-        &site,
-        "team-c",
-        "trainer",
-        uuids(&[0x0f, 0x15, 0x50, 0x53]),
-        &all_ports(),
-        0,
-        rail_resource,
-    );
+    let c = K8sPod::per_rail_c(&site);
     let d = K8sPod::new(
         &site,
         "team-d",
@@ -572,15 +552,7 @@ fn the_gdr_level_is_the_networks_nccl_net_gdr_level() {
     needs!(root);
     let py = needs!(grpc_venv);
     let site = Site::new();
-    let a = K8sPod::new(
-        &site,
-        "team-a",
-        "trainer-a",
-        uuids(&POD_A_GPUS),
-        &POD_A_PORTS,
-        0,
-        |_| ONE_POOL.into(),
-    );
+    let a = K8sPod::split_a(&site);
     let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     // SYS: every rail is near; PIX: none is, and no placement of this node
@@ -914,15 +886,7 @@ fn a_pod_of_the_same_name_in_another_namespace_is_not_confused() {
 fn without_the_socket_the_kubelets_checkpoint_is_read_by_pod_uid() {
     needs!(root);
     let site = Site::new();
-    let a = K8sPod::new(
-        &site,
-        "team-a",
-        "trainer-a",
-        uuids(&POD_A_GPUS),
-        &POD_A_PORTS,
-        0,
-        |_| ONE_POOL.into(),
-    );
+    let a = K8sPod::split_a(&site);
     // The device manager's checkpoint as kubelet 1.20+ writes it: device
     // IDs by NUMA node, entries keyed by pod UID alone.
     let entry = |resource: &str, ids: Vec<String>| {
@@ -1084,15 +1048,7 @@ fn inspect_shows_the_measured_split_as_nvidia_smi_would_and_fails_it() {
     needs!(root);
     let py = needs!(grpc_venv);
     let site = Site::new();
-    let a = K8sPod::new(
-        &site,
-        "team-a",
-        "trainer-a",
-        uuids(&POD_A_GPUS),
-        &POD_A_PORTS,
-        0,
-        |_| ONE_POOL.into(),
-    );
+    let a = K8sPod::split_a(&site);
     let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     let netns = a.netns.path();
@@ -1202,15 +1158,7 @@ fn inspect_takes_the_pod_and_level_add_recorded() {
     needs!(root);
     let py = needs!(grpc_venv);
     let site = Site::new();
-    let c = K8sPod::new(
-        &site,
-        "team-c",
-        "trainer",
-        uuids(&[0x0f, 0x15, 0x50, 0x53]),
-        &all_ports(),
-        0,
-        rail_resource,
-    );
+    let c = K8sPod::per_rail_c(&site);
     let a = K8sPod::new(
         &site,
         "team-a",
@@ -1414,15 +1362,7 @@ fn cost_of_the_placement_check_on_a_full_add() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(1000);
     let site = Site::new();
-    let a = K8sPod::new(
-        &site,
-        "team-a",
-        "trainer-a",
-        uuids(&POD_A_GPUS),
-        &POD_A_PORTS,
-        0,
-        |_| ONE_POOL.into(),
-    );
+    let a = K8sPod::split_a(&site);
     let cpu = K8sPod::new(&site, "team-a", "cpu-only", vec![], &[(0x16, 0)], 1, |_| {
         ONE_POOL.into()
     });

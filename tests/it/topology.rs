@@ -4,7 +4,9 @@
 //! are the two of the measured split (17.95 and 8.99 GB/s instead of 96),
 //! the per-rail-resource layout and a whole-node pod. Needs no root.
 
-use crate::common::topology::{self as b48, Node};
+use crate::common::topology::{
+    self as b48, Node, POD_A_GPUS, POD_A_PORTS, POD_B_GPUS, POD_B_PORTS,
+};
 use roce_tune::sysfs::View;
 use roce_tune::topology::gpu::{self, Unmapped};
 use roce_tune::topology::path::{self, PathType};
@@ -66,29 +68,6 @@ fn rail_names(ports: &[(u8, u8)], want: &[(u8, u8)]) -> Vec<String> {
 fn gpu_of(v: &Verdict, bus: u8) -> &roce_tune::topology::verdict::GpuVerdict {
     v.gpus.iter().find(|g| g.pci.bus == bus).unwrap()
 }
-
-const POD_A_GPUS: [u8; 4] = [0x50, 0x53, 0x8c, 0x91];
-const POD_A_PORTS: [(u8, u8); 8] = [
-    (0x0c, 1),
-    (0x16, 0),
-    (0x16, 1),
-    (0x47, 1),
-    (0x4b, 0),
-    (0x89, 0),
-    (0xc3, 0),
-    (0xd1, 0),
-];
-const POD_B_GPUS: [u8; 4] = [0x0f, 0x15, 0xd6, 0xda];
-const POD_B_PORTS: [(u8, u8); 8] = [
-    (0x0c, 0),
-    (0x47, 0),
-    (0x4b, 1),
-    (0x89, 1),
-    (0x93, 0),
-    (0x93, 1),
-    (0xc3, 1),
-    (0xd1, 1),
-];
 
 #[test]
 fn the_node_is_placed_as_nccl_places_it() {

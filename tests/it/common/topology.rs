@@ -24,6 +24,32 @@ pub const NICS: [u8; 8] = [0x0c, 0x16, 0x47, 0x4b, 0x89, 0x93, 0xc3, 0xd1];
 /// VFs made on each port.
 pub const VFS_PER_PORT: u8 = 2;
 
+// The measured split (docs/topology.md, "The verdict"): the two 4-GPU pods
+// whose VFs came from one resource, each GPU by bus and each VF by its
+// port (NIC bus, port).
+pub const POD_A_GPUS: [u8; 4] = [0x50, 0x53, 0x8c, 0x91];
+pub const POD_A_PORTS: [(u8, u8); 8] = [
+    (0x0c, 1),
+    (0x16, 0),
+    (0x16, 1),
+    (0x47, 1),
+    (0x4b, 0),
+    (0x89, 0),
+    (0xc3, 0),
+    (0xd1, 0),
+];
+pub const POD_B_GPUS: [u8; 4] = [0x0f, 0x15, 0xd6, 0xda];
+pub const POD_B_PORTS: [(u8, u8); 8] = [
+    (0x0c, 0),
+    (0x47, 0),
+    (0x4b, 1),
+    (0x89, 1),
+    (0x93, 0),
+    (0x93, 1),
+    (0xc3, 1),
+    (0xd1, 1),
+];
+
 const ROOT_PORT: Ids = (0x060400, 0x1022, 0x1483, 0x1022, 0x1453);
 const BCM: Ids = (0x060400, 0x1000, 0xc010, 0x1000, 0xa096);
 const NV_BRIDGE: Ids = (0x060400, 0x1000, 0xc010, 0x10de, 0x13b8);
