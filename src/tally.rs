@@ -74,14 +74,8 @@ pub const CODES: [u32; 21] = [
 ];
 pub const OTHER: u32 = u32::MAX;
 
-pub const COMMANDS: [Command; 6] = [
-    Command::Add,
-    Command::Del,
-    Command::Check,
-    Command::Gc,
-    Command::Status,
-    Command::Version,
-];
+/// The commands' counters, in this order: the file's layout.
+pub const COMMANDS: [Command; 6] = Command::ALL;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"rt-tal01");
 /// Per command: one counter per code, then one per bucket (+Inf), then the

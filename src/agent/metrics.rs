@@ -349,43 +349,8 @@ impl SettingCounts {
     }
 }
 
-/// A CNI command, spelled as `CNI_COMMAND` spells it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Command {
-    Add,
-    Del,
-    Check,
-    Gc,
-    Status,
-    Version,
-}
-
-impl Command {
-    pub const ALL: [Command; 6] = [
-        Command::Add,
-        Command::Del,
-        Command::Check,
-        Command::Gc,
-        Command::Status,
-        Command::Version,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Command::Add => "ADD",
-            Command::Del => "DEL",
-            Command::Check => "CHECK",
-            Command::Gc => "GC",
-            Command::Status => "STATUS",
-            Command::Version => "VERSION",
-        }
-    }
-
-    /// The command of a `CNI_COMMAND` value; anything else has no series.
-    pub fn from_cni(s: &str) -> Option<Command> {
-        Command::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-}
+/// A CNI command (the label `command`, as `CNI_COMMAND` spells it).
+pub use crate::cni::env::Command;
 
 /// Observations over [`CNI_DURATION_BUCKETS`]: `counts[i]` fell at or below
 /// bound `i` and above bound `i - 1`; the last one is the `+Inf` bucket.
@@ -835,7 +800,7 @@ pub(crate) mod tests {
         assert_eq!(h.counts[CNI_DURATION_BUCKETS.len()], 1);
         assert_eq!(h.count(), 4);
         assert_eq!(h.sum, Duration::from_micros(61_001_001));
-        assert_eq!(Command::from_cni("DEL"), Some(Command::Del));
-        assert_eq!(Command::from_cni("del"), None);
+        assert_eq!(Command::parse("DEL").ok(), Some(Command::Del));
+        assert!(Command::parse("del").is_err());
     }
 }

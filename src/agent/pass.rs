@@ -335,10 +335,7 @@ fn pods(live: &[&Entry]) -> Vec<PodSample> {
 /// The CNI processes' tally, as the metrics count it.
 fn cni_counts(state_dir: &Path) -> CniCounts {
     let mut out = CniCounts::default();
-    for (cmd, counts) in crate::tally::read(state_dir).unwrap_or_default() {
-        let Some(c) = metrics::Command::from_cni(&format!("{cmd:?}").to_uppercase()) else {
-            continue;
-        };
+    for (c, counts) in crate::tally::read(state_dir).unwrap_or_default() {
         for (code, n) in counts.by_code {
             out.requests.push((c, code, n));
         }

@@ -4,7 +4,7 @@
 use super::error::{CniError, CniResult};
 use std::ffi::OsString;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Command {
     Add,
     Del,
@@ -15,20 +15,38 @@ pub enum Command {
 }
 
 impl Command {
+    /// Every command, in the order of the tally file's counters
+    /// (`crate::tally`): append a new one, never reorder.
+    pub const ALL: [Command; 6] = [
+        Command::Add,
+        Command::Del,
+        Command::Check,
+        Command::Gc,
+        Command::Status,
+        Command::Version,
+    ];
+
+    /// As `CNI_COMMAND` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Command::Add => "ADD",
+            Command::Del => "DEL",
+            Command::Check => "CHECK",
+            Command::Version => "VERSION",
+            Command::Gc => "GC",
+            Command::Status => "STATUS",
+        }
+    }
+
     pub fn parse(s: &str) -> CniResult<Self> {
-        Ok(match s {
-            "ADD" => Command::Add,
-            "DEL" => Command::Del,
-            "CHECK" => Command::Check,
-            "VERSION" => Command::Version,
-            "GC" => Command::Gc,
-            "STATUS" => Command::Status,
-            other => {
-                return Err(CniError::env(format!(
-                    "CNI_COMMAND {other:?} is not one of ADD, DEL, CHECK, VERSION, GC, STATUS"
-                )))
-            }
-        })
+        Command::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| {
+                CniError::env(format!(
+                    "CNI_COMMAND {s:?} is not one of ADD, DEL, CHECK, VERSION, GC, STATUS"
+                ))
+            })
     }
 }
 
