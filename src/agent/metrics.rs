@@ -171,14 +171,14 @@ pub const CATALOGUE: &[Family] = &[
         name: "roce_tune_rail_placement_near",
         kind: Kind::Gauge,
         labels: RAIL,
-        help: "1 when the rail's VF is near one of the pod's GPUs (same PCI switch or NUMA node), 0 when far.",
+        help: "1 when the rail's VF is near one of the pod's GPUs (within gdrLevel: PXB, behind the same PCIe switches, by default), 0 when far.",
     },
     Family {
         metric: Metric::PodStarvedGpus,
         name: "roce_tune_pod_starved_gpus",
         kind: Kind::Gauge,
         labels: POD,
-        help: "GPUs of the pod with no near rail.",
+        help: "GPUs of the pod that are starved: fewer near rails than their share of the pod's rails.",
     },
     Family {
         metric: Metric::Drift,
