@@ -17,15 +17,32 @@
 use super::{dedup, Error, PodDevices, MAX_RESPONSE};
 use serde_json::Value;
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The pod's device-plugin devices by pod UID, read from the checkpoint
 /// `file`. `Ok(None)`: the file holds no entry for that UID.
 pub fn from_checkpoint(file: &Path, uid: &str) -> Result<Option<PodDevices>, Error> {
-    let f = std::fs::File::open(file).map_err(|e| Error::Io {
-        op: "open the checkpoint",
+    // Non-blocking, and a regular file only: a FIFO in its place would
+    // otherwise hold the ADD past its bound at the open.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(file)
+        .map_err(|e| Error::Io {
+            op: "open the checkpoint",
+            err: e,
+        })?;
+    let regular = f.metadata().map(|m| m.is_file()).map_err(|e| Error::Io {
+        op: "examine the checkpoint",
         err: e,
     })?;
+    if !regular {
+        return Err(Error::Io {
+            op: "read the checkpoint",
+            err: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
+        });
+    }
     let mut buf = Vec::new();
     f.take(MAX_RESPONSE as u64 + 1)
         .read_to_end(&mut buf)
@@ -219,6 +236,11 @@ mod tests {
         std::fs::write(&f, V2).unwrap();
         let got = from_checkpoint(&f, "970a395d-bb3b-11e8-89df-408d5c537d23").unwrap();
         assert_eq!(got.unwrap().devices.len(), 5);
+        // A FIFO in the checkpoint's place: refused at once, not waited on.
+        let fifo = dir.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let e = from_checkpoint(&fifo, "u").unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
