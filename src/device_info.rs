@@ -217,8 +217,8 @@ pub fn remove(dir: &Path, rec: &DeviceInfoFile) {
 /// 0700, when nothing on the node has made it yet).
 fn open_dir(node: &NodeConfig, create: bool) -> Result<Option<OwnedFd>, String> {
     match crate::safe_dir::check_chain(&node.device_info_dir, create) {
-        Ok(true) => {}
-        Ok(false) => return Ok(None),
+        Ok(Some(_)) => {}
+        Ok(None) => return Ok(None),
         Err(e) => return Err(format!("deviceInfoDir is refused: {e}")),
     }
     open_existing(&node.device_info_dir)

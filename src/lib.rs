@@ -17,6 +17,7 @@ pub mod commands;
 pub mod device_info;
 #[cfg(feature = "fault-injection")]
 pub mod fault;
+pub mod fs_read;
 pub mod idle;
 pub mod netlink;
 pub mod netns;

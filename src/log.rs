@@ -132,8 +132,9 @@ pub fn log(level: LogLevel, msg: &str) {
 }
 
 /// This process's id, asked of the kernel once: a line each time was a
-/// syscall per line, and the process never forks.
-fn pid() -> u32 {
+/// syscall per line, and the process never forks (the state dir's temporary
+/// names use it too).
+pub fn pid() -> u32 {
     static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
     *PID.get_or_init(std::process::id)
 }

@@ -14,7 +14,6 @@
 use crate::cni::json;
 use serde_json::{Map, Value};
 use std::fmt;
-use std::io::Read;
 use std::net::SocketAddr;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
@@ -172,11 +171,7 @@ impl NodeConfig {
                 meta.len()
             )));
         }
-        // Sized to the file (+1 to see its end in the same read), not
-        // grown from 32 bytes read by read.
-        let mut bytes = Vec::with_capacity(meta.len() as usize + 1);
-        file.take(MAX_BYTES)
-            .read_to_end(&mut bytes)
+        let bytes = crate::fs_read::whole(&file, meta.len(), MAX_BYTES)
             .map_err(|e| refused(format!("it cannot be read ({e})")))?;
         Self::parse(path, &bytes)
     }

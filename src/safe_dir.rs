@@ -45,19 +45,21 @@ impl fmt::Display for DirError {
 impl std::error::Error for DirError {}
 
 /// Check `dir` and every ancestor, from the root down. A missing one is made
-/// (0700) when `create`, else the answer is `Ok(false)`.
-pub fn check_chain(dir: &Path, create: bool) -> Result<bool, DirError> {
+/// (0700) when `create`, else the answer is `Ok(None)`. The answer is what
+/// the check saw of `dir` itself, so a caller need not stat it again.
+pub fn check_chain(dir: &Path, create: bool) -> Result<Option<std::fs::Metadata>, DirError> {
     if !dir.is_absolute() || dir.components().any(|c| matches!(c, Component::ParentDir)) {
         return Err(DirError::NotClean);
     }
     let mut path = PathBuf::new();
+    let mut last = None;
     for c in dir.components() {
         path.push(c);
         let meta = match std::fs::symlink_metadata(&path) {
             Ok(m) => m,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if !create {
-                    return Ok(false);
+                    return Ok(None);
                 }
                 match std::fs::DirBuilder::new().mode(0o700).create(&path) {
                     Ok(()) => {}
@@ -97,6 +99,7 @@ pub fn check_chain(dir: &Path, create: bool) -> Result<bool, DirError> {
         if meta.mode() & 0o022 != 0 {
             return Err(DirError::Writable(path, meta.mode() & 0o7777));
         }
+        last = Some(meta);
     }
-    Ok(true)
+    Ok(last)
 }

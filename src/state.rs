@@ -27,9 +27,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 /// The entry format this binary writes: 3 records owned settings by their
 /// key (`owned`), says how the device is reached (`reach`, was `exclusive`),
@@ -364,6 +365,12 @@ pub enum ReadError {
 
 pub struct StateDir {
     dir: PathBuf,
+    /// `locks` was seen to be a directory, not a link, by this process: the
+    /// lock and the owner mark of one command need not look again.
+    locks_checked: std::sync::atomic::AtomicBool,
+    /// The version 1 file `read` last found missing: `write` need not try to
+    /// remove it (an unlink that fails costs every first ADD a call).
+    legacy_missing: std::sync::Mutex<Option<String>>,
 }
 
 /// `<containerID>:<ifname>.state`, from identifiers validated by the caller.
@@ -507,39 +514,64 @@ impl StateDir {
     fn open(dir: &Path, create: bool) -> StateResult<Option<StateDir>> {
         // Every ancestor, from the root down, then the dir itself: a parent
         // that others can write lets them swap the dir for their own.
-        match crate::safe_dir::check_chain(dir, create) {
-            Ok(true) => {}
-            Ok(false) => return Ok(None),
+        let meta = match crate::safe_dir::check_chain(dir, create) {
+            Ok(Some(meta)) => meta,
+            Ok(None) => return Ok(None),
             Err(DirError::Io { what, path, err }) => {
                 return Err(io_err(&format!("{what} state dir"), &path, err))
             }
             Err(e) => return Err(refused(dir, e.to_string())),
-        }
-        let meta = std::fs::symlink_metadata(dir).map_err(|e| io_err("stat state dir", dir, e))?;
+        };
         if create && meta.mode() & 0o077 != 0 {
             // Readable by others leaks which pods own which device; the dir
             // is ours (checked above), so make it 0700.
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
                 .map_err(|e| io_err("chmod 700 state dir", dir, e))?;
         }
+        let state = StateDir::at(dir);
         if create {
             // Only after the checks: nothing is created through a link.
-            match std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(dir.join("locks"))
-            {
-                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-                    return Err(io_err("create state dir", &dir.join("locks"), e))
+            let locks = dir.join("locks");
+            match std::fs::DirBuilder::new().mode(0o700).create(&locks) {
+                Ok(()) => state.locks_checked.store(true, Ordering::Relaxed),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let _ = state.check_locks(&locks);
                 }
-                _ => {}
+                Err(e) => return Err(io_err("create state dir", &locks, e)),
             }
         }
         if let Ok(mut proved) = PROVED.lock() {
             *proved = Some(dir.to_owned());
         }
-        Ok(Some(StateDir {
+        Ok(Some(state))
+    }
+
+    fn at(dir: &Path) -> StateDir {
+        StateDir {
             dir: dir.to_owned(),
-        }))
+            locks_checked: false.into(),
+            legacy_missing: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// `<state dir>/locks`, made if missing, and refused when it is not a
+    /// directory: O_NOFOLLOW guards only a path's last component, so a planted
+    /// `locks` link would put lock files and owner marks wherever it points.
+    fn locks_dir(&self) -> StateResult<PathBuf> {
+        let locks = self.dir.join("locks");
+        if !self.locks_checked.load(Ordering::Relaxed) {
+            let _ = std::fs::DirBuilder::new().mode(0o700).create(&locks);
+            self.check_locks(&locks)?;
+        }
+        Ok(locks)
+    }
+
+    fn check_locks(&self, locks: &Path) -> StateResult<()> {
+        if !std::fs::symlink_metadata(locks).is_ok_and(|m| m.file_type().is_dir()) {
+            return Err(StateError::LocksNotADir(locks.to_owned()));
+        }
+        self.locks_checked.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// `existing`, without proving the parent chain again when this process
@@ -549,9 +581,7 @@ impl StateDir {
     pub fn proved_earlier_or_existing(dir: &Path) -> StateResult<Option<StateDir>> {
         let proved = PROVED.lock().ok().and_then(|p| p.clone());
         if proved.as_deref() == Some(dir) {
-            return Ok(Some(StateDir {
-                dir: dir.to_owned(),
-            }));
+            return Ok(Some(StateDir::at(dir)));
         }
         Self::existing(dir)
     }
@@ -564,7 +594,14 @@ impl StateDir {
     pub fn read(&self, container_id: &str, ifname: &str) -> Result<Entry, ReadError> {
         match self.read_name(&entry_name(container_id, ifname), container_id, ifname) {
             Err(ReadError::Missing) => {
-                self.read_name(&legacy_name(container_id, ifname), container_id, ifname)
+                let legacy = legacy_name(container_id, ifname);
+                let read = self.read_name(&legacy, container_id, ifname);
+                if matches!(read, Err(ReadError::Missing)) {
+                    if let Ok(mut m) = self.legacy_missing.lock() {
+                        *m = Some(legacy);
+                    }
+                }
+                read
             }
             other => other,
         }
@@ -594,10 +631,8 @@ impl StateDir {
                 meta.len()
             )));
         }
-        let mut buf = Vec::with_capacity(meta.len() as usize + 1);
-        file.take(MAX_ENTRY_BYTES)
-            .read_to_end(&mut buf)
-            .map_err(ReadError::Io)?;
+        let buf =
+            crate::fs_read::whole(&file, meta.len(), MAX_ENTRY_BYTES).map_err(ReadError::Io)?;
         let entry = decode(&buf)?;
         if entry.container_id != container_id || entry.ifname != ifname {
             return Err(ReadError::Corrupt(
@@ -614,18 +649,28 @@ impl StateDir {
     pub fn write(&self, entry: &Entry) -> StateResult<()> {
         self.mark_owner(&entry.lock_key(), &entry.container_id, &entry.ifname)?;
         let name = entry_name(&entry.container_id, &entry.ifname);
-        let tmp = self.dir.join(format!(".{name}.tmp{}", std::process::id()));
+        let tmp = self.dir.join(format!(".{name}.tmp{}", crate::log::pid()));
         let path = self.dir.join(&name);
         let body = serde_json::to_vec_pretty(entry)
             .map_err(|e| io_err("encode state", &path, std::io::Error::other(e)))?;
-        let _ = std::fs::remove_file(&tmp);
         let result = (|| -> std::io::Result<()> {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-                .open(&tmp)?;
+            let create = || {
+                OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+                    .open(&tmp)
+            };
+            // A temporary file left by a crashed process of the same pid goes
+            // (only when there is one: an unlink first cost every ADD a call).
+            let mut f = match create() {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    std::fs::remove_file(&tmp)?;
+                    create()?
+                }
+                other => other?,
+            };
             f.write_all(&body)?;
             f.sync_all()?;
             std::fs::rename(&tmp, &path)?;
@@ -635,10 +680,16 @@ impl StateDir {
             let _ = std::fs::remove_file(&tmp);
             return Err(io_err("write state", &path, e));
         }
-        let _ = std::fs::remove_file(
-            self.dir
-                .join(legacy_name(&entry.container_id, &entry.ifname)),
-        );
+        let legacy = legacy_name(&entry.container_id, &entry.ifname);
+        let seen_missing = self
+            .legacy_missing
+            .lock()
+            .ok()
+            .and_then(|mut m| m.take())
+            .is_some_and(|m| m == legacy);
+        if !seen_missing {
+            let _ = std::fs::remove_file(self.dir.join(legacy));
+        }
         Ok(())
     }
 
@@ -675,12 +726,7 @@ impl StateDir {
 
     fn mark_owner(&self, lock_key: &str, container_id: &str, ifname: &str) -> StateResult<()> {
         let dir = self.owners_dir(lock_key).ok_or(StateError::BadLockName)?;
-        let locks = self.dir.join("locks");
-        // O_NOFOLLOW guards only the last component: a planted `locks` link
-        // would put the marks wherever it points.
-        if !std::fs::symlink_metadata(&locks).is_ok_and(|m| m.file_type().is_dir()) {
-            return Err(StateError::LocksNotADir(locks));
-        }
+        self.locks_dir()?;
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -714,12 +760,13 @@ impl StateDir {
         let Some(dir) = self.owners_dir(lock_key) else {
             return Vec::new();
         };
-        let Ok(rd) = std::fs::read_dir(dir) else {
+        let Ok(names) = crate::fs_read::names_at(&dir) else {
             return Vec::new();
         };
-        rd.filter_map(|e| e.ok())
-            .filter_map(|e| {
-                let name = e.file_name().into_string().ok()?;
+        names
+            .into_iter()
+            .filter_map(|name| {
+                let name = name.into_string().ok()?;
                 let (cid, ifname) = name.split_once(':')?;
                 (validate_container_id(cid).is_ok() && validate_ifname(ifname).is_ok())
                     .then(|| (cid.to_owned(), ifname.to_owned()))
@@ -743,11 +790,11 @@ impl StateDir {
     /// Every attachment with an entry file (names only; files that are not
     /// ours are skipped, never opened).
     pub fn attachments(&self) -> StateResult<Vec<(String, String)>> {
-        let rd =
-            std::fs::read_dir(&self.dir).map_err(|e| io_err("list state dir", &self.dir, e))?;
-        let mut out: Vec<_> = rd
-            .filter_map(|e| e.ok())
-            .filter_map(|e| e.file_name().to_str().and_then(parse_entry_name))
+        let names = crate::fs_read::names_at(&self.dir)
+            .map_err(|e| io_err("list state dir", &self.dir, e))?;
+        let mut out: Vec<_> = names
+            .iter()
+            .filter_map(|n| n.to_str().and_then(parse_entry_name))
             .collect();
         out.sort();
         out.dedup();
@@ -776,14 +823,7 @@ impl StateDir {
         if !is_safe_component(key) {
             return Err(StateError::BadLockName);
         }
-        let locks = self.dir.join("locks");
-        let path = locks.join(format!("{key}.lock"));
-        let _ = std::fs::DirBuilder::new().mode(0o700).create(&locks);
-        // O_NOFOLLOW guards only the last component: a planted `locks` link
-        // would put the lock file wherever it points.
-        if !std::fs::symlink_metadata(&locks).is_ok_and(|m| m.file_type().is_dir()) {
-            return Err(StateError::LocksNotADir(locks));
-        }
+        let path = self.locks_dir()?.join(format!("{key}.lock"));
         let file = OpenOptions::new()
             .read(true)
             .write(true)

@@ -309,12 +309,10 @@ impl View {
     /// The names in a directory, sorted.
     pub fn list(&self, rel: &Path) -> SysfsResult<Vec<String>> {
         let fd = self.open_at(rel, OFlag::O_RDONLY | OFlag::O_DIRECTORY)?;
-        let mut dir = nix::dir::Dir::from_fd(fd).map_err(SysfsError::Os)?;
-        let mut names: Vec<String> = dir
-            .iter()
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str().ok().map(str::to_owned))
-            .filter(|n| n != "." && n != "..")
+        let mut names: Vec<String> = crate::fs_read::names(&fd)
+            .map_err(SysfsError::from_io)?
+            .into_iter()
+            .filter_map(|n| n.into_string().ok())
             .collect();
         names.sort();
         Ok(names)
