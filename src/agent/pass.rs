@@ -217,10 +217,7 @@ fn judge_drift(
         .map(|o| (*o).clone())
         .collect();
     let (_, wanted) = heirs::heir(s.key(), &co)?;
-    if !s.present(at, port).unwrap_or(false) {
-        return None;
-    }
-    let current = s.read(at, port).ok()?;
+    let current = s.read_present(at, port).ok()??;
     let key = (entry.container_id.clone(), entry.ifname.clone(), s.key());
     let w = wanted.written;
     if s.same(current, Some(w)) {

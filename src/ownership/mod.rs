@@ -276,7 +276,7 @@ fn release_locked(
         let Some(owned) = entry.owned.get(s.key()) else {
             continue;
         };
-        if !s.present(at, port)? {
+        let Some(current) = s.read_present(at, port)? else {
             crate::info!(
                 "{} of {} is gone (device re-created or removed): nothing to restore",
                 s.title(),
@@ -284,8 +284,7 @@ fn release_locked(
             );
             done.push((s.title(), Outcome::Gone));
             continue;
-        }
-        let current = s.read(at, port)?;
+        };
         if !s.same(current, Some(owned.written)) {
             crate::warn!(
                 "{} of {} port {} is {}, not the {} roce-tune wrote: someone else set it or the device was re-created; leaving it",

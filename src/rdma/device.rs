@@ -157,14 +157,14 @@ pub fn resolve(view: &View, id: Identity) -> Resolved {
     let name = match id.pci {
         Some(pci) => {
             let func = PathBuf::from("bus/pci/devices").join(pci);
-            if !view.exists(&func) {
-                return Resolved::Gone;
-            }
-            match view
-                .list(&func.join("infiniband"))
-                .unwrap_or_default()
-                .as_slice()
-            {
+            // The list first: the function is asked about only when its
+            // device list cannot be read (two calls fewer on every DEL).
+            let names = match view.list(&func.join("infiniband")) {
+                Ok(names) => names,
+                Err(_) if !view.exists(&func) => return Resolved::Gone,
+                Err(_) => Vec::new(),
+            };
+            match names.as_slice() {
                 [one] if is_safe_component(one) => one.clone(),
                 [] => return Resolved::Invisible,
                 _ => return Resolved::Gone,

@@ -56,6 +56,14 @@ pub trait Setting: Sync {
     /// Whether the device has the file now. A file that is gone went with the
     /// device (re-created or removed), and with it what was set.
     fn present(&self, at: Views, port: &RdmaPort) -> SettingResult<bool>;
+    /// `read` when `present`, else `None`: what a restore and the drift check
+    /// ask. An implementation can answer both with one look at the file.
+    fn read_present(&self, at: Views, port: &RdmaPort) -> SettingResult<Option<Value>> {
+        if !self.present(at, port)? {
+            return Ok(None);
+        }
+        self.read(at, port).map(Some)
+    }
     /// Whatever must exist before the first read (a configfs group).
     fn prepare(&self, _at: Views, _port: &RdmaPort) -> SettingResult<()> {
         Ok(())

@@ -96,6 +96,10 @@ impl Setting for Class {
         Ok(at.device.exists(&port.traffic_class_path()))
     }
 
+    fn read_present(&self, at: Views, port: &RdmaPort) -> SettingResult<Option<Value>> {
+        read_if_there(at.device, port).map(|tc| tc.map(|tc| tc.map(u32::from)))
+    }
+
     fn show_path(&self, at: Views, port: &RdmaPort) -> String {
         at.device.show(&port.traffic_class_path())
     }
@@ -111,9 +115,18 @@ fn error(msg: String) -> SettingError {
 /// The class file's state as a restore must know it: a file that is gone is
 /// not one that cannot be read.
 pub fn read(view: &View, port: &RdmaPort) -> SettingResult<TrafficClass> {
+    read_if_there(view, port)?.ok_or_else(|| read_error(view, port, SysfsError::Missing))
+}
+
+/// `read`, with `None` for a file that is not there (`present` is false):
+/// one open where a check and then a read were two.
+fn read_if_there(view: &View, port: &RdmaPort) -> SettingResult<Option<TrafficClass>> {
     let path = port.traffic_class_path();
-    let content = view.read(&path).map_err(|e| read_error(view, port, e))?;
-    parse(&content).map_err(|why| {
+    let content = match view.read(&path) {
+        Err(SysfsError::Missing | SysfsError::Escapes) => return Ok(None),
+        other => other.map_err(|e| read_error(view, port, e))?,
+    };
+    parse(&content).map(Some).map_err(|why| {
         error(format!(
             "traffic class file {}: {why}; roce-tune will not change a file it cannot read",
             view.show(&path)
