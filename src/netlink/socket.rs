@@ -10,8 +10,7 @@ use super::wire::{DecodeError, End, Gather, Message};
 use super::{Error, TIMEOUT};
 use nix::errno::Errno;
 use nix::sys::socket::{
-    bind, connect, send, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol,
-    SockType,
+    connect, send, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType,
 };
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -61,7 +60,9 @@ impl Socket {
         )
         .map_err(io("open the socket"))?;
         let kernel = NetlinkAddr::new(0, 0);
-        bind(fd.as_raw_fd(), &kernel).map_err(io("bind the socket"))?;
+        // No bind: connect binds an unbound socket to a port id the kernel
+        // picks (`netlink_connect` calls `netlink_autobind`), as bind with
+        // port 0 did, in one call instead of two.
         connect(fd.as_raw_fd(), &kernel).map_err(io("connect the socket"))?;
         Ok(Socket {
             fd,
