@@ -9,6 +9,7 @@
 //! --orphans` repairs all once, and the agent (`crate::agent`) repairs all
 //! every period, so a draining node with no ADDs still gets every class back.
 
+use crate::netns::NsId;
 use crate::node::NodeConfig;
 use crate::ownership::{is_live, release_entry, Done, Place};
 use crate::rdma::reach::Sysfs;
@@ -48,6 +49,12 @@ pub fn sweep(
     };
     let rotated = names[start..].iter().chain(&names[..start]);
     let candidates = rotated.filter(|(cid, _)| Some(cid.as_str()) != skip_container);
+    // The rails of one pod name one netns: it is proved live once a sweep,
+    // not once per rail (seven system calls each; a 16-rail pod's entries
+    // were most of a crowded ADD's, `make bench`). A netns that dies during
+    // the sweep is found by the next one, as it would be a moment after a
+    // check.
+    let mut live: Vec<(String, Option<NsId>)> = Vec::new();
     for (cid, ifname) in candidates.take(max_examine) {
         if report.released.len() + report.failed.len() >= max_release {
             break;
@@ -61,7 +68,13 @@ pub fn sweep(
             }
             Err(_) => continue,
         };
-        if is_live(&entry) {
+        let seen_live = live
+            .iter()
+            .any(|(path, id)| *path == entry.netns && *id == entry.netns_id);
+        if seen_live || is_live(&entry) {
+            if !seen_live {
+                live.push((entry.netns.clone(), entry.netns_id));
+            }
             if entry.version < FORMAT {
                 upgrade(state, cid, ifname);
             }

@@ -231,3 +231,37 @@ fn an_orphan_behind_many_live_entries_is_reached_by_later_adds() {
     assert!(state.entry("c1", "net1").is_none());
     assert_eq!(state.entries().len(), 24 + adds, "live entries untouched");
 }
+
+#[test]
+fn a_netns_proved_live_for_one_rail_is_not_taken_for_another_at_its_path() {
+    needs!(root);
+    // A sweep proves a pod's netns live once for all the rails that name it,
+    // by path and recorded identity together. Entries that name the same path
+    // with another netns's identity (a reused /proc/<pid>/ns/net path, as in
+    // del_never_stuck) are still orphans, in whatever order the sweep meets
+    // them (it starts at a pid-chosen place: five of six orders put an orphan
+    // after the live rail).
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    let live = attached(&tree, &state, 1, "");
+    let others: Vec<Pod> = (2..=6)
+        .map(|i| attached(&tree, &state, i, "Global tclass=106\n"))
+        .collect();
+    // Only now (each ADD repairs orphans first): the five name the live path.
+    for i in 2..=6 {
+        let mut e = state.entry(&format!("c{i}"), "net1").unwrap();
+        e["netns"] = json!(live.path());
+        state.plant(&e);
+    }
+    let (status, summary) = sweep(&state);
+    assert_eq!(status, 0, "{summary}");
+    assert!(summary.contains("released 5 orphans"), "{summary}");
+    for i in 2..=6 {
+        assert_eq!(tree.tc(&dev(i).1), "tclass=106", "device {i} given back");
+        assert!(state.entry(&format!("c{i}"), "net1").is_none());
+    }
+    assert_eq!(tree.tc("mlx5_1"), "tclass=41", "the live rail untouched");
+    assert!(state.entry("c1", "net1").is_some());
+    drop(others);
+    drop(live);
+}
