@@ -42,7 +42,7 @@ tuning="${TUNING_BIN:-/usr/lib/cni/tuning}"
 [ -x "$bin" ] || die "$bin missing: run \`make release\` (or \`make bench\`, which does)"
 # A plain `cargo build --release` leaves a dynamic binary here: the loader adds
 # ~0.3 ms to every run, and the report would call it static.
-file -L "$bin" | grep -Eq 'static(-pie)? linked' ||
+file -L "$bin" | grep -Eq 'static(-pie|ally)? linked' ||
     die "$bin is dynamically linked: run \`make release\` (the static build the nodes get)"
 baseline="${BENCH_BASELINE:-}"
 [ -z "$baseline" ] || [ -x "$baseline" ] || die "BENCH_BASELINE=$baseline is not an executable"
@@ -67,6 +67,7 @@ rails=16
 work=""
 statebase=""
 diskstate=""
+bins=""
 
 cleanup() {
     local rc=$?
@@ -82,6 +83,7 @@ cleanup() {
         rm -rf "$statebase"
     fi
     [ -n "$diskstate" ] && rm -rf "$diskstate"
+    [ -n "$bins" ] && rm -rf "$bins"
     exit "$rc"
 }
 trap cleanup EXIT
@@ -95,6 +97,15 @@ work="$(mktemp -d -p /dev/shm roce-bench.XXXXXX)"
 statebase="$(mktemp -d -p /run roce-bench-state.XXXXXX)"
 mount -t tmpfs -o mode=0700,size=64m roce-bench "$statebase"
 diskstate="$(mktemp -d -p /var/lib roce-bench-state.XXXXXX)"
+# Every binary runs as a fresh copy, made now, on one disk filesystem, as a node's installer
+# copies roce-tune into /opt/cni/bin: how a file's page cache was filled changes the page faults
+# of every exec (a fresh ext4 copy maps in large folios: 42 faults for roce-tune VERSION, 48 for
+# the same bytes written an hour earlier), about 0.06 ms, more than most changes an A/B
+# measures (docs/performance.md, "A fair A/B").
+bins="$(mktemp -d -p /var/lib roce-bench-bin.XXXXXX)"
+cp "$bin" "$bins/roce-tune" && bin="$bins/roce-tune"
+cp "$tuning" "$bins/tuning" && tuning="$bins/tuning"
+if [ -n "$baseline" ]; then cp "$baseline" "$bins/baseline" && baseline="$bins/baseline"; fi
 
 ip netns add "$ns"
 for i in $(seq 1 "$rails"); do

@@ -130,6 +130,7 @@ class Bench:
         self.make_configs()
         self.make_crowd()
         self.empty = self.make_empty()
+        self.nolibc = self.make_nolibc()
 
     # -- the kernel's part: a sysfs test tree (docs/design.md, "Test trees")
     def pci(self, i):
@@ -261,6 +262,23 @@ class Bench:
         r = subprocess.run([cc, "-O2", "-static", "-o", exe, src], capture_output=True)
         return exe if r.returncode == 0 else None
 
+    def make_nolibc(self):
+        """A static program without a C library (x86-64: its _start is exit(0)): the
+        kernel's spawn + exec + exit alone. Less than the empty C program's time by what
+        glibc's static start-up costs every process here, roce-tune's too: its CPU
+        feature and cache probes are CPUID instructions, each a trap to the hypervisor
+        on a VM (docs/performance.md, "What is left")."""
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if not cc or platform.machine() != "x86_64":
+            return None
+        src = os.path.join(self.work, "nolibc.c")
+        exe = os.path.join(self.work, "nolibc")
+        self.write(src, 'void _start(void) { __asm__ volatile('
+                        '"mov $60, %eax\\n xor %edi, %edi\\n syscall"); }\n')
+        r = subprocess.run([cc, "-O2", "-static", "-nostdlib", "-o", exe, src],
+                           capture_output=True)
+        return exe if r.returncode == 0 else None
+
     # -- sysctls of the pod (set from this process, entering the netns briefly)
     def in_pod(self, fn):
         setns(self.ns_fd)
@@ -383,6 +401,9 @@ class Bench:
     def case_empty(self):
         return {"empty-c": self.run(self.empty, "VERSION", self.c_version)}
 
+    def case_nolibc(self):
+        return {"nolibc": self.run(self.nolibc, "VERSION", self.c_version)}
+
     def verify_once(self):
         """Each case does what it claims, before anything is timed."""
         self.reset_sysctls([1])
@@ -429,6 +450,8 @@ class Bench:
                  self.case_full_crowded, self.case_tuning_version, self.case_roce_version]
         if self.empty:
             cases.append(self.case_empty)
+        if self.nolibc:
+            cases.append(self.case_nolibc)
         if self.a.baseline:
             cases += [lambda: self.case_sysctl(base=True), lambda: self.case_full(base=True),
                       lambda: self.case_full_crowded(base=True),
@@ -677,6 +700,8 @@ ROWS = [
     ("floor: `tuning` VERSION (process start + exit)", "tuning-version"),
     ("floor: roce-tune VERSION (process start + exit)", "roce-version"),
     ("floor: empty static C program (this machine's spawn + exec + exit)", "empty-c"),
+    ("floor: a static program without a C library (the kernel's spawn + exec + exit alone)",
+     "nolibc"),
 ]
 
 
@@ -767,6 +792,14 @@ def report(a, b, res):
                    f"{med('tuning') - med('tuning-version'):+.3f} ms from it: the Go runtime's "
                    "start (several threads) is most of `tuning`'s time, and it suffers most "
                    "when the other core is busy.")
+        if "empty-c" in S and "nolibc" in S:
+            out.append("")
+            out.append(f"glibc's static start-up costs every process here "
+                       f"{med('empty-c') - med('nolibc'):.3f} ms (the empty C program less "
+                       f"one without a C library, {med('nolibc'):.3f} ms): its CPU feature "
+                       "and cache probes are CPUID instructions, each a trap to the "
+                       "hypervisor on a VM. roce-tune pays it as the empty program does; "
+                       "`tuning`'s dynamic loader runs the same probes.")
     out.append("")
     pr16 = b.extra.get("rails16_per_rail_median_ms")
     if pr16:
