@@ -1352,7 +1352,7 @@ fn tempfile_in(tag: &str) -> std::fs::File {
 ///   cargo test --test it placement::cost -- --ignored --nocapture --test-threads=1
 /// ```
 #[test]
-#[ignore]
+#[ignore = "a measurement, not a check: run by hand, as the comment above says"]
 fn cost_of_the_placement_check_on_a_full_add() {
     needs!(root);
     let py = needs!(grpc_venv);
