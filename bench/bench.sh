@@ -10,7 +10,8 @@
 #   - a work dir on tmpfs (/dev/shm) holding the RDMA sysfs test tree (docs/design.md, "Test trees": 16
 #     devices, GIDs at 2/3, tc/1/traffic_class), the state dir (on tmpfs like a node's
 #     /run) and the configs;
-#   - a second state dir on the root filesystem for the fsync-cost rows (3b/4b).
+#   - a second state dir on the root filesystem for the fsync-cost rows (3b/4b);
+#   - fresh copies of roce-tune, the baseline and `tuning`, on the root filesystem too.
 # Then bench/harness.py runs everything interleaved and writes bench/results/.
 #
 # Environment knobs (defaults in brackets):

@@ -125,8 +125,27 @@ impl K8sPod {
     /// Pod A of the measured split: team-a/trainer-a, its four GPUs and
     /// eight VFs from one resource (the first VF of each port).
     fn split_a(site: &Site) -> K8sPod {
+        Self::split_a_on_vf(site, 0)
+    }
+
+    /// `split_a` on VF `vf_n` of its ports (beside another pod on VF 0).
+    fn split_a_on_vf(site: &Site, vf_n: u8) -> K8sPod {
         let gpus = uuids(&POD_A_GPUS);
-        K8sPod::new(site, "team-a", "trainer-a", gpus, &POD_A_PORTS, 0, |_| {
+        K8sPod::new(
+            site,
+            "team-a",
+            "trainer-a",
+            gpus,
+            &POD_A_PORTS,
+            vf_n,
+            |_| ONE_POOL.into(),
+        )
+    }
+
+    /// The measured split's second pod: team-a/trainer-b, the other half.
+    fn split_b(site: &Site) -> K8sPod {
+        let gpus = uuids(&POD_B_GPUS);
+        K8sPod::new(site, "team-a", "trainer-b", gpus, &POD_B_PORTS, 0, |_| {
             ONE_POOL.into()
         })
     }
@@ -409,15 +428,7 @@ fn the_measured_split_starves_both_pods_and_each_rail_says_why() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let b = K8sPod::new(
-        &site,
-        "team-a",
-        "trainer-b",
-        uuids(&POD_B_GPUS),
-        &POD_B_PORTS,
-        0,
-        |_| ONE_POOL.into(),
-    );
+    let b = K8sPod::split_b(&site);
     let kubelet = Fake::serving(&py, &kubelet_pods(&[&a, &b]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     assert_starved_pod(&a, &conf, &POD_A_NEAR);
@@ -1159,15 +1170,7 @@ fn inspect_takes_the_pod_and_level_add_recorded() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let c = K8sPod::per_rail_c(&site);
-    let a = K8sPod::new(
-        &site,
-        "team-a",
-        "trainer-a",
-        uuids(&POD_A_GPUS),
-        &POD_A_PORTS,
-        1,
-        |_| ONE_POOL.into(),
-    );
+    let a = K8sPod::split_a_on_vf(&site, 1);
     let kubelet = Fake::serving(&py, &kubelet_pods(&[&c, &a]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     for i in 0..c.rails.len() {
