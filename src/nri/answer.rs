@@ -3,8 +3,8 @@
 //! already on the node (the state dir's records, through [`RailEnv`]), never
 //! waiting on a device lock, a GID or the kubelet: the runtime drops a
 //! plugin whose answer outlasts its request timeout (2 s by default), and
-//! the pod then starts without the environment (../shared/nri README,
-//! "Observed behaviour").
+//! the pod then starts without the environment (what nri-sim observed of
+//! the adaptation: docs/design.md, "NRI").
 
 use super::messages::{Configure, Container, Pod, PodEvent, Synchronize};
 use super::Stats;
@@ -177,7 +177,7 @@ impl Plugin {
         };
         let Some(rails) = self.rails.as_mut() else {
             crate::info!(
-                "{who}: this build has no job environment (src/job_env.rs): nothing injected"
+                "{who}: this build has no job environment (crate::job_env): nothing injected"
             );
             return Vec::new();
         };

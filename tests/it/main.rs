@@ -26,6 +26,7 @@ mod harness;
 mod inspect;
 mod layers;
 mod netlink_route;
+mod nri;
 mod orphans;
 mod placement;
 mod podresources;
