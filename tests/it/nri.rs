@@ -664,32 +664,15 @@ fn garbled_truncated_and_oversized_bytes_from_the_socket_are_answered_as_the_pro
     );
 
     // Stream ids are odd and increase (ttrpc server.go:402, 444).
-    assert_eq!(
-        c.send_message(
-            4,
-            &ttrpc::Request {
-                service: "nri.pkg.api.v1alpha1.Plugin",
-                method: "Synchronize",
-                ..Default::default()
-            }
-            .encode()
-        )
-        .0,
-        3
-    );
-    assert_eq!(
-        c.send_message(
-            1,
-            &ttrpc::Request {
-                service: "nri.pkg.api.v1alpha1.Plugin",
-                method: "Synchronize",
-                ..Default::default()
-            }
-            .encode()
-        )
-        .0,
-        3
-    );
+    let sync = ttrpc::Request {
+        service: "nri.pkg.api.v1alpha1.Plugin",
+        method: "Synchronize",
+        ..Default::default()
+    }
+    .encode();
+    for (stream, why) in [(4, "an even id"), (1, "an id that does not increase")] {
+        assert_eq!(c.send_message(stream, &sync).0, 3, "{why}");
+    }
 
     // A frame for a conn NRI never opens: dropped without a word, as the
     // runtime's mux does (mux.go:345-356); the next request is answered.
