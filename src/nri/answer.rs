@@ -104,12 +104,15 @@ impl Plugin {
         self.request_timeout * 3 / 4
     }
 
-    pub fn synchronize(&mut self, s: &Synchronize) {
+    /// The runtime's picture of its pods, once per connection (in parts
+    /// while `more` is set). Nothing to keep: the state dir is the record.
+    pub fn synchronize(&mut self, s: &Synchronize, took: std::time::Duration) {
         crate::info!(
-            "synchronized: {} pods, {} containers{}",
+            "synchronized: {} pods, {} containers{}, answered in {:.1} ms",
             s.pods,
             s.containers,
-            if s.more { ", more to come" } else { "" }
+            if s.more { ", more to come" } else { "" },
+            took.as_secs_f64() * 1000.0
         );
     }
 

@@ -237,9 +237,10 @@ pub fn state_change(b: &[u8]) -> Result<(u64, Pod<'_>), WireError> {
     Ok((event, p))
 }
 
-/// What a `SynchronizeRequest{1 pods, 2 containers, 3 more}` holds. Each
-/// pod is decoded (a malformed one fails the request), none is kept: the
-/// plugin answers from the state dir, not from the runtime's picture.
+/// What a `SynchronizeRequest{1 pods, 2 containers, 3 more}` holds: how
+/// many of each, not what. The plugin keeps none (it answers from the state
+/// dir, not from the runtime's picture), so the pods are not decoded: a
+/// Synchronize of 10,000 pods is a walk over 20,000 fields.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Synchronize {
     pub pods: usize,
@@ -253,11 +254,11 @@ pub fn synchronize(b: &[u8]) -> Result<Synchronize, WireError> {
     while let Some((n, v)) = f.next()? {
         match n {
             1 => {
-                pod(pw::bytes(n, v, "SynchronizeRequest.pods")?)?;
+                pw::bytes(n, v, "SynchronizeRequest.pods")?;
                 s.pods += 1;
             }
             2 => {
-                container(pw::bytes(n, v, "SynchronizeRequest.containers")?)?;
+                pw::bytes(n, v, "SynchronizeRequest.containers")?;
                 s.containers += 1;
             }
             3 => s.more = pw::varint(n, v, "SynchronizeRequest.more")? != 0,
@@ -395,6 +396,18 @@ pub(crate) mod tests {
             .text(8, "BARE");
         let c = container(c.as_bytes()).unwrap();
         assert!(c.sets("NCCL_IB_HCA") && c.sets("BARE") && !c.sets("NCCL_IB_TC"));
+    }
+
+    #[test]
+    fn a_synchronize_is_counted_not_kept() {
+        let mut w = Writer::new();
+        for i in 0..3 {
+            w.message(1, &pod_bytes(&format!("p{i}"), None, &[]));
+        }
+        w.message(2, &Writer::new()).varint(3, 1).text(9, "newer");
+        let s = synchronize(w.as_bytes()).unwrap();
+        assert_eq!((s.pods, s.containers, s.more), (3, 1, true));
+        assert!(synchronize(&[0x08, 0x01]).is_err(), "pods must be messages");
     }
 
     #[test]

@@ -116,6 +116,7 @@ pub fn serve(
         stats,
         last_stream: 0,
         configured: false,
+        synced: None,
     };
     let (mut served, mut runtime) = (Assembler::default(), Assembler::default());
     let mut said_other_conn = false;
@@ -208,6 +209,8 @@ struct Conn<'a> {
     /// server.go:402, 444).
     last_stream: u32,
     configured: bool,
+    /// The Synchronize just answered, logged with its time.
+    synced: Option<msg::Synchronize>,
 }
 
 impl Conn<'_> {
@@ -275,6 +278,9 @@ impl Conn<'_> {
             ),
         };
         let took = started.elapsed();
+        if let Some(s) = self.synced.take() {
+            self.plugin.synchronize(&s, took);
+        }
         if took > ANSWER_BOUND {
             crate::warn!(
                 "{} took {} ms, more than {} ms",
@@ -319,7 +325,7 @@ impl Conn<'_> {
             }
             Method::Synchronize => {
                 let s = msg::synchronize(p).map_err(bad)?;
-                self.plugin.synchronize(&s);
+                self.synced = Some(s);
                 Ok(msg::synchronize_response(s.more))
             }
             Method::CreateContainer => {
