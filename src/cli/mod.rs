@@ -185,7 +185,7 @@ fn agent(args: &[String]) -> i32 {
                 Err(code) => return code,
             },
             "-h" | "--help" => {
-                println!("roce-tune agent [--every SECONDS] [--node-config PATH]\n  The node's agent: repairs orphans and drift every SECONDS (default 10), serves metrics;\n  until SIGTERM.");
+                println!("roce-tune agent [--every SECONDS] [--nri] [--node-config PATH]\n  The node's agent: repairs orphans and drift every SECONDS (default 10), serves metrics;\n  with --nri, also the NRI plugin (the job environment at CreateContainer); until SIGTERM.");
                 return 0;
             }
             other => return usage_error(&format!("unknown agent option {other:?}")),

@@ -168,7 +168,11 @@ pub fn serve(
                                 }
                             }
                         }
-                        other => crate::debug!("ignored on the runtime conn: {other:?}"),
+                        // Nothing else is asked on this conn: said by its
+                        // header, never its bytes (up to 4 MiB of a peer's).
+                        Item::Message(h, _) | Item::Oversized(h) => {
+                            crate::debug!("ignored on the runtime conn: {h:?}")
+                        }
                     }
                 }
             }
