@@ -111,37 +111,31 @@ def list_key(items):
 def diff(chart, kz, path=""):
     """Every difference between two values, as 'path: ...' lines."""
     if isinstance(chart, dict) and isinstance(kz, dict):
-        out = []
-        for k in sorted(set(chart) | set(kz), key=str):
-            p = "%s.%s" % (path, k) if path else str(k)
-            if k not in kz:
-                out.append("%s: only in the chart: %s" % (p, json.dumps(chart[k], sort_keys=True)))
-            elif k not in chart:
-                out.append("%s: only in kustomize: %s" % (p, json.dumps(kz[k], sort_keys=True)))
-            else:
-                out += diff(chart[k], kz[k], p)
-        return out
+        return diff_keyed(chart, kz, lambda k: "%s.%s" % (path, k) if path else str(k))
     if isinstance(chart, list) and isinstance(kz, list):
         k = list_key(chart) if list_key(chart) == list_key(kz) else None
         if k is not None:
-            a = {i[k]: i for i in chart}
-            b = {i[k]: i for i in kz}
-            out = []
-            for key in sorted(set(a) | set(b)):
-                p = "%s[%s=%s]" % (path, k, key)
-                if key not in b:
-                    out.append("%s: only in the chart: %s" % (p, json.dumps(a[key], sort_keys=True)))
-                elif key not in a:
-                    out.append("%s: only in kustomize: %s" % (p, json.dumps(b[key], sort_keys=True)))
-                else:
-                    out += diff(a[key], b[key], p)
-            return out
+            return diff_keyed({i[k]: i for i in chart}, {i[k]: i for i in kz},
+                              lambda key: "%s[%s=%s]" % (path, k, key))
         if len(chart) == len(kz):
             return [line for i, (x, y) in enumerate(zip(chart, kz)) for line in diff(x, y, "%s[%d]" % (path, i))]
     if chart == kz and type(chart) is type(kz):
         return []
     return ["%s: the chart has %s, kustomize %s" % (path or "(root)", json.dumps(chart, sort_keys=True),
                                                      json.dumps(kz, sort_keys=True))]
+
+
+def diff_keyed(chart, kz, where):
+    """diff of two mappings (an object, or a list keyed by list_key); where(key) names an entry."""
+    out = []
+    for key in sorted(set(chart) | set(kz), key=str):
+        if key not in kz:
+            out.append("%s: only in the chart: %s" % (where(key), json.dumps(chart[key], sort_keys=True)))
+        elif key not in chart:
+            out.append("%s: only in kustomize: %s" % (where(key), json.dumps(kz[key], sort_keys=True)))
+        else:
+            out += diff(chart[key], kz[key], where(key))
+    return out
 
 
 def comparable(doc, kz_doc):
