@@ -23,6 +23,7 @@ mod faults;
 mod features;
 mod gc_state;
 mod harness;
+mod helm_chart;
 mod inspect;
 mod layers;
 mod netlink_route;
