@@ -322,4 +322,37 @@ mod tests {
         );
         std::fs::remove_dir_all(&d).unwrap();
     }
+
+    #[test]
+    fn a_file_of_another_layout_is_never_truncated_under_its_mappers() {
+        // A process of another layout has the file mapped (this layout's
+        // size, so a reader maps it before it can see the magic): cutting
+        // that file short, even for a moment, is SIGBUS in that process.
+        let d = dir("mapped");
+        let mut theirs = vec![0x5au8; SIZE];
+        theirs[..8].copy_from_slice(b"rt-tal00");
+        std::fs::write(path(&d), &theirs).unwrap();
+        let held = File::open(path(&d)).unwrap();
+        let held_ino = held.metadata().unwrap().ino();
+        count(&d, Command::Add, 0, Duration::from_millis(1));
+        let mut now = Vec::new();
+        std::io::Read::read_to_end(&mut &held, &mut now).unwrap();
+        assert!(
+            now == theirs,
+            "the other layout's file was rewritten in place"
+        );
+        let ours = std::fs::metadata(path(&d)).unwrap();
+        assert_ne!(ours.ino(), held_ino, "a new file took its place");
+        assert_eq!(ours.nlink(), 1);
+        let all = read(&d).unwrap();
+        let add = &all.iter().find(|(c, _)| *c == Command::Add).unwrap().1;
+        assert_eq!(add.by_code, [(0, 1)]);
+        // Nothing left behind beside it.
+        let names: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["tally"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
 }

@@ -35,5 +35,6 @@ mod rdma_traffic_class;
 mod references;
 mod security;
 mod stress;
+mod tally;
 mod tampered_state;
 mod topology;
