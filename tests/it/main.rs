@@ -23,6 +23,7 @@ mod faults;
 mod features;
 mod gc_state;
 mod harness;
+mod host_paths;
 mod inspect;
 mod layers;
 mod netlink_route;
