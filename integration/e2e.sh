@@ -117,11 +117,13 @@ s_devinfo_default() {
     local dir=/var/run/k8s.cni.cncf.io/devinfo/cni
     [ -L /var/run ] || { fail "precondition: /var/run is not a symbolic link on this machine"; return 1; }
     # The directories roce-tune makes here are removed again, the ones that were there stay.
-    local made=() d
+    # (Global: the EXIT trap runs after this function's locals are gone.)
+    DEVINFO_MADE=()
+    local d
     for d in /run/k8s.cni.cncf.io /run/k8s.cni.cncf.io/devinfo /run/k8s.cni.cncf.io/devinfo/cni; do
-        [ -e "$d" ] || made=("$d" "${made[@]}")
+        [ -e "$d" ] || DEVINFO_MADE=("$d" "${DEVINFO_MADE[@]}")
     done
-    devinfo_cleanup() { local m; for m in "${made[@]}"; do rmdir "$m" 2>/dev/null; done; }
+    devinfo_cleanup() { local m; for m in "${DEVINFO_MADE[@]}"; do rmdir "$m" 2>/dev/null; done; }
     trap 'devinfo_cleanup; node_cleanup' EXIT
     jq 'del(.deviceInfoDir)' "$NODE_CONF" >"$NODE_CONF.new" && mv "$NODE_CONF.new" "$NODE_CONF" && chmod 644 "$NODE_CONF"
     pod_create pod || return 1

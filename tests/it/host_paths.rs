@@ -114,12 +114,11 @@ fn host_paths_through_a_root_link_in_a_root_dir_are_used() {
         assert_eq!(info["pci"]["rdma-device"], DEV, "{target:?}");
         let log = std::fs::read_to_string(n.real("roce-tune.log")).unwrap();
         assert!(log.contains("ADD c1/net1: done"), "{target:?}: {log}");
-        assert_eq!(
+        assert!(
             std::fs::symlink_metadata(n.state.base().join("var/run"))
                 .unwrap()
                 .file_type()
                 .is_symlink(),
-            true,
             "the link is left as it was"
         );
         n.run("DEL").ok();
