@@ -87,7 +87,24 @@ fn figures() -> Vec<Figure> {
             count: ORIGINALS.len(),
             phrases: &["× {} originals"],
         },
+        Figure {
+            what: "check-conf's negative cases (integration/check-conf-negative.py CASES)",
+            count: negative_cases(),
+            phrases: &["{} negative cases"],
+        },
     ]
+}
+
+/// The rows of check-conf-negative.py's CASES: each opens a tuple at four
+/// spaces, `    ("<name>",`.
+fn negative_cases() -> usize {
+    let text = include_str!("../../integration/check-conf-negative.py");
+    let table = text
+        .split("\nCASES = [\n")
+        .nth(1)
+        .and_then(|t| t.split("\n]\n").next())
+        .expect("check-conf-negative.py has a `CASES = [ ... ]` table");
+    table.lines().filter(|l| l.starts_with("    (\"")).count()
 }
 
 /// README.md and every docs/*.md, each with its whitespace runs made one space.
