@@ -514,6 +514,107 @@ fn node_view_checks_the_class_when_asked() {
     );
 }
 
+/// The rdma_cm default ToS of `dev`'s port 1, as configfs holds it once
+/// someone made the device's directory (a test tree's `kernel/config`).
+fn set_tos(tree: &Tree, dev: &str, tos: u8) {
+    let port = tree
+        .root
+        .join(format!("kernel/config/rdma_cm/{dev}/ports/1"));
+    std::fs::create_dir_all(&port).unwrap();
+    std::fs::write(port.join("default_roce_tos"), format!("{tos}\n")).unwrap();
+}
+
+/// The registered settings' keys, as the JSON keys them.
+fn setting_keys() -> Vec<&'static str> {
+    roce_tune::rdma::setting::SETTINGS
+        .iter()
+        .map(|s| s.key())
+        .collect()
+}
+
+/// Every registered setting is a column of the node view and an object of
+/// its JSON, the rdma_cm ToS included; a device whose configfs directory
+/// nobody made shows n/a, and inspect does not make it (reading only).
+#[test]
+fn node_view_shows_every_setting_the_rdma_cm_tos_included() {
+    let tree = node_tree();
+    set_tos(&tree, "mlx5_2", 106);
+    std::fs::create_dir_all(tree.root.join("kernel/config/rdma_cm")).unwrap();
+    let root = tree.root.to_str().unwrap();
+    let before = snapshot(&tree.root);
+    let r = inspect(&["--sysfs-root", root]);
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    let header = r.stdout.lines().find(|l| l.starts_with("DEVICE")).unwrap();
+    assert!(
+        header.ends_with("TRAFFIC CLASS  RDMA CM TOS"),
+        "a column per setting: {header}"
+    );
+    assert_eq!(row(&r, "mlx5_2")[6..], ["41", "106"]);
+    assert_eq!(row(&r, "mlx5_0")[6..], ["unset", "n/a"]);
+    let j = inspect(&["--sysfs-root", root, "--json"]).json();
+    let devs = j["devices"].as_array().unwrap();
+    let vf = devs.iter().find(|d| d["device"] == "mlx5_2").unwrap();
+    let settings = vf["settings"].as_object().expect("settings, by key");
+    let keys: Vec<&str> = settings.keys().map(String::as_str).collect();
+    let mut want = setting_keys();
+    want.sort();
+    assert_eq!(keys, want, "every registered setting, by its key");
+    assert_eq!(vf["settings"]["rdmaCmTos"]["state"], "set");
+    assert_eq!(vf["settings"]["rdmaCmTos"]["value"], 106);
+    assert!(vf["settings"]["rdmaCmTos"]["path"]
+        .as_str()
+        .unwrap()
+        .ends_with("kernel/config/rdma_cm/mlx5_2/ports/1/default_roce_tos"));
+    assert_eq!(vf["settings"]["trafficClass"]["value"], 41);
+    let pf = devs.iter().find(|d| d["device"] == "mlx5_0").unwrap();
+    assert_eq!(pf["settings"]["rdmaCmTos"]["state"], "n/a");
+    assert_eq!(pf["settings"]["trafficClass"]["state"], "unset");
+    assert_eq!(
+        snapshot_diff(&before, &snapshot(&tree.root)),
+        Vec::<String>::new(),
+        "inspect changed the tree (made a configfs directory?)"
+    );
+}
+
+/// The pod view's rail line names every registered setting, and its JSON
+/// carries each by key: the rdma_cm ToS as much as the traffic class.
+#[test]
+fn pod_view_shows_every_setting_the_rdma_cm_tos_included() {
+    needs!(root);
+    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    set_recommended(&pod);
+    tree.set_tc("mlx5_26", "tclass=41");
+    set_tos(&tree, "mlx5_26", 106);
+    let path = pod.path();
+    let r = inspect(&pod_args(&path, &tree, "mlx5_26"));
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Interface net1:"))
+        .unwrap();
+    assert!(
+        line.ends_with("traffic_class=41 rdma_cm_tos=106"),
+        "every setting on the rail line: {line}"
+    );
+    let mut a = pod_args(&path, &tree, "mlx5_26");
+    a.push("--json");
+    let j = inspect(&a).json();
+    let i = &j["interfaces"][0];
+    let keys: Vec<&str> = i["settings"]
+        .as_object()
+        .expect("settings, by key")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut want = setting_keys();
+    want.sort();
+    assert_eq!(keys, want);
+    assert_eq!(i["settings"]["rdmaCmTos"]["value"], 106);
+    assert_eq!(i["settings"]["trafficClass"]["value"], 41);
+    assert_eq!(i["settings"]["trafficClass"]["state"], "set");
+}
+
 #[test]
 fn help_and_bad_options() {
     let r = inspect(&["--help"]);
