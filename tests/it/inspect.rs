@@ -33,7 +33,7 @@ const SEED_EXCLUSIVE: (&str, &str, [(&str, &str); 4]) = (
 fn inspect(args: &[&str]) -> Run {
     let r = Exec::new(BIN).arg("inspect").args(args).run();
     // docs/inspect.md is pasted from these runs:
-    // INSPECT_SHOW=1 cargo test --test inspect -- --nocapture --test-threads=1
+    // INSPECT_SHOW=1 cargo test --test it inspect:: -- --nocapture --test-threads=1
     if std::env::var_os("INSPECT_SHOW").is_some() {
         eprintln!(
             "$ roce-tune inspect {}\n{}{}[exit {}]\n",
@@ -379,7 +379,7 @@ fn json_carries_the_same_verdicts_as_the_table() {
     assert_eq!(j["view"], "pod");
     let i = &j["interfaces"][0];
     assert_eq!(i["device"], "mlx5_26");
-    assert_eq!(i["traffic_class"]["value"], 0);
+    assert_eq!(i["settings"]["trafficClass"]["value"], 0);
     assert_eq!(i["addresses"][0]["address"], "192.168.0.34/24");
     assert_eq!(i["addresses"][0]["roce_v2_index"], 5);
 }
@@ -432,7 +432,8 @@ fn node_view_lists_devices_with_pci_pf_and_class() {
             "NETDEV",
             "PORT",
             "STATE",
-            "TRAFFIC CLASS"
+            "TRAFFIC CLASS",
+            "RDMA CM TOS"
         ]
     );
     assert_eq!(
@@ -444,7 +445,8 @@ fn node_view_lists_devices_with_pci_pf_and_class() {
             "ens1f0np0",
             "1",
             "4: ACTIVE",
-            "unset"
+            "unset",
+            "n/a"
         ]
     );
     assert_eq!(
@@ -456,12 +458,13 @@ fn node_view_lists_devices_with_pci_pf_and_class() {
             "-",
             "1",
             "-",
-            "41"
+            "41",
+            "n/a"
         ]
     );
     assert_eq!(
         row(&r, "rxe0"),
-        ["rxe0", "0000:3b:00.0", "-", "-", "1", "-", "n/a"]
+        ["rxe0", "0000:3b:00.0", "-", "-", "1", "-", "n/a", "n/a"]
     );
     // Columns line up: each row's PCI starts where the header's does.
     let col = header.find("PCI").unwrap();
@@ -477,7 +480,7 @@ fn node_view_lists_devices_with_pci_pf_and_class() {
     assert_eq!(devs.len(), 1);
     assert_eq!(devs[0]["device"], "mlx5_2");
     assert_eq!(devs[0]["pf"], "0000:0c:00.0");
-    assert_eq!(devs[0]["traffic_class"]["value"], 41);
+    assert_eq!(devs[0]["settings"]["trafficClass"]["value"], 41);
     assert_eq!(j["view"], "node");
 
     let r = inspect(&["--sysfs-root", root, "--device", "mlx5_2"]);
@@ -526,7 +529,7 @@ fn set_tos(tree: &Tree, dev: &str, tos: u8) {
 
 /// The registered settings' keys, as the JSON keys them.
 fn setting_keys() -> Vec<&'static str> {
-    roce_tune::rdma::setting::SETTINGS
+    roce_tune::settings::SETTINGS
         .iter()
         .map(|s| s.key())
         .collect()
