@@ -4,7 +4,7 @@
 # stands alone) plus what earlier runs kept in fuzz/corpus. Prints the
 # executions per target; exits non-zero if any target found a crash, whose
 # input is then in fuzz/artifacts/<target>/ (make it a row of the bad-input
-# table, tests/bad_inputs.rs).
+# table, tests/it/bad_inputs.rs).
 #
 # The machine has only the stable toolchain: RUSTC_BOOTSTRAP=1 lets stable
 # rustc take the -Z flags cargo-fuzz passes (AddressSanitizer, coverage);
