@@ -267,12 +267,18 @@ fn all_good_exits_0() {
     let (tree, pod) = seed_case(&SEED_SHARED, "Y");
     set_recommended(&pod);
     tree.set_tc("mlx5_26", "tclass=41");
+    set_tos(&tree, "mlx5_26", 106);
     let path = pod.path();
     let mut a = pod_args(&path, &tree, "mlx5_26");
     a.extend_from_slice(&["--traffic-class", "41"]);
     let r = inspect(&a);
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
     assert!(lines_starting(&r, "FAIL").is_empty());
+    assert!(
+        lines_starting(&r, "Interface net1:")[0].ends_with(" traffic_class=41 rdma_cm_tos=106"),
+        "{}",
+        r.stdout
+    );
     assert_eq!(lines_starting(&r, "PASS").len(), 3, "{}", r.stdout);
     assert!(r.stdout.contains("Result: PASS (3 checks)"));
     // Sanity: the case really depends on what the test set (not a tool that
@@ -385,12 +391,16 @@ fn json_carries_the_same_verdicts_as_the_table() {
 }
 
 /// A node: a PF 0000:0c:00.0 (mlx5_0) with a netdev and an ACTIVE port, a VF
-/// 0000:0c:00.2 (mlx5_2) whose physfn links to the PF, and a non-mlx5
-/// device without a tc file. No netns: runs without root.
+/// 0000:0c:00.2 (mlx5_2) whose physfn links to the PF and whose rdma_cm ToS
+/// is 106, and a non-mlx5 device without a tc file. configfs is mounted
+/// with rdma_cm loaded; only mlx5_2 has a directory in it. No netns: runs
+/// without root.
 fn node_tree() -> Tree {
     let tree = Tree::new();
     tree.add_device("0000:0c:00.0", "mlx5_0", "");
     tree.add_device("0000:0c:00.2", "mlx5_2", "tclass=41");
+    std::fs::create_dir_all(tree.root.join("kernel/config/rdma_cm")).unwrap();
+    set_tos(&tree, "mlx5_2", 106);
     let pci = tree.root.join("bus/pci/devices");
     std::os::unix::fs::symlink("../0000:0c:00.0", pci.join("0000:0c:00.2/physfn")).unwrap();
     std::fs::create_dir_all(pci.join("0000:0c:00.0/net/ens1f0np0")).unwrap();
@@ -459,7 +469,7 @@ fn node_view_lists_devices_with_pci_pf_and_class() {
             "1",
             "-",
             "41",
-            "n/a"
+            "106"
         ]
     );
     assert_eq!(
@@ -541,8 +551,6 @@ fn setting_keys() -> Vec<&'static str> {
 #[test]
 fn node_view_shows_every_setting_the_rdma_cm_tos_included() {
     let tree = node_tree();
-    set_tos(&tree, "mlx5_2", 106);
-    std::fs::create_dir_all(tree.root.join("kernel/config/rdma_cm")).unwrap();
     let root = tree.root.to_str().unwrap();
     let before = snapshot(&tree.root);
     let r = inspect(&["--sysfs-root", root]);
