@@ -966,10 +966,10 @@ mod tests {
         ));
         // A setting only a newer binary knows: left alone as newer, not corrupt.
         let mut later = serde_json::to_value(&e).unwrap();
-        later["owned"]["mtu"] = json!({"original": 1500, "written": 9000});
+        later["owned"]["laterSetting"] = json!({"original": 1500, "written": 9000});
         assert!(matches!(
             decode(later.to_string().as_bytes()),
-            Err(ReadError::Newer(what)) if what == "the setting mtu"
+            Err(ReadError::Newer(what)) if what == "the setting laterSetting"
         ));
         // serde would quote the bad value; the reason must not.
         let mut bad = serde_json::to_value(&e).unwrap();

@@ -849,7 +849,7 @@ pub(crate) mod tests {
         );
         assert_eq!(setting_family("roce_tune_rail_gid_index"), None);
         // Counted by key: a key no longer registered is kept but not shown.
-        let mut c = counts(&[("trafficClass", 2), ("mtu", 5)]);
+        let mut c = counts(&[("trafficClass", 2), ("laterSetting", 5)]);
         c.add("trafficClass", 1);
         assert_eq!((c.get("trafficClass"), c.get("rdmaCmTos")), (3, 0));
         let s = Snapshot {
@@ -858,7 +858,7 @@ pub(crate) mod tests {
         };
         let text = render(&s);
         assert!(text.contains("roce_tune_drift_total{setting=\"traffic_class\"} 3\n"));
-        assert!(!text.contains("mtu"), "{text}");
+        assert!(!text.contains("later_setting"), "{text}");
     }
 
     #[test]

@@ -274,10 +274,10 @@ fn all_good_exits_0() {
     let r = inspect(&a);
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
     assert!(lines_starting(&r, "FAIL").is_empty());
+    let line = lines_starting(&r, "Interface net1:")[0];
     assert!(
-        lines_starting(&r, "Interface net1:")[0].ends_with(" traffic_class=41 rdma_cm_tos=106"),
-        "{}",
-        r.stdout
+        line.contains(" traffic_class=41") && line.contains(" rdma_cm_tos=106"),
+        "{line}"
     );
     assert_eq!(lines_starting(&r, "PASS").len(), 3, "{}", r.stdout);
     assert!(r.stdout.contains("Result: PASS (3 checks)"));
@@ -410,15 +410,42 @@ fn node_tree() -> Tree {
     tree
 }
 
-fn row<'a>(r: &'a Run, dev: &str) -> Vec<&'a str> {
-    r.stdout
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(dev))
-        .unwrap_or_else(|| panic!("no row for {dev}:\n{}", r.stdout))
-        .split("  ")
+/// The cells of a table line: columns are two spaces or more apart, and no
+/// cell holds two spaces.
+fn cells(line: &str) -> Vec<&str> {
+    line.split("  ")
         .map(str::trim)
         .filter(|c| !c.is_empty())
         .collect()
+}
+
+fn row<'a>(r: &'a Run, dev: &str) -> Vec<&'a str> {
+    cells(
+        r.stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(dev))
+            .unwrap_or_else(|| panic!("no row for {dev}:\n{}", r.stdout)),
+    )
+}
+
+/// The node view's header: the device's own columns, then one per
+/// registered setting (its key in snake case, upper case, spaced).
+fn node_header() -> Vec<String> {
+    ["DEVICE", "PCI", "PF", "NETDEV", "PORT", "STATE"]
+        .map(String::from)
+        .into_iter()
+        .chain(roce_tune::settings::SETTINGS.iter().map(|s| {
+            roce_tune::settings::snake_name(s.key())
+                .replace('_', " ")
+                .to_uppercase()
+        }))
+        .collect()
+}
+
+/// `dev`'s row of the node view, by column.
+fn columns<'a>(r: &'a Run, dev: &str) -> std::collections::BTreeMap<&'a str, &'a str> {
+    let header = r.stdout.lines().find(|l| l.starts_with("DEVICE")).unwrap();
+    cells(header).into_iter().zip(row(r, dev)).collect()
 }
 
 #[test]
@@ -429,26 +456,25 @@ fn node_view_lists_devices_with_pci_pf_and_class() {
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("RDMA devices: 3"));
     let header = r.stdout.lines().find(|l| l.starts_with("DEVICE")).unwrap();
-    assert_eq!(
-        header
-            .split("  ")
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .collect::<Vec<_>>(),
-        [
-            "DEVICE",
-            "PCI",
-            "PF",
-            "NETDEV",
-            "PORT",
-            "STATE",
-            "TRAFFIC CLASS",
-            "RDMA CM TOS"
-        ]
-    );
-    assert_eq!(
-        row(&r, "mlx5_0"),
-        [
+    assert_eq!(cells(header), node_header());
+    let expect = |dev: &str, want: &[(&str, &str)]| {
+        let got = columns(&r, dev);
+        assert_eq!(got.len(), node_header().len(), "{dev}: {got:?}");
+        for (column, cell) in want {
+            assert_eq!(got[column], *cell, "{dev} {column}: {got:?}");
+        }
+    };
+    let own = ["DEVICE", "PCI", "PF", "NETDEV", "PORT", "STATE"];
+    let cells_of = |values: [&'static str; 8]| -> Vec<(&'static str, &'static str)> {
+        own.iter()
+            .copied()
+            .chain(["TRAFFIC CLASS", "RDMA CM TOS"])
+            .zip(values)
+            .collect()
+    };
+    expect(
+        "mlx5_0",
+        &cells_of([
             "mlx5_0",
             "0000:0c:00.0",
             "-",
@@ -456,12 +482,12 @@ fn node_view_lists_devices_with_pci_pf_and_class() {
             "1",
             "4: ACTIVE",
             "unset",
-            "n/a"
-        ]
+            "n/a",
+        ]),
     );
-    assert_eq!(
-        row(&r, "mlx5_2"),
-        [
+    expect(
+        "mlx5_2",
+        &cells_of([
             "mlx5_2",
             "0000:0c:00.2",
             "0000:0c:00.0",
@@ -469,12 +495,12 @@ fn node_view_lists_devices_with_pci_pf_and_class() {
             "1",
             "-",
             "41",
-            "106"
-        ]
+            "106",
+        ]),
     );
-    assert_eq!(
-        row(&r, "rxe0"),
-        ["rxe0", "0000:3b:00.0", "-", "-", "1", "-", "n/a", "n/a"]
+    expect(
+        "rxe0",
+        &cells_of(["rxe0", "0000:3b:00.0", "-", "-", "1", "-", "n/a", "n/a"]),
     );
     // Columns line up: each row's PCI starts where the header's does.
     let col = header.find("PCI").unwrap();
@@ -556,12 +582,11 @@ fn node_view_shows_every_setting_the_rdma_cm_tos_included() {
     let r = inspect(&["--sysfs-root", root]);
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
     let header = r.stdout.lines().find(|l| l.starts_with("DEVICE")).unwrap();
-    assert!(
-        header.ends_with("TRAFFIC CLASS  RDMA CM TOS"),
-        "a column per setting: {header}"
-    );
-    assert_eq!(row(&r, "mlx5_2")[6..], ["41", "106"]);
-    assert_eq!(row(&r, "mlx5_0")[6..], ["unset", "n/a"]);
+    assert_eq!(cells(header), node_header(), "a column per setting");
+    let vf = columns(&r, "mlx5_2");
+    assert_eq!((vf["TRAFFIC CLASS"], vf["RDMA CM TOS"]), ("41", "106"));
+    let pf = columns(&r, "mlx5_0");
+    assert_eq!((pf["TRAFFIC CLASS"], pf["RDMA CM TOS"]), ("unset", "n/a"));
     let j = inspect(&["--sysfs-root", root, "--json"]).json();
     let devs = j["devices"].as_array().unwrap();
     let vf = devs.iter().find(|d| d["device"] == "mlx5_2").unwrap();
@@ -605,9 +630,13 @@ fn pod_view_shows_every_setting_the_rdma_cm_tos_included() {
         .find(|l| l.starts_with("Interface net1:"))
         .unwrap();
     assert!(
-        line.ends_with("traffic_class=41 rdma_cm_tos=106"),
-        "every setting on the rail line: {line}"
+        line.contains(" traffic_class=41") && line.contains(" rdma_cm_tos=106"),
+        "{line}"
     );
+    for s in roce_tune::settings::SETTINGS {
+        let name = roce_tune::settings::snake_name(s.key());
+        assert!(line.contains(&format!(" {name}=")), "every setting: {line}");
+    }
     let mut a = pod_args(&path, &tree, "mlx5_26");
     a.push("--json");
     let j = inspect(&a).json();

@@ -12,6 +12,7 @@ use super::verdicts::*;
 use crate::rdma::gid::{self, GidEntry};
 use crate::rdma::lookup::How;
 use crate::rdma::NetnsMode;
+use crate::settings::{snake_name, SETTINGS};
 use serde_json::json;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -62,21 +63,32 @@ fn sysctl(key: &str, value: &str, recommended: &str) -> SysctlObs {
     }
 }
 
-/// A port's settings as collect reads them: the class `tc`, and no rdma_cm
-/// configfs directory (nothing to read).
+/// A port's settings as collect reads them, every registered one: the class
+/// `tc`, the others with nothing to read (no rdma_cm configfs directory).
 fn settings_with(tc: SettingState) -> Vec<SettingObs> {
-    vec![
-        SettingObs {
-            key: "trafficClass",
-            state: tc,
-            path: PathBuf::from("/t/class/infiniband/mlx5_2/tc/1/traffic_class"),
-        },
-        SettingObs {
-            key: "rdmaCmTos",
-            state: SettingState::NoFile,
-            path: PathBuf::from("/t/kernel/config/rdma_cm/mlx5_2/ports/1/default_roce_tos"),
-        },
-    ]
+    SETTINGS
+        .iter()
+        .map(|s| SettingObs {
+            key: s.key(),
+            state: match s.key() {
+                "trafficClass" => tc.clone(),
+                _ => SettingState::NoFile,
+            },
+            path: PathBuf::from(format!("/t/{}", s.key())),
+        })
+        .collect()
+}
+
+/// What the class `tc` and the other settings with nothing to read show, in
+/// the list's order: `(snake name, cell)`.
+fn shown_settings(tc: &str) -> Vec<(String, String)> {
+    SETTINGS
+        .iter()
+        .map(|s| {
+            let cell = if s.key() == "trafficClass" { tc } else { "n/a" };
+            (snake_name(s.key()), cell.to_string())
+        })
+        .collect()
 }
 
 /// A rail as the pod view collects it: the seed's GIDs, class 41, sysctls
@@ -439,27 +451,27 @@ fn node_text_shows_dashes_for_absent_files() {
     let text = node_text(&node, &[]);
     let row = text.lines().find(|l| l.starts_with("mlx5_2")).unwrap();
     let cells: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(
-        cells,
-        ["mlx5_2", "0000:0c:00.2", "-", "-", "1", "-", "41", "n/a"]
-    );
+    let mut want = vec!["mlx5_2", "0000:0c:00.2", "-", "-", "1", "-"];
+    let settings = shown_settings("41");
+    want.extend(settings.iter().map(|(_, cell)| cell.as_str()));
+    assert_eq!(cells, want, "a column per registered setting");
     assert!(text.starts_with("RDMA netns mode: Y"));
     assert!(text.contains("sysfs: /t (a test tree)"));
     let j = serde_json::to_value(json::node(&node, &[])).unwrap();
+    let settings = j["devices"][0]["settings"].as_object().unwrap();
+    let mut keys: Vec<&str> = SETTINGS.iter().map(|s| s.key()).collect();
+    keys.sort_unstable();
+    assert!(
+        settings.keys().eq(keys.iter()),
+        "by key, sorted: {settings:?}"
+    );
     assert_eq!(
-        j["devices"][0]["settings"],
-        json!({
-            "rdmaCmTos": {
-                "path": "/t/kernel/config/rdma_cm/mlx5_2/ports/1/default_roce_tos",
-                "state": "n/a",
-                "value": null
-            },
-            "trafficClass": {
-                "path": "/t/class/infiniband/mlx5_2/tc/1/traffic_class",
-                "state": "set",
-                "value": 41
-            }
-        })
+        settings["trafficClass"],
+        json!({"path": "/t/trafficClass", "state": "set", "value": 41})
+    );
+    assert_eq!(
+        settings["rdmaCmTos"],
+        json!({"path": "/t/rdmaCmTos", "state": "n/a", "value": null})
     );
     assert_eq!(j["pass"], true);
 }
@@ -479,9 +491,13 @@ fn the_pod_view_says_how_each_device_was_found() {
         (line, json["interfaces"][0]["device_source"].clone())
     };
     let (text, json) = line(by_netlink());
+    let settings: String = shown_settings("41")
+        .iter()
+        .map(|(name, cell)| format!(" {name}={cell}"))
+        .collect();
     assert_eq!(
         text,
-        "Interface net1: ip=192.168.0.34 rdma_device=mlx5_2 (by RDMA netlink) port=1 state=4: ACTIVE traffic_class=41 rdma_cm_tos=n/a"
+        format!("Interface net1: ip=192.168.0.34 rdma_device=mlx5_2 (by RDMA netlink) port=1 state=4: ACTIVE{settings}")
     );
     assert_eq!(json, "RDMA netlink");
     let parent = How::Parent(crate::rdma::device::Parent::pci("0000:0c:00.2"));
@@ -498,9 +514,12 @@ fn the_pod_view_says_how_each_device_was_found() {
     );
     assert_eq!(json, "--device");
     let (text, json) = line(Err("none".into()));
+    let unread: String = SETTINGS
+        .iter()
+        .map(|s| format!(" {}=-", snake_name(s.key())))
+        .collect();
     assert!(
-        text.contains("rdma_device=- (not found)")
-            && text.ends_with("traffic_class=- rdma_cm_tos=-"),
+        text.contains("rdma_device=- (not found)") && text.ends_with(&unread),
         "{text}"
     );
     assert_eq!(json, json!(null));
