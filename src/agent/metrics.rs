@@ -354,6 +354,17 @@ impl SettingCounts {
     }
 }
 
+/// Counts by key, as a test or a snapshot states them.
+impl<const N: usize> From<[(&'static str, u64); N]> for SettingCounts {
+    fn from(counts: [(&'static str, u64); N]) -> SettingCounts {
+        let mut c = SettingCounts::default();
+        for (key, n) in counts {
+            c.add(key, n);
+        }
+        c
+    }
+}
+
 /// A CNI command (the label `command`, as `CNI_COMMAND` spells it).
 pub use crate::cni::env::Command;
 
@@ -633,14 +644,6 @@ pub(crate) mod tests {
         SettingSample { key, now, wanted }
     }
 
-    fn counts(pairs: &[(&'static str, u64)]) -> SettingCounts {
-        let mut c = SettingCounts::default();
-        for (key, n) in pairs {
-            c.add(key, *n);
-        }
-        c
-    }
-
     /// A snapshot in which every family has at least one sample.
     pub(crate) fn full_snapshot() -> Snapshot {
         let mut add = Histogram::default();
@@ -672,8 +675,8 @@ pub(crate) mod tests {
                 pod: "train-0".into(),
                 starved_gpus: 1,
             }],
-            drift: counts(&[("trafficClass", 2)]),
-            drift_repairs: counts(&[("trafficClass", 1)]),
+            drift: SettingCounts::from([("trafficClass", 2)]),
+            drift_repairs: SettingCounts::from([("trafficClass", 1)]),
             orphan_repairs: 4,
             orphans_pending: 1,
             idle_vfs_holding_class: 1,
@@ -849,7 +852,7 @@ pub(crate) mod tests {
         );
         assert_eq!(setting_family("roce_tune_rail_gid_index"), None);
         // Counted by key: a key no longer registered is kept but not shown.
-        let mut c = counts(&[("trafficClass", 2), ("laterSetting", 5)]);
+        let mut c = SettingCounts::from([("trafficClass", 2), ("laterSetting", 5)]);
         c.add("trafficClass", 1);
         assert_eq!((c.get("trafficClass"), c.get("rdmaCmTos")), (3, 0));
         let s = Snapshot {

@@ -36,14 +36,6 @@ fn owned(key: &'static str, now: Option<Reading>, wanted: u32) -> SettingSample 
     SettingSample { key, now, wanted }
 }
 
-fn counts(pairs: &[(&'static str, u64)]) -> SettingCounts {
-    let mut c = SettingCounts::default();
-    for (key, n) in pairs {
-        c.add(key, *n);
-    }
-    c
-}
-
 fn snapshot() -> Snapshot {
     let mut add = Histogram::default();
     for ms in [3, 20, 20, 400, 3100, 61_000] {
@@ -82,8 +74,8 @@ fn snapshot() -> Snapshot {
             pod: "train-0".into(),
             starved_gpus: 2,
         }],
-        drift: counts(&[("trafficClass", 3), ("rdmaCmTos", 1)]),
-        drift_repairs: counts(&[("trafficClass", 3)]),
+        drift: SettingCounts::from([("trafficClass", 3), ("rdmaCmTos", 1)]),
+        drift_repairs: SettingCounts::from([("trafficClass", 3)]),
         orphan_repairs: 7,
         orphans_pending: 1,
         idle_vfs_holding_class: 2,

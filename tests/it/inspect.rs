@@ -261,13 +261,20 @@ fn wrong_sysctl_names_the_key() {
     assert!(row.ends_with("DIFFERS"), "{row}");
 }
 
-#[test]
-fn all_good_exits_0() {
-    needs!(root);
+/// The seed's shared rail as roce-tune leaves it: the sysctls set, class 41
+/// and rdma_cm ToS 106.
+fn right_rail() -> (Tree, Pod) {
     let (tree, pod) = seed_case(&SEED_SHARED, "Y");
     set_recommended(&pod);
     tree.set_tc("mlx5_26", "tclass=41");
     set_tos(&tree, "mlx5_26", 106);
+    (tree, pod)
+}
+
+#[test]
+fn all_good_exits_0() {
+    needs!(root);
+    let (tree, pod) = right_rail();
     let path = pod.path();
     let mut a = pod_args(&path, &tree, "mlx5_26");
     a.extend_from_slice(&["--traffic-class", "41"]);
@@ -617,10 +624,7 @@ fn node_view_shows_every_setting_the_rdma_cm_tos_included() {
 #[test]
 fn pod_view_shows_every_setting_the_rdma_cm_tos_included() {
     needs!(root);
-    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
-    set_recommended(&pod);
-    tree.set_tc("mlx5_26", "tclass=41");
-    set_tos(&tree, "mlx5_26", 106);
+    let (tree, pod) = right_rail();
     let path = pod.path();
     let r = inspect(&pod_args(&path, &tree, "mlx5_26"));
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);

@@ -153,24 +153,30 @@ fn section_citations(text: &str) -> Vec<(String, String)> {
     out
 }
 
+/// A file's text with its lines joined and comment markers dropped: a
+/// citation or a command may wrap inside a comment.
+fn joined_text(file: &Path) -> String {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            l.trim_start()
+                .trim_start_matches("//!")
+                .trim_start_matches("///")
+                .trim_start_matches("//")
+                .trim_start_matches('#')
+                .trim()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[test]
 fn every_cited_section_exists() {
     let mut dangling = Vec::new();
     let mut seen = 0;
     for file in citing_files() {
-        let text = std::fs::read_to_string(&file).unwrap_or_default();
-        // Joined lines: a citation may wrap inside a comment.
-        let joined = text
-            .lines()
-            .map(|l| {
-                l.trim_start()
-                    .trim_start_matches("//!")
-                    .trim_start_matches("///")
-            })
-            .map(|l| l.trim_start_matches("//").trim_start_matches('#').trim())
-            .collect::<Vec<_>>()
-            .join(" ");
-        for (doc, section) in section_citations(&joined) {
+        for (doc, section) in section_citations(&joined_text(&file)) {
             seen += 1;
             let heads = headings(&cited_doc(&doc));
             // "Who writes what" names "Who writes what (the trust boundary)".
@@ -430,21 +436,7 @@ fn every_cited_test_command_runs_tests_that_exist() {
     let mut wrong = Vec::new();
     let mut seen = 0;
     for file in citing_files() {
-        let text = std::fs::read_to_string(&file).unwrap_or_default();
-        // Joined lines: a command may wrap inside a comment.
-        let joined = text
-            .lines()
-            .map(|l| {
-                l.trim_start()
-                    .trim_start_matches("//!")
-                    .trim_start_matches("///")
-                    .trim_start_matches("//")
-                    .trim_start_matches('#')
-                    .trim()
-            })
-            .collect::<Vec<_>>()
-            .join(" ");
-        for (binary, filter) in test_commands(&joined) {
+        for (binary, filter) in test_commands(&joined_text(&file)) {
             seen += 1;
             // One [[test]] target: tests/it (Cargo.toml's autotests find
             // tests/<name>.rs or tests/<name>/main.rs).

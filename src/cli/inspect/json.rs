@@ -97,8 +97,16 @@ struct Settings<'a>(&'a [SettingObs]);
 
 impl Serialize for Settings<'_> {
     fn serialize<S: Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        // Insertion sort: a handful of keys, and the slice sort's instance
+        // for them measured 3.6 KB of the static binary.
         let mut sorted: Vec<&SettingObs> = self.0.iter().collect();
-        sorted.sort_unstable_by_key(|o| o.key);
+        for i in 1..sorted.len() {
+            let mut j = i;
+            while j > 0 && sorted[j - 1].key > sorted[j].key {
+                sorted.swap(j - 1, j);
+                j -= 1;
+            }
+        }
         ser.collect_map(sorted.into_iter().map(|o| (o.key, setting_json(o))))
     }
 }

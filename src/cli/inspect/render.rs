@@ -101,10 +101,11 @@ pub fn node_text(node: &NodeView, checks: &[Check]) -> String {
             })
             .collect();
         // A column per registered setting, named as the metrics name it:
-        // `rdma_cm_tos` is RDMA CM TOS.
+        // `rdma_cm_tos` is RDMA CM TOS. ASCII (settings' keys are), so not
+        // `to_uppercase`, whose Unicode tables measured 3.1 KB of the binary.
         let named: Vec<String> = SETTINGS
             .iter()
-            .map(|s| snake_name(s.key()).replace('_', " ").to_uppercase())
+            .map(|s| snake_name(s.key()).replace('_', " ").to_ascii_uppercase())
             .collect();
         let header: Vec<&str> = ["DEVICE", "PCI", "PF", "NETDEV", "PORT", "STATE"]
             .into_iter()
