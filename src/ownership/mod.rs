@@ -366,7 +366,9 @@ pub fn release_entry(place: Place, entry: &Entry) -> Done {
     // The pod's netns while it lives (the recorded one, by its nsfs
     // identity): where a device reached inside it is, and where a setting
     // of the pod's interface is given back. Gone, a setting of the
-    // interface has nothing left to restore.
+    // interface has nothing left to restore. Looked up for a host-reach
+    // entry too: 7 system calls, 0.6% of a DEL's instructions (80 to 87
+    // calls, 272,272 to 274,002 instructions under callgrind).
     let ns = match NetNs::still(Path::new(&entry.netns), entry.netns_id) {
         Ok(ns) => ns,
         Err(e) => {
