@@ -92,6 +92,11 @@ fn figures() -> Vec<Figure> {
             count: fuzz_targets().len(),
             phrases: &["{} cargo-fuzz targets"],
         },
+        Figure {
+            what: "check-conf's negative cases (integration/check-conf-negative.py CASES)",
+            count: negative_cases(),
+            phrases: &["{} negative cases"],
+        },
     ]
 }
 
@@ -139,6 +144,18 @@ fn every_fuzz_target_is_run_and_in_the_table() {
         }
     }
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+/// The rows of check-conf-negative.py's CASES: each opens a tuple at four
+/// spaces, `    ("<name>",`.
+fn negative_cases() -> usize {
+    let text = include_str!("../../integration/check-conf-negative.py");
+    let table = text
+        .split("\nCASES = [\n")
+        .nth(1)
+        .and_then(|t| t.split("\n]\n").next())
+        .expect("check-conf-negative.py has a `CASES = [ ... ]` table");
+    table.lines().filter(|l| l.starts_with("    (\"")).count()
 }
 
 /// README.md and every docs/*.md, each with its whitespace runs made one space.
