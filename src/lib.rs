@@ -32,6 +32,7 @@ pub mod protowire;
 pub mod quote;
 pub mod rdma;
 pub mod safe_dir;
+pub mod settings;
 pub mod state;
 pub mod sysctl;
 pub mod sysfs;
