@@ -1021,6 +1021,177 @@ fn hostile_clients_neither_stop_the_scrape_nor_the_repair_nor_sigterm() {
     });
 }
 
+// ------------------------------------------------------------ a device lock held
+
+/// How long the test holds the device locks: what the issue measured (one
+/// lock held 8 s made every repair wait, and SIGTERM take 5.5 s).
+const HELD_SECS: u64 = 8;
+
+/// A process holding each of `locks` (`flock`, exclusive) for `HELD_SECS`,
+/// as a stuck ADD or DEL would: util-linux's `flock`, each running the next,
+/// the last `sleep`, in a process group of their own. Returned once every
+/// lock is taken.
+fn hold_locks(locks: &[PathBuf]) -> Child {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new("flock");
+    for (i, l) in locks.iter().enumerate() {
+        if i > 0 {
+            cmd.arg("flock");
+        }
+        cmd.arg("-x").arg(l);
+    }
+    let child = cmd
+        .args(["sleep", &HELD_SECS.to_string()])
+        .process_group(0)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !locks.iter().all(|l| is_held(l)) {
+        assert!(t.elapsed() < Duration::from_secs(5), "flock took no lock");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
+}
+
+/// Whether another process holds `lock`: this one's LOCK_NB try fails.
+fn is_held(lock: &Path) -> bool {
+    use nix::fcntl::{Flock, FlockArg};
+    let f = std::fs::File::open(lock).unwrap();
+    Flock::lock(f, FlockArg::LockExclusiveNonblock).is_err()
+}
+
+#[test]
+fn a_lock_held_eight_seconds_is_skipped_and_counted_and_sigterm_still_stops_within_a_second() {
+    needs!(root);
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    agent_node(&state, &tree, "repair");
+    // Six live rails, each drifted to 0, and an orphan on a seventh device.
+    let rails: Vec<(Pod, String)> = (0..7)
+        .map(|i| {
+            let (pci, dev, ip) = (
+                format!("0000:2{i}:00.2"),
+                format!("mlx5_2{i}"),
+                format!("192.168.{i}.34"),
+            );
+            tree.add_device(&pci, &dev, "Global tclass=106\n");
+            tree.set_ipv4_gids(&dev, &ip);
+            let pod = Pod::new("net1", Some(&format!("{ip}/16")));
+            let c = rail(&tree, &pod, "net1", &pci, &ip, json!({"trafficClass": 41}));
+            cni(
+                &state,
+                "ADD",
+                &format!("p{i}"),
+                &pod,
+                "net1",
+                &format!("pod-{i}"),
+                &c,
+            )
+            .ok();
+            assert_eq!(tree.tc(&dev), "tclass=41");
+            (pod, dev)
+        })
+        .collect();
+    let (orphan_pod, orphan_dev) = &rails[6];
+    let live = &rails[..6];
+    orphan_pod.delete();
+    for (_, dev) in live {
+        kernel_write(&tree.tc_path(dev), "Global tclass=0\n");
+    }
+    let locks: Vec<PathBuf> = (0..7)
+        .map(|i| state.0.join(format!("locks/0000:2{i}:00.2.1.lock")))
+        .collect();
+    let mut holder = hold_locks(&locks);
+    let held_at = Instant::now();
+
+    // Every pass skips every rail and the orphan, and counts them: 7 a pass.
+    let mut agent = Agent::start(&state, 1);
+    let skipped = |m: &Metrics| m.get("roce_tune_repair_skipped_total", &[]);
+    let (m, ok) = agent.wait_for(Duration::from_secs(4), |m| {
+        skipped(m).is_some_and(|n| n >= 14.0)
+    });
+    assert!(ok, "not two passes of skips: {}\n{}", m.text, agent.log());
+    assert!(m.get("roce_tune_repair_passes_total", &[]).unwrap() >= 2.0);
+    for (_, dev) in live {
+        assert_eq!(
+            tree.tc(dev),
+            "Global tclass=0\n",
+            "{dev}: written under a held lock"
+        );
+    }
+    assert_eq!(
+        tree.tc(orphan_dev),
+        "tclass=41",
+        "the orphan, restored under a held lock"
+    );
+    assert_eq!(m.get("roce_tune_orphans_pending", &[]), Some(1.0));
+    assert_eq!(m.get("roce_tune_orphan_repairs_total", &[]), Some(0.0));
+    assert_eq!(
+        m.drift("traffic_class"),
+        0.0,
+        "a skipped rail is not judged"
+    );
+    assert!(agent.log().contains("lock"), "{}", agent.log());
+
+    // `gc --orphans` does not wait for the lock either: the orphan is one
+    // it could not restore yet.
+    let gc = gc_orphans(&state);
+    assert_eq!(gc.status, 1, "{} {}", gc.stdout, gc.stderr);
+    assert!(
+        gc.stdout.contains("released 0 orphans, 1 failed") && gc.stdout.contains("lock"),
+        "{}",
+        gc.stdout
+    );
+    assert!(
+        gc.elapsed < Duration::from_secs(2),
+        "gc --orphans took {:?}",
+        gc.elapsed
+    );
+
+    // SIGTERM while every lock is still held: within a second (the test
+    // allows twice that, for two busy shared cores).
+    assert!(
+        holder.try_wait().unwrap().is_none(),
+        "the locks were let go too soon"
+    );
+    let (status, took) = agent.terminate();
+    assert!(
+        holder.try_wait().unwrap().is_none(),
+        "the locks were let go too soon"
+    );
+    eprintln!(
+        "locks held {:?}: {} skips, gc --orphans {:?}, SIGTERM {took:?}",
+        held_at.elapsed(),
+        skipped(&m).unwrap(),
+        gc.elapsed
+    );
+    assert!(status.success(), "{status}\n{}", agent.log());
+    assert!(took < Duration::from_secs(2), "SIGTERM took {took:?}");
+
+    // Once the locks are free, the next agent repairs everything within two
+    // periods and skips nothing.
+    let agent = Agent::start(&state, 1);
+    holder.wait().unwrap();
+    assert!(held_at.elapsed() >= Duration::from_secs(HELD_SECS));
+    let repaired = within(TWO_PERIODS + PERIOD, || {
+        live.iter().all(|(_, dev)| tree.tc(dev) == "tclass=41")
+            && tree.tc(orphan_dev) == "tclass=106"
+    });
+    assert!(
+        repaired.is_some(),
+        "not repaired once the locks were free\n{}",
+        agent.log()
+    );
+    let before = skipped(&agent.scrape());
+    std::thread::sleep(TWO_PERIODS);
+    let m = agent.scrape();
+    assert_eq!(skipped(&m), before, "skips with no lock held: {}", m.text);
+    assert_eq!(m.get("roce_tune_orphans_pending", &[]), Some(0.0));
+    assert_eq!(m.repairs("traffic_class"), 6.0, "{}", m.text);
+    assert_eq!(state.entries().len(), 6);
+}
+
 // ------------------------------------------------------------ promtool
 
 #[test]
