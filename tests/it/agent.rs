@@ -1061,6 +1061,57 @@ fn is_held(lock: &Path) -> bool {
     Flock::lock(f, FlockArg::LockExclusiveNonblock).is_err()
 }
 
+/// The bounded wait itself (`StateDir::lock_waiting`): busy at its bound and
+/// not long after, once at zero, and a lock freed meanwhile is taken.
+#[test]
+fn a_bounded_lock_wait_gives_up_at_its_bound_and_takes_a_lock_freed_meanwhile() {
+    use roce_tune::state::{LockWait, StateDir, StateError};
+    needs!(root);
+    let path = StateDirPath::new();
+    let state = StateDir::create(&path.0).unwrap();
+    drop(state.lock("0000:0c:00.2.1").unwrap());
+    let file = path.0.join("locks/0000:0c:00.2.1.lock");
+    let mut holder = hold_locks(std::slice::from_ref(&file));
+    for (wait, at_least) in [
+        (Duration::ZERO, Duration::ZERO),
+        (Duration::from_millis(100), Duration::from_millis(100)),
+    ] {
+        let t = Instant::now();
+        match state.lock_waiting("0000:0c:00.2.1", LockWait::Within(wait)) {
+            Err(StateError::Busy { path, waited }) => {
+                assert_eq!(path, file);
+                assert!(waited >= at_least, "{waited:?}");
+            }
+            other => panic!("{:?}", other.map(|_| "locked")),
+        }
+        let took = t.elapsed();
+        assert!(
+            took >= at_least && took < at_least * 2 + Duration::from_millis(200),
+            "{took:?}"
+        );
+    }
+    // Freed 300 ms into a wait of 5 s: taken then, not at the bound.
+    let freer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(holder.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        holder.wait().unwrap();
+    });
+    let t = Instant::now();
+    let lock = state.lock_waiting("0000:0c:00.2.1", LockWait::Within(Duration::from_secs(5)));
+    let took = t.elapsed();
+    freer.join().unwrap();
+    assert!(lock.is_ok(), "{:?}", lock.err());
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    assert!(is_held(&file), "this process holds it now");
+}
+
 #[test]
 fn a_lock_held_eight_seconds_is_skipped_and_counted_and_sigterm_still_stops_within_a_second() {
     needs!(root);
@@ -1161,9 +1212,11 @@ fn a_lock_held_eight_seconds_is_skipped_and_counted_and_sigterm_still_stops_with
         "the locks were let go too soon"
     );
     eprintln!(
-        "locks held {:?}: {} skips, gc --orphans {:?}, SIGTERM {took:?}",
+        "locks held {:?}: {} skips, a pass {} s, gc --orphans {:?}, SIGTERM {took:?}",
         held_at.elapsed(),
         skipped(&m).unwrap(),
+        m.get("roce_tune_repair_pass_duration_seconds", &[])
+            .unwrap(),
         gc.elapsed
     );
     assert!(status.success(), "{status}\n{}", agent.log());
