@@ -362,6 +362,36 @@ fn five_hundred_connections_at_once_leave_room_for_a_scrape() {
     assert_eq!(srv.threads(), 1);
 }
 
+/// Connection churn evicted a scrape whose request came late: it was the
+/// oldest connection waiting for a request, so the first one past the
+/// table's size closed it. A client that connects and has not sent yet
+/// costs a descriptor and no buffer; hundreds of newer ones must not cost
+/// it its request.
+#[test]
+fn a_request_sent_late_outlives_hundreds_of_newer_idle_connections() {
+    let srv = start("http-late", Limits::default());
+    let mut late = TcpStream::connect(srv.addr).unwrap();
+    late.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    thread::sleep(Duration::from_millis(50));
+    let newer: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect_timeout(&srv.addr, Duration::from_secs(5)).unwrap())
+        .collect();
+    // Time for the server to accept them all (it takes 16 a turn).
+    thread::sleep(Duration::from_millis(300));
+    late.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut all = Vec::new();
+    late.read_to_end(&mut all).unwrap();
+    assert!(
+        all.starts_with(b"HTTP/1.1 200 ") && all.ends_with(BODY.as_bytes()),
+        "the late request: {:?}",
+        String::from_utf8_lossy(&all)
+    );
+    good_scrape(srv.addr, "300 newer idle connections");
+    drop(newer);
+    assert_eq!(srv.threads(), 1);
+}
+
 #[test]
 fn posts_garbage_and_traversal_in_bulk_do_not_slow_a_scrape() {
     let srv = start("http-garbage", test_limits());
