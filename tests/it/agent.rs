@@ -1225,8 +1225,8 @@ fn a_lock_held_eight_seconds_is_skipped_and_counted_and_sigterm_still_stops_with
     // Once the locks are free, the next agent repairs everything within two
     // periods and skips nothing.
     let agent = Agent::start(&state, 1);
-    holder.wait().unwrap();
-    assert!(held_at.elapsed() >= Duration::from_secs(HELD_SECS));
+    // `sleep` ran its course: the locks were held all of HELD_SECS.
+    assert!(holder.wait().unwrap().success());
     let repaired = within(TWO_PERIODS + PERIOD, || {
         live.iter().all(|(_, dev)| tree.tc(dev) == "tclass=41")
             && tree.tc(orphan_dev) == "tclass=106"
