@@ -5,11 +5,17 @@
 //! One thread serves every connection from one poll loop on non-blocking
 //! sockets, so a client costs a buffer and a descriptor, never a thread, and
 //! a slow one cannot hold up another:
-//! - at most `max_connections` at once; beyond that, the connection that has
-//!   waited longest without completing its request is closed at once (a
-//!   finished exchange first), so a crowd of idle or slow clients cannot keep
-//!   a fresh scrape out; when every slot is sending a response, the new
-//!   connection is closed;
+//! - connections are bounded by what they cost. At most `max_waiting` that
+//!   have sent nothing yet (a descriptor each, no buffer): beyond that, the
+//!   one that has waited longest is closed. At most `max_connections` that
+//!   hold bytes (part of a request head, a response being sent): beyond
+//!   that, a finished exchange is closed first, then the oldest partial
+//!   head, and when every one is sending a response, the newest. So a crowd
+//!   of idle or slow clients cannot keep a fresh scrape out, and churn
+//!   (clients opening and dropping connections as fast as they can) cannot
+//!   close a scrape that has connected and not yet sent its request unless
+//!   `max_waiting` newer connections are open at once (docs/reliability.md,
+//!   "Scrapes under connection churn");
 //! - a request head (request line and headers) over `max_head_bytes` gets 431,
 //!   one that is not HTTP/1.x gets 400, any method but GET and HEAD 405, any
 //!   path but the two 404;
@@ -58,7 +64,14 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
+    /// Connections holding bytes: part of a request head (up to
+    /// `max_head_bytes` each) or a response being sent (the socket's send
+    /// buffer, when the client does not read).
     pub max_connections: usize,
+    /// Connections that have sent nothing yet: a descriptor and a few dozen
+    /// bytes each. [`Server::bind`] keeps it to half the process's
+    /// descriptor limit, so that the repair always has descriptors of its own.
+    pub max_waiting: usize,
     pub max_head_bytes: usize,
     /// From accept to the end of the request head.
     pub read_deadline: Duration,
@@ -71,10 +84,14 @@ pub struct Limits {
 impl Default for Limits {
     /// A scrape through kube-rbac-proxy is one connection at a time, and its
     /// request head is a few hundred bytes. Prometheus's default scrape
-    /// timeout is 10 s: a response that takes longer is useless.
+    /// timeout is 10 s: a response that takes longer is useless. 512 waiting
+    /// connections: more than the churn test keeps open at once (4 clients,
+    /// 2 of them opening 64 before dropping them), within the 1024
+    /// descriptors a process gets by default.
     fn default() -> Self {
         Limits {
             max_connections: 32,
+            max_waiting: 512,
             max_head_bytes: 8 * 1024,
             read_deadline: Duration::from_secs(5),
             write_deadline: Duration::from_secs(10),
@@ -257,8 +274,25 @@ pub struct Server {
     limits: Limits,
 }
 
+/// The process's soft limit on open descriptors (RLIMIT_NOFILE).
+fn descriptor_limit() -> usize {
+    let mut lim = nix::libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit struct we own.
+    if unsafe { nix::libc::getrlimit(nix::libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 1024;
+    }
+    usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
+}
+
 impl Server {
     pub fn bind(addr: SocketAddr, limits: Limits) -> Result<Server, Error> {
+        let limits = Limits {
+            max_waiting: limits.max_waiting.min(descriptor_limit() / 2).max(1),
+            ..limits
+        };
         let listener = TcpListener::bind(addr).map_err(|source| Error::Bind { addr, source })?;
         listener.set_nonblocking(true).map_err(Error::Listener)?;
         let addr = listener.local_addr().map_err(Error::Listener)?;
@@ -329,6 +363,7 @@ impl Server {
                 }
             }
             conns.retain(|c| !matches!(c.phase, Phase::Closed));
+            trim(&mut conns, self.limits.max_connections);
             if ready[0] {
                 accept_paused_until = self.accept(&mut conns, &handler);
             }
@@ -363,13 +398,9 @@ impl Server {
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
-            if conns.len() >= self.limits.max_connections {
-                match evictable(conns) {
-                    Some(i) => {
-                        conns.swap_remove(i);
-                    }
-                    // Every slot is sending a response: this one waits for none.
-                    None => continue,
+            if conns.iter().filter(|c| c.waiting()).count() >= self.limits.max_waiting {
+                if let Some(i) = oldest(conns, Conn::waiting) {
+                    conns.swap_remove(i);
                 }
             }
             let now = Instant::now();
@@ -384,6 +415,7 @@ impl Server {
             c.step(&self.limits, handler, now);
             if !matches!(c.phase, Phase::Closed) {
                 conns.push(c);
+                trim(conns, self.limits.max_connections);
             }
         }
         None
@@ -476,25 +508,47 @@ struct Conn {
     phase: Phase,
 }
 
-/// Which connection to close for a new one: a lingering one (its exchange
-/// is over), else the one that has waited longest for its request.
-fn evictable(conns: &[Conn]) -> Option<usize> {
-    let oldest = |lingering: bool| {
-        conns
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| match c.phase {
-                Phase::Lingering { .. } => lingering,
-                Phase::Reading => !lingering,
-                _ => false,
-            })
-            .min_by_key(|(_, c)| c.accepted)
-            .map(|(i, _)| i)
-    };
-    oldest(true).or_else(|| oldest(false))
+/// The index of the connection accepted first among those `which` picks.
+fn oldest(conns: &[Conn], which: impl Fn(&Conn) -> bool) -> Option<usize> {
+    conns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| which(c))
+        .min_by_key(|(_, c)| c.accepted)
+        .map(|(i, _)| i)
+}
+
+/// Close connections holding bytes beyond `max`: a lingering one first (its
+/// exchange is over), then the one that has waited longest for the rest of
+/// its head; when every one is sending a response, the newest (the others
+/// have the older claim). A connection that has sent nothing is not counted.
+fn trim(conns: &mut Vec<Conn>, max: usize) {
+    while conns.iter().filter(|c| !c.waiting()).count() > max {
+        let victim = oldest(conns, |c| matches!(c.phase, Phase::Lingering { .. }))
+            .or_else(|| oldest(conns, |c| matches!(c.phase, Phase::Reading) && !c.waiting()))
+            .or_else(|| {
+                conns
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| matches!(c.phase, Phase::Writing { .. }))
+                    .max_by_key(|(_, c)| c.accepted)
+                    .map(|(i, _)| i)
+            });
+        match victim {
+            Some(i) => {
+                conns.swap_remove(i);
+            }
+            None => return,
+        }
+    }
 }
 
 impl Conn {
+    /// Connected, nothing received yet: it costs a descriptor, no buffer.
+    fn waiting(&self) -> bool {
+        matches!(self.phase, Phase::Reading) && self.head.is_empty()
+    }
+
     fn interest(&self) -> PollFlags {
         match self.phase {
             Phase::Writing { .. } => PollFlags::POLLOUT,

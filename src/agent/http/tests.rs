@@ -19,6 +19,7 @@ const BODY: &str = "# HELP t_info test\n# TYPE t_info gauge\nt_info 1\n";
 fn test_limits() -> Limits {
     Limits {
         max_connections: 32,
+        max_waiting: 32,
         max_head_bytes: 8 * 1024,
         read_deadline: Duration::from_secs(2),
         write_deadline: Duration::from_secs(2),
@@ -334,7 +335,8 @@ fn five_hundred_connections_at_once_leave_room_for_a_scrape() {
         .collect();
     let held: Vec<Vec<TcpStream>> = holders.into_iter().map(|h| h.join().unwrap()).collect();
     assert_eq!(opened.load(Ordering::Relaxed), 500);
-    // All 500 still open on the client side: the server has at most 32.
+    // All 500 still open on the client side: the server keeps at most 32
+    // of those that sent nothing (max_waiting).
     let took = good_scrape(srv.addr, "500 idle connections held open");
     eprintln!("with 500 connections held open: a scrape took {took:?}");
     assert_eq!(srv.threads(), 1, "the server spawned threads");
@@ -354,7 +356,7 @@ fn five_hundred_connections_at_once_leave_room_for_a_scrape() {
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(
         answered <= 32,
-        "{answered} answered: more than max_connections were held"
+        "{answered} answered: more than max_waiting were held"
     );
     done.store(true, Ordering::Relaxed);
     assert!(scraper.join().unwrap() >= 1);
@@ -389,6 +391,57 @@ fn a_request_sent_late_outlives_hundreds_of_newer_idle_connections() {
     );
     good_scrape(srv.addr, "300 newer idle connections");
     drop(newer);
+    assert_eq!(srv.threads(), 1);
+}
+
+/// The two bounds count different connections: part of a head costs a
+/// buffer (`max_connections` of them, the oldest closed first); a connection
+/// that has sent nothing costs none and is not counted there.
+#[test]
+fn partial_heads_past_max_connections_close_the_oldest_and_idle_ones_do_not_count() {
+    let limits = Limits {
+        max_connections: 4,
+        max_waiting: 64,
+        ..test_limits()
+    };
+    let srv = start("http-classes", limits);
+    let connect = || {
+        let s = TcpStream::connect_timeout(&srv.addr, Duration::from_secs(5)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s
+    };
+    let idle: Vec<TcpStream> = (0..20).map(|_| connect()).collect();
+    let partial: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = connect();
+            s.write_all(b"GET /met").unwrap();
+            // One at a time, so the server sees them in this order.
+            thread::sleep(Duration::from_millis(30));
+            s
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(200));
+    let answered = |mut s: TcpStream, rest: &[u8]| {
+        let _ = s.write_all(rest);
+        let mut all = Vec::new();
+        let _ = s.read_to_end(&mut all);
+        all.starts_with(b"HTTP/1.1 200 ")
+    };
+    let served: Vec<bool> = partial
+        .into_iter()
+        .map(|s| answered(s, b"rics HTTP/1.1\r\n\r\n"))
+        .collect();
+    assert_eq!(
+        served,
+        [false, false, false, false, true, true, true, true],
+        "the four oldest partial heads closed, the four newest kept"
+    );
+    for s in idle {
+        assert!(
+            answered(s, b"GET /healthz HTTP/1.1\r\n\r\n"),
+            "an idle connection was closed"
+        );
+    }
     assert_eq!(srv.threads(), 1);
 }
 
