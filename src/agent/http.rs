@@ -583,15 +583,14 @@ impl Conn {
                     self.phase = Phase::Closed;
                     return;
                 }
-                Ok(got) => {
-                    let from = self.head.len().saturating_sub(3);
-                    self.head.extend_from_slice(&buf[..got]);
-                    if let Some(end) = head_end(&self.head, from) {
+                Ok(got) => match feed(&mut self.head, &buf[..got], limits.max_head_bytes) {
+                    Fed::More => {}
+                    Fed::Head(end) => {
                         let response = respond(&self.head[..end], handler);
                         self.start_response(response, limits, now);
                         return;
                     }
-                    if self.head.len() > limits.max_head_bytes {
+                    Fed::TooLarge => {
                         let r = Response::text(
                             Status::HeaderFieldsTooLarge,
                             "request head too large\n",
@@ -599,7 +598,7 @@ impl Conn {
                         self.start_response((r, true), limits, now);
                         return;
                     }
-                }
+                },
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => {
@@ -701,6 +700,31 @@ impl Conn {
     }
 }
 
+/// What a read added to a request head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fed {
+    /// No end yet, and within the cap.
+    More,
+    /// The head ends just before this offset (past its empty line); bytes
+    /// after it (a body the client sent anyway) are not the head's.
+    Head(usize),
+    /// Past `max_head_bytes` with no end: 431.
+    TooLarge,
+}
+
+/// Add `chunk`, one read's bytes, to `head` and say whether the head is
+/// whole. Only the bytes the chunk can complete a terminator with are
+/// searched again, so a head read a byte at a time costs linear time.
+pub fn feed(head: &mut Vec<u8>, chunk: &[u8], max_head_bytes: usize) -> Fed {
+    let from = head.len().saturating_sub(3);
+    head.extend_from_slice(chunk);
+    match head_end(head, from) {
+        Some(end) => Fed::Head(end),
+        None if head.len() > max_head_bytes => Fed::TooLarge,
+        None => Fed::More,
+    }
+}
+
 /// The end of the head (just past its empty line), searching from `from`.
 /// CRLF is the terminator; a bare LF is accepted too (RFC 9112, 2.2).
 fn head_end(buf: &[u8], from: usize) -> Option<usize> {
@@ -726,29 +750,34 @@ fn is_token(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-/// The response to a complete head, and whether it carries its body.
-fn respond<H>(head: &[u8], handler: &H) -> (Response, bool)
-where
-    H: Fn(&str) -> Option<Response>,
-{
-    let bad = || (Response::text(Status::BadRequest, "bad request\n"), true);
-    let Ok(text) = std::str::from_utf8(head) else {
-        return bad();
-    };
+/// A request head the server answers: GET or HEAD of a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    /// The target without its query: starts with `/`, visible ASCII only.
+    pub path: &'a str,
+    /// GET; HEAD gets the headers of GET alone.
+    pub with_body: bool,
+}
+
+/// Read a whole head (request line and header fields, up to its empty
+/// line): the request, or the status that refuses it (400 for anything
+/// that is not HTTP/1.x, 405 for a method but GET and HEAD).
+pub fn parse_head(head: &[u8]) -> Result<Request<'_>, Status> {
+    let text = std::str::from_utf8(head).map_err(|_| Status::BadRequest)?;
     let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
     let request_line = lines.next().unwrap_or("");
     let mut parts = request_line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return bad();
+        return Err(Status::BadRequest);
     };
     if !is_token(method)
         || !matches!(version, "HTTP/1.1" | "HTTP/1.0")
         || !target.starts_with('/')
         || !target.bytes().all(|b| b.is_ascii_graphic())
     {
-        return bad();
+        return Err(Status::BadRequest);
     }
     for field in lines.filter(|l| !l.is_empty()) {
         let ok = field.split_once(':').is_some_and(|(name, value)| {
@@ -758,23 +787,35 @@ where
                     .all(|b| b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80)
         });
         if !ok {
-            return bad();
+            return Err(Status::BadRequest);
         }
     }
     let with_body = match method {
         "GET" => true,
         "HEAD" => false,
-        _ => {
-            return (
-                Response::text(Status::MethodNotAllowed, "only GET and HEAD\n"),
-                true,
-            )
-        }
+        _ => return Err(Status::MethodNotAllowed),
     };
-    let path = target.split_once('?').map_or(target, |(p, _)| p);
-    match handler(path) {
-        Some(r) => (r, with_body),
-        None => (Response::text(Status::NotFound, "not found\n"), with_body),
+    Ok(Request {
+        path: target.split_once('?').map_or(target, |(p, _)| p),
+        with_body,
+    })
+}
+
+/// The response to a complete head, and whether it carries its body.
+fn respond<H>(head: &[u8], handler: &H) -> (Response, bool)
+where
+    H: Fn(&str) -> Option<Response>,
+{
+    match parse_head(head) {
+        Ok(r) => match handler(r.path) {
+            Some(response) => (response, r.with_body),
+            None => (Response::text(Status::NotFound, "not found\n"), r.with_body),
+        },
+        Err(Status::MethodNotAllowed) => (
+            Response::text(Status::MethodNotAllowed, "only GET and HEAD\n"),
+            true,
+        ),
+        Err(_) => (Response::text(Status::BadRequest, "bad request\n"), true),
     }
 }
 

@@ -662,6 +662,36 @@ fn bind_and_address_errors_are_typed_and_quote_nothing() {
     }
 }
 
+/// The two functions the fuzz target `http_head` drives (fuzz/run.sh).
+#[test]
+fn feed_and_parse_head_as_the_fuzz_target_drives_them() {
+    let mut head = Vec::new();
+    assert_eq!(
+        feed(&mut head, b"GET /metrics?x HTTP/1.1\r\nA: b\r", 64),
+        Fed::More
+    );
+    assert_eq!(feed(&mut head, b"\n\r", 64), Fed::More);
+    assert_eq!(feed(&mut head, b"\nbody", 64), Fed::Head(33));
+    assert_eq!(
+        parse_head(&head[..33]),
+        Ok(Request {
+            path: "/metrics",
+            with_body: true
+        })
+    );
+    let mut big = Vec::new();
+    assert_eq!(feed(&mut big, &[b'a'; 65], 64), Fed::TooLarge);
+    assert_eq!(
+        parse_head(b"HEAD / HTTP/1.0\n\n").map(|r| r.with_body),
+        Ok(false)
+    );
+    assert_eq!(
+        parse_head(b"PUT / HTTP/1.1\r\n\r\n"),
+        Err(Status::MethodNotAllowed)
+    );
+    assert_eq!(parse_head(b"GET /\r\n\r\n"), Err(Status::BadRequest));
+}
+
 #[test]
 fn head_end_finds_crlf_and_lf_terminators_across_reads() {
     assert_eq!(head_end(b"GET / HTTP/1.1\r\n\r\n", 0), Some(18));
