@@ -629,6 +629,27 @@ fn spawn_blocks_termination_signals_in_its_thread_and_stops_within_a_second() {
     assert!(TcpStream::connect(addr).is_err(), "still listening");
 }
 
+/// The agent's SIGTERM budget is a second: a server thread asleep in its
+/// poll is woken by the shutdown, not found at its next poll timeout.
+#[test]
+fn shutdown_wakes_the_server_thread_whatever_its_poll_interval() {
+    let limits = Limits {
+        poll_interval: Duration::from_secs(60),
+        ..Limits::default()
+    };
+    let server = Server::bind("127.0.0.1:0".parse().unwrap(), limits).unwrap();
+    let addr = server.local_addr();
+    let handle = server
+        .spawn(routes(Arc::new(Published::new(BODY.into()))))
+        .unwrap();
+    assert_eq!(get(addr, "/metrics").status, 200);
+    // Idle now: the thread is in a poll of up to 60 s.
+    thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    handle.shutdown().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
 #[test]
 fn bind_and_address_errors_are_typed_and_quote_nothing() {
     let taken = Server::bind("127.0.0.1:0".parse().unwrap(), Limits::default()).unwrap();
