@@ -35,7 +35,7 @@
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -315,9 +315,23 @@ impl Server {
     where
         H: Fn(&str) -> Option<Response>,
     {
+        self.serve(shutdown, None, handler)
+    }
+
+    /// [`Server::run`], also woken by `wake` becoming readable (its writer
+    /// closed), so a shutdown is seen at once rather than after a poll.
+    fn serve<H>(
+        &self,
+        shutdown: &AtomicBool,
+        wake: Option<&OwnedFd>,
+        handler: H,
+    ) -> Result<(), Error>
+    where
+        H: Fn(&str) -> Option<Response>,
+    {
         let mut conns: Vec<Conn> = Vec::new();
         let mut accept_paused_until: Option<Instant> = None;
-        while !shutdown.load(Ordering::Relaxed) {
+        while !shutdown.load(Ordering::Acquire) {
             let now = Instant::now();
             let accepting = accept_paused_until.is_none_or(|t| now >= t);
             let mut wait = self.limits.poll_interval;
@@ -336,6 +350,9 @@ impl Server {
                 ));
                 for c in &conns {
                     fds.push(PollFd::new(c.stream.as_fd(), c.interest()));
+                }
+                if let Some(w) = wake {
+                    fds.push(PollFd::new(w.as_fd(), PollFlags::POLLIN));
                 }
                 // Round up: a timeout of 0 ms before a deadline would spin.
                 let ms = u32::try_from(wait.as_millis() + 1).unwrap_or(u32::MAX);
@@ -438,16 +455,19 @@ impl Server {
         for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
             set.add(s);
         }
+        let (woken, wake) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::Spawn(e.into()))?;
         let old = set.thread_swap_mask(SigmaskHow::SIG_BLOCK).ok();
         let spawned = std::thread::Builder::new()
             .name("roce-tune-http".into())
-            .spawn(move || self.run(&flag, handler));
+            .spawn(move || self.serve(&flag, Some(&woken), handler));
         if let Some(old) = old {
             let _ = old.thread_set_mask();
         }
         let thread = spawned.map_err(Error::Spawn)?;
         Ok(Handle {
             stop,
+            wake: Some(wake),
             thread: Some(thread),
             addr,
         })
@@ -457,6 +477,8 @@ impl Server {
 /// A server running on its own thread.
 pub struct Handle {
     stop: Arc<AtomicBool>,
+    /// Closed to wake the thread's poll: SIGTERM's second is the agent's.
+    wake: Option<OwnedFd>,
     thread: Option<JoinHandle<Result<(), Error>>>,
     addr: SocketAddr,
 }
@@ -466,14 +488,15 @@ impl Handle {
         self.addr
     }
 
-    /// Stop the server and wait for its thread (at most about one
-    /// `poll_interval`); open connections are closed.
+    /// Stop the server and wait for its thread, which is woken at once (it
+    /// finishes the turn it is in); open connections are closed.
     pub fn shutdown(mut self) -> Result<(), Error> {
         self.stop_and_join()
     }
 
     fn stop_and_join(&mut self) -> Result<(), Error> {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Release);
+        self.wake = None;
         match self.thread.take() {
             Some(t) => t.join().map_err(|_| Error::Panicked)?,
             None => Ok(()),
