@@ -31,6 +31,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 /// The entry format this binary writes: 3 records owned settings by their
 /// key (`owned`), says how the device is reached (`reach`, was `exclusive`),
@@ -393,7 +394,8 @@ pub fn parse_entry_name(name: &str) -> Option<(String, String)> {
 }
 
 /// Why the state dir, an entry or a lock could not be used. The CNI edge
-/// turns every one into code 5 (an I/O failure), a bad lock name into 100.
+/// turns every one into code 5 (an I/O failure), a bad lock name into 100,
+/// a lock held past its bound into 11.
 #[derive(Debug)]
 pub enum StateError {
     /// The dir is not the node's own: a link, a parent others can write, not root's.
@@ -408,6 +410,9 @@ pub enum StateError {
     LocksNotADir(PathBuf),
     /// A device lock named from something that is not a file name.
     BadLockName,
+    /// A device lock another process held past the taker's bound
+    /// (`LockWait::Within`).
+    Busy { path: PathBuf, waited: Duration },
 }
 
 impl fmt::Display for StateError {
@@ -423,6 +428,12 @@ impl fmt::Display for StateError {
                 write!(f, "{} is not a directory (a link?): remove it", p.display())
             }
             StateError::BadLockName => f.write_str("the device's lock name is not a safe file name"),
+            StateError::Busy { path, waited } => write!(
+                f,
+                "the device's lock {} was held by another process (an ADD, a DEL, or one that is stuck) for all of {} ms: skipped, tried again later",
+                path.display(),
+                waited.as_millis()
+            ),
         }
     }
 }
@@ -816,10 +827,19 @@ impl StateDir {
         Ok(out)
     }
 
-    /// Take the exclusive lock of a device port (`RdmaPort::lock_key`);
-    /// released when the guard drops or the process dies (flock), so a crash
-    /// never leaves it held.
+    /// Take the exclusive lock of a device port (`RdmaPort::lock_key`),
+    /// waiting until it is free; released when the guard drops or the
+    /// process dies (flock), so a crash never leaves it held.
     pub fn lock(&self, key: &str) -> StateResult<DeviceLock> {
+        self.lock_waiting(key, LockWait::Blocking)
+    }
+
+    /// [`StateDir::lock`], waiting as `wait` says: past a `Within` bound it
+    /// is [`StateError::Busy`]. flock(2) has no timeout, so a bounded wait
+    /// tries `LOCK_NB` again and again, 1 ms apart at first and at most
+    /// [`LOCK_RETRY_MAX`], never sleeping past the bound (a signal to wake a
+    /// blocked flock would be the whole process's, and the agent has threads).
+    pub fn lock_waiting(&self, key: &str, wait: LockWait) -> StateResult<DeviceLock> {
         if !is_safe_component(key) {
             return Err(StateError::BadLockName);
         }
@@ -833,9 +853,31 @@ impl StateDir {
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
             .open(&path)
             .map_err(|e| io_err("open lock", &path, e))?;
-        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-            .map(|f| DeviceLock { _flock: f })
-            .map_err(|(_, e)| io_err("lock", &path, e))
+        use nix::fcntl::{Flock, FlockArg};
+        let LockWait::Within(bound) = wait else {
+            return Flock::lock(file, FlockArg::LockExclusive)
+                .map(|f| DeviceLock { _flock: f })
+                .map_err(|(_, e)| io_err("lock", &path, e));
+        };
+        let started = std::time::Instant::now();
+        let mut file = file;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(f) => return Ok(DeviceLock { _flock: f }),
+                Err((f, nix::errno::Errno::EWOULDBLOCK | nix::errno::Errno::EINTR)) => file = f,
+                Err((_, e)) => return Err(io_err("lock", &path, e)),
+            }
+            let left = bound.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                return Err(StateError::Busy {
+                    path,
+                    waited: started.elapsed(),
+                });
+            }
+            std::thread::sleep(pause.min(left));
+            pause = (pause * 2).min(LOCK_RETRY_MAX);
+        }
     }
 
     /// Whether the dir can take a new entry (STATUS).
@@ -858,6 +900,27 @@ impl StateDir {
 pub struct DeviceLock {
     _flock: nix::fcntl::Flock<File>,
 }
+
+/// How long a taker of a device lock waits for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockWait {
+    /// Until it is free: the CNI commands, whose runtime bounds each call
+    /// (it kills the plugin past its timeout).
+    Blocking,
+    /// At most this long, then [`StateError::Busy`]: the agent and the orphan
+    /// repair, which nothing else bounds; `Within(Duration::ZERO)` tries once.
+    Within(Duration),
+}
+
+impl LockWait {
+    /// The agent's and the orphan repair's bound (docs/reliability.md, "A
+    /// device lock held"): far above the longest an ADD or a DEL holds a
+    /// lock here, and a tenth of the second SIGTERM may take.
+    pub const REPAIR: LockWait = LockWait::Within(Duration::from_millis(100));
+}
+
+/// The longest pause between two tries of a bounded lock wait.
+const LOCK_RETRY_MAX: Duration = Duration::from_millis(10);
 
 /// Nanoseconds since the epoch.
 pub fn now_ns() -> u64 {

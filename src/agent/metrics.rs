@@ -55,6 +55,7 @@ pub enum Metric {
     DriftRepairs,
     OrphanRepairs,
     OrphansPending,
+    RepairSkipped,
     IdleVfsHoldingClass,
     CniRequests,
     CniRequestDuration,
@@ -223,6 +224,13 @@ pub const CATALOGUE: &[Family] = &[
         kind: Kind::Gauge,
         labels: NONE,
         help: "State entries whose pod is gone and whose originals could not be given back yet.",
+    },
+    Family {
+        metric: Metric::RepairSkipped,
+        name: "roce_tune_repair_skipped_total",
+        kind: Kind::Counter,
+        labels: NONE,
+        help: "Live rails and orphans a repair pass skipped because another process held the device's lock past 100 ms; each is tried again next pass.",
     },
     Family {
         metric: Metric::IdleVfsHoldingClass,
@@ -494,6 +502,7 @@ pub struct Snapshot {
     pub drift_repairs: SettingCounts,
     pub orphan_repairs: u64,
     pub orphans_pending: u64,
+    pub repair_skipped: u64,
     pub idle_vfs_holding_class: u64,
     pub cni: CniCounts,
     pub agent: AgentSample,
@@ -627,6 +636,8 @@ pub fn render(s: &Snapshot) -> String {
     w.sample(&[], Value::Uint(s.orphan_repairs));
     open(&mut w, Metric::OrphansPending);
     w.sample(&[], Value::Uint(s.orphans_pending));
+    open(&mut w, Metric::RepairSkipped);
+    w.sample(&[], Value::Uint(s.repair_skipped));
     open(&mut w, Metric::IdleVfsHoldingClass);
     w.sample(&[], Value::Uint(s.idle_vfs_holding_class));
 
@@ -737,6 +748,7 @@ pub(crate) mod tests {
             drift_repairs: SettingCounts::from([("trafficClass", 1)]),
             orphan_repairs: 4,
             orphans_pending: 1,
+            repair_skipped: 3,
             idle_vfs_holding_class: 1,
             cni: CniCounts {
                 requests: vec![
@@ -851,6 +863,7 @@ pub(crate) mod tests {
             "roce_tune_pod_starved_gpus{namespace=\"team-a\",pod=\"train-0\"} 1".into(),
             "roce_tune_drift_total{setting=\"traffic_class\"} 2".into(),
             "roce_tune_drift_total{setting=\"rdma_cm_tos\"} 0".into(),
+            "roce_tune_repair_skipped_total 3".into(),
             "roce_tune_cni_requests_total{command=\"ADD\",code=\"101\"} 2".into(),
             "roce_tune_cni_request_duration_seconds_bucket{command=\"ADD\",le=\"0.005\"} 1".into(),
             "roce_tune_cni_request_duration_seconds_bucket{command=\"ADD\",le=\"0.05\"} 3".into(),

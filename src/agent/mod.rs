@@ -10,32 +10,35 @@
 //! - `pass`: one period's work, into a `metrics::Snapshot`;
 //! - `metrics`: the catalogue and the snapshot's text; `exposition` the
 //!   format; `http` the server a scrape reaches (it never waits on a pass:
-//!   a scrape reads the last published text).
+//!   a scrape reads the last published text);
+//! - `stop`: SIGTERM, as the one stop every thread of the agent heeds.
 //!
 //! With `--nri` the agent is also the node's NRI plugin (`crate::nri`), on a
-//! thread of its own: its counters join the exposition, republished within
-//! a second of a change (docs/design.md, "NRI").
+//! thread of its own that stops with the rest: its counters join the
+//! exposition, republished within a second of a change (docs/design.md,
+//! "NRI").
 
 pub mod exposition;
 pub mod http;
 pub mod metrics;
 mod pass;
+pub mod stop;
 
 use crate::node::NodeConfig;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-/// Run until SIGTERM or SIGINT; returns the exit code. The signals are
-/// blocked and waited for between passes, so a signal never interrupts a
-/// repair halfway, and the server's thread (which blocks them too) stops
-/// within its poll interval.
+/// Run until SIGTERM or SIGINT; returns the exit code. The signals become a
+/// [`stop::Stop`] that the passes heed between two steps (a rail, an
+/// orphan) and that ends the wait between passes, so a signal never
+/// interrupts a repair halfway and the agent is gone within a second: no
+/// step waits longer than `LockWait::REPAIR` for a device's lock. Each
+/// thread beside the passes (the metrics server; any added later) is
+/// started after the signals are blocked, and stopped and joined below.
 pub fn run(node: &NodeConfig, every: Duration, with_nri: bool) -> i32 {
-    use nix::sys::signal::{SigSet, Signal};
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGTERM);
-    set.add(Signal::SIGINT);
-    if let Err(e) = set.thread_block() {
-        crate::error!("cannot block SIGTERM: {e}");
+    let stop = stop::Stop::new();
+    if let Err(e) = stop::on_signals(&stop) {
+        crate::error!("cannot wait for SIGTERM: {e}");
         return 1;
     }
     let mut totals = pass::Totals {
@@ -46,15 +49,20 @@ pub fn run(node: &NodeConfig, every: Duration, with_nri: bool) -> i32 {
         },
         ..pass::Totals::default()
     };
-    let nri = with_nri.then(|| Arc::new(crate::nri::Stats::default()));
-    if let Some(stats) = &nri {
-        if let Err(e) = crate::nri::spawn(node, stats.clone()) {
-            crate::error!("the NRI plugin is not started: {e}; the repair goes on");
-        }
-    }
+    // After the signals are blocked: the plugin's thread inherits the block.
+    let nri_stats = with_nri.then(|| Arc::new(crate::nri::Stats::default()));
+    let nri = nri_stats
+        .as_ref()
+        .and_then(|stats| match crate::nri::spawn(node, stats.clone()) {
+            Ok(running) => Some(running),
+            Err(e) => {
+                crate::error!("the NRI plugin is not started: {e}; the repair goes on");
+                None
+            }
+        });
     let published = Arc::new(http::Published::new(metrics::render(&metrics::Snapshot {
         agent: totals.agent,
-        nri: nri.as_deref().map(nri_sample),
+        nri: nri_stats.as_deref().map(nri_sample),
         ..metrics::Snapshot::default()
     })));
     // Without its port the agent still repairs: that is what keeps rails
@@ -77,40 +85,26 @@ pub fn run(node: &NodeConfig, every: Duration, with_nri: bool) -> i32 {
         node.state_dir.display(),
         node.drift_policy
     );
-    let code = 'passes: loop {
+    while !stop.requested() {
         let started = Instant::now();
-        let mut snapshot = metrics::Snapshot {
-            agent: totals.agent,
-            ..pass::run(node, &mut totals)
-        };
+        let mut snapshot = pass::run(node, &mut totals, &stop);
         totals.agent.last_pass_duration = Some(started.elapsed());
         snapshot.agent = totals.agent;
-        let mut seen = nri.as_deref().map(|s| s.generation());
-        snapshot.nri = nri.as_deref().map(nri_sample);
+        let mut seen = nri_stats.as_deref().map(crate::nri::Stats::generation);
+        snapshot.nri = nri_stats.as_deref().map(nri_sample);
         published.publish(metrics::render(&snapshot));
+        // Until the next pass; with the NRI plugin, in slices of a second,
+        // its counters republished when they moved.
         loop {
             let left = every.saturating_sub(started.elapsed());
-            if left.is_zero() {
+            let slice = match nri_stats {
+                Some(_) => left.min(Duration::from_secs(1)),
+                None => left,
+            };
+            if slice.is_zero() || stop.wait(slice) {
                 break;
             }
-            // Waits of at most a second while the NRI plugin runs: its
-            // counters are republished when they moved.
-            let wait = if nri.is_some() {
-                left.min(Duration::from_secs(1))
-            } else {
-                left
-            };
-            let ts = nix::libc::timespec {
-                tv_sec: wait.as_secs() as nix::libc::time_t,
-                tv_nsec: wait.subsec_nanos() as nix::libc::c_long,
-            };
-            // SAFETY: a valid signal set and timespec; no siginfo wanted.
-            let sig = unsafe { nix::libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
-            if sig == Signal::SIGTERM as i32 || sig == Signal::SIGINT as i32 {
-                crate::info!("signal {sig}: the agent stops");
-                break 'passes 0;
-            }
-            if let Some(stats) = nri.as_deref() {
+            if let Some(stats) = nri_stats.as_deref() {
                 if seen != Some(stats.generation()) {
                     seen = Some(stats.generation());
                     snapshot.nri = Some(nri_sample(stats));
@@ -118,13 +112,16 @@ pub fn run(node: &NodeConfig, every: Duration, with_nri: bool) -> i32 {
                 }
             }
         }
-    };
+    }
+    if let Some(running) = nri {
+        running.stop();
+    }
     if let Some(h) = server {
         if let Err(e) = h.shutdown() {
             crate::warn!("the metrics server did not stop cleanly: {e}");
         }
     }
-    code
+    0
 }
 
 /// The NRI plugin's counters as the exposition's plain data.

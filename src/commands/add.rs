@@ -362,7 +362,7 @@ fn release_previous_device(
         old.port
     );
     match ownership::release_entry(place, &old) {
-        ownership::Done::Kept(why) => Err(CniError::new(
+        ownership::Done::Kept(why) | ownership::Done::Busy(why) => Err(CniError::new(
             code::TRY_AGAIN_LATER,
             format!(
                 "this attachment's previous device {} cannot be given back yet ({why}); its original is kept, retry the ADD",

@@ -54,7 +54,7 @@ pub fn run(conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
                 entry.ifname,
                 entry.device
             ),
-            Done::Kept(why) => {
+            Done::Kept(why) | Done::Busy(why) => {
                 failures.push(format!("{}/{}: {why}", entry.container_id, entry.ifname))
             }
         }

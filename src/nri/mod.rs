@@ -149,22 +149,42 @@ impl Stats {
     }
 }
 
-/// Start the plugin on a thread of its own, reconnecting forever: the
+/// The plugin's thread, and how to stop it.
+pub struct Running {
+    quit: std::sync::Arc<session::Quit>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stop the plugin and wait for its thread: the connection is shut
+    /// down (the runtime sees a closed plugin, as on any restart) and a
+    /// reconnect's wait ends within `session::BACKOFF_CAP`.
+    pub fn stop(self) {
+        self.quit.ask();
+        let _ = self.thread.join();
+    }
+}
+
+/// Start the plugin on a thread of its own, reconnecting until stopped: the
 /// agent's duty (`roce-tune agent --nri`) and `roce-tune nri`'s whole job.
 /// The thread holds no lock another thread takes, so the agent's repair
-/// pass never delays an answer, nor an answer a pass.
+/// pass never delays an answer, nor an answer a pass. Start it after the
+/// stop signals are blocked: it inherits the block.
 pub fn spawn(
     node: &crate::node::NodeConfig,
     stats: std::sync::Arc<Stats>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
+) -> std::io::Result<Running> {
     let settings = session::Settings {
         socket: node.nri_socket.clone(),
         index: node.nri_index.clone(),
     };
     let mut plugin = answer::Plugin::new(node.nccl_env, None);
-    std::thread::Builder::new()
+    let quit = std::sync::Arc::new(session::Quit::default());
+    let asked = quit.clone();
+    let thread = std::thread::Builder::new()
         .name("nri".into())
-        .spawn(move || session::run(&settings, &mut plugin, &stats))
+        .spawn(move || session::run(&settings, &mut plugin, &stats, &asked))?;
+    Ok(Running { quit, thread })
 }
 
 /// `roce-tune nri`: the plugin alone, until SIGTERM or SIGINT (blocked
@@ -178,13 +198,17 @@ pub fn run(node: &crate::node::NodeConfig) -> i32 {
         crate::error!("cannot block SIGTERM: {e}");
         return 1;
     }
-    if let Err(e) = spawn(node, std::sync::Arc::new(Stats::default())) {
-        crate::error!("cannot start the NRI plugin's thread: {e}");
-        return 1;
-    }
+    let running = match spawn(node, std::sync::Arc::new(Stats::default())) {
+        Ok(r) => r,
+        Err(e) => {
+            crate::error!("cannot start the NRI plugin's thread: {e}");
+            return 1;
+        }
+    };
     match set.wait() {
         Ok(sig) => crate::info!("{sig:?}: the NRI plugin stops"),
         Err(e) => crate::error!("waiting for SIGTERM: {e}"),
     }
+    running.stop();
     0
 }

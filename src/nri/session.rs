@@ -375,19 +375,59 @@ impl Conn<'_> {
     }
 }
 
-/// Keep a session up, forever: connect, serve, and when it ends reconnect at
-/// once, then with a delay doubling from [`BACKOFF_FIRST`] to
-/// [`BACKOFF_CAP`]. Each change (connected, lost, waiting for a runtime that
-/// is not up) is logged once, not every attempt.
-pub fn run(settings: &Settings, plugin: &mut Plugin, stats: &Stats) -> ! {
+/// How another thread stops [`run`]: it asks, and the connection being
+/// served is shut down, so the blocked read returns at once.
+#[derive(Debug, Default)]
+pub struct Quit {
+    asked: std::sync::atomic::AtomicBool,
+    serving: std::sync::Mutex<Option<UnixStream>>,
+}
+
+impl Quit {
+    pub fn ask(&self) {
+        self.asked.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(s) = self
+            .serving
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    pub fn asked(&self) -> bool {
+        self.asked.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// The connection about to be served; shut down at once if a stop was
+    /// asked meanwhile.
+    fn hold(&self, s: &UnixStream) {
+        *self.serving.lock().unwrap_or_else(|e| e.into_inner()) = s.try_clone().ok();
+        if self.asked() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+/// Keep a session up until `quit` is asked: connect, serve, and when it
+/// ends reconnect at once, then with a delay doubling from
+/// [`BACKOFF_FIRST`] to [`BACKOFF_CAP`] (so a stop is seen within the cap).
+/// Each change (connected, lost, waiting for a runtime that is not up) is
+/// logged once, not every attempt.
+pub fn run(settings: &Settings, plugin: &mut Plugin, stats: &Stats, quit: &Quit) {
     let mut delay = Duration::ZERO;
     let mut last_failure = String::new();
-    loop {
+    while !quit.asked() {
         if !delay.is_zero() {
             std::thread::sleep(delay);
+            if quit.asked() {
+                break;
+            }
         }
         match connect(settings) {
             Ok(stream) => {
+                quit.hold(&stream);
                 last_failure.clear();
                 let mut registered = false;
                 let ended = serve(stream, settings, plugin, stats, || {
@@ -400,6 +440,9 @@ pub fn run(settings: &Settings, plugin: &mut Plugin, stats: &Stats) -> ! {
                     );
                 });
                 stats.set_connected(false);
+                if quit.asked() {
+                    break;
+                }
                 if registered {
                     crate::warn!("disconnected: {ended}; reconnecting at once");
                     delay = Duration::ZERO;
@@ -419,4 +462,5 @@ pub fn run(settings: &Settings, plugin: &mut Plugin, stats: &Stats) -> ! {
         }
         delay = (delay * 2).clamp(BACKOFF_FIRST, BACKOFF_CAP);
     }
+    crate::info!("the NRI plugin stops");
 }

@@ -17,7 +17,7 @@ use crate::rdma::setting::{self, PodIface, Setting, SettingError, Views};
 use crate::rdma::RdmaPort;
 use crate::settings::SETTINGS;
 use crate::state::{
-    self, DeviceInfoFile, Entry, Owned, PlacementRecord, PodRecord, ReadError, StateDir,
+    self, DeviceInfoFile, Entry, LockWait, Owned, PlacementRecord, PodRecord, ReadError, StateDir,
     StateError, FORMAT,
 };
 use std::collections::BTreeMap;
@@ -333,6 +333,9 @@ pub struct Place<'a> {
     pub state: &'a StateDir,
     pub sysfs: &'a Sysfs,
     pub device_info_dir: &'a Path,
+    /// How long a release waits for the device's lock: the CNI commands
+    /// block (their runtime bounds them), the repair does not.
+    pub lock_wait: LockWait,
 }
 
 /// What became of an entry.
@@ -342,6 +345,9 @@ pub enum Done {
     Released(Vec<(&'static str, Outcome)>),
     /// Nothing could be restored now; the entry stays for the orphan repair.
     Kept(String),
+    /// The device's lock was held past `Place::lock_wait`: nothing was
+    /// tried, and the entry stays for the next repair.
+    Busy(String),
 }
 
 impl fmt::Display for Done {
@@ -353,6 +359,7 @@ impl fmt::Display for Done {
                 f.write_str(&parts.join(", "))
             }
             Done::Kept(why) => write!(f, "kept for the orphan repair: {why}"),
+            Done::Busy(why) => write!(f, "not tried: {why}"),
         }
     }
 }
@@ -433,8 +440,9 @@ pub fn release_entry(place: Place, entry: &Entry) -> Done {
 }
 
 fn release_in(place: Place, entry: &Entry, at: Views, port: &RdmaPort) -> Done {
-    let _lock = match place.state.lock(&entry.lock_key()) {
+    let _lock = match place.state.lock_waiting(&entry.lock_key(), place.lock_wait) {
         Ok(l) => l,
+        Err(e @ StateError::Busy { .. }) => return Done::Busy(e.to_string()),
         Err(e) => return Done::Kept(e.to_string()),
     };
     match release_locked(place.state, entry, at, port) {

@@ -78,6 +78,7 @@ fn snapshot() -> Snapshot {
         drift_repairs: SettingCounts::from([("trafficClass", 3)]),
         orphan_repairs: 7,
         orphans_pending: 1,
+        repair_skipped: 4,
         idle_vfs_holding_class: 2,
         cni: CniCounts {
             requests: vec![

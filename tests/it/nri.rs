@@ -147,6 +147,30 @@ impl Plugin {
     }
 }
 
+impl Plugin {
+    /// SIGTERM, then the exit status and how long it took (the agent's
+    /// bound is a second; 5 s fails the test).
+    fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let t = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return (s, t.elapsed());
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "SIGTERM did not stop it: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 impl Drop for Plugin {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -770,7 +794,16 @@ fn garbled_truncated_and_oversized_bytes_from_the_socket_are_answered_as_the_pro
     let c = raw.accept(Duration::from_secs(2));
     drop(c);
     // ... and between frames.
-    let _c = raw.accept(Duration::from_secs(2));
+    let mut c = raw.accept(Duration::from_secs(2));
+
+    // SIGTERM while registered: the connection is shut, the process gone.
+    let mut plugin = plugin;
+    let (status, took) = plugin.terminate();
+    assert!(
+        status.success() && took < Duration::from_secs(1),
+        "{status} after {took:?}"
+    );
+    assert!(c.closed(), "the runtime's end sees the plugin close");
 
     let log = plugin.wait_log("registered as 50-roce-tune", 4, Duration::from_secs(5));
     for line in [
@@ -900,4 +933,16 @@ fn the_agent_runs_the_plugin_and_exports_its_counters_within_a_second() {
     never_dropped("nri-sim-0.12", &sim.finish(), 0);
     // The runtime is gone: the metric says so within the agent's second.
     wait_for(&["roce_tune_nri_connected 0"], Duration::from_secs(3));
+    // The plugin waits to reconnect; SIGTERM stops it with the agent.
+    let mut agent = agent;
+    let (status, took) = agent.terminate();
+    assert!(
+        status.success() && took < Duration::from_secs(1),
+        "{status} after {took:?}"
+    );
+    assert!(
+        agent.log().contains("the NRI plugin stops"),
+        "{}",
+        agent.log()
+    );
 }
