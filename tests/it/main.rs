@@ -24,6 +24,7 @@ mod features;
 mod gc_state;
 mod harness;
 mod inspect;
+mod job_env;
 mod layers;
 mod netlink_route;
 mod orphans;
