@@ -16,8 +16,8 @@ use crate::rdma::reach::{Reach, Sysfs};
 use crate::rdma::setting::{self, Setting, SettingError, Views, SETTINGS};
 use crate::rdma::RdmaPort;
 use crate::state::{
-    self, DeviceInfoFile, Entry, Owned, PlacementRecord, PodRecord, ReadError, StateDir,
-    StateError, FORMAT,
+    self, DeviceInfoFile, Entry, Owned, PlacementRecord, PodRecord, RailRecord, ReadError,
+    StateDir, StateError, FORMAT,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -76,13 +76,16 @@ pub struct Claim<'a> {
     pub placement: Option<PlacementRecord>,
     /// The RoCE v2 GID the check proved, sysfs's form.
     pub gid: Option<String>,
+    /// What the job environment needs of the rail.
+    pub rail: RailRecord,
 }
 
 /// A setting ADD writes, and its value.
 pub type Wanted = (&'static dyn Setting, u32);
 
-/// Record the originals, then write each wanted value and read it back. On
-/// error the entry may exist: the caller gives back with `undo_take`.
+/// Record the rail and the originals, then write each wanted value and read
+/// it back; with nothing wanted, the record is the whole take (one write).
+/// On error the entry may exist: the caller gives back with `undo_take`.
 pub fn take(
     state: &StateDir,
     at: Views,
@@ -137,6 +140,7 @@ pub fn take(
         pod: claim.pod.clone(),
         placement: claim.placement.clone(),
         gid: claim.gid.clone(),
+        rail: Some(claim.rail),
         created_ns: state::now_ns(),
     };
     let own = own.filter(|e| e.same_device(&entry));
@@ -362,6 +366,16 @@ impl fmt::Display for Done {
 /// its netns dies). Never fails: what cannot be done now is `Kept`. DEL, GC,
 /// the orphan repair and a repeated ADD all release through here.
 pub fn release_entry(place: Place, entry: &Entry) -> Done {
+    if entry.owned.is_empty() && entry.device_info.is_none() {
+        // A rail record alone: no file to give back, wherever the device is
+        // now (even one still invisible in an exiting netns), so no lock.
+        #[cfg(feature = "fault-injection")]
+        crate::fault::point("del-before-state-remove");
+        return match place.state.remove(entry) {
+            Ok(()) => Done::Released(Vec::new()),
+            Err(e) => Done::Kept(e.to_string()),
+        };
+    }
     let mut seen_invisible = false;
     if entry.reach == Reach::Pod {
         match NetNs::still(Path::new(&entry.netns), entry.netns_id) {
