@@ -10,6 +10,7 @@ use roce_tune::job_env::{EnvPolicy, Family, NoEnv, Rails};
 use roce_tune::netns::{Lookup, NetNs, NsId};
 use roce_tune::state::StateDir;
 use serde_json::{json, Value};
+use std::os::unix::fs::MetadataExt;
 
 /// net1..net4 on mlx5_2..mlx5_5, each at 10.10.<i>.2.
 const RAILS: [(&str, &str, &str, &str); 4] = [
@@ -225,6 +226,25 @@ fn a_pod_with_four_rails_gets_its_exact_lines() {
         ]
     );
     assert_eq!(r.stderr, "", "nothing is missing, so nothing to note");
+    // `--pid`: the netns of a process in the pod, the same lines.
+    let mut sleeper = std::process::Command::new("ip")
+        .args(["netns", "exec", &node.pod.ns, "sleep", "30"])
+        .spawn()
+        .unwrap();
+    let pid = sleeper.id().to_string();
+    // `ip netns exec` enters the netns, then execs: wait until it has.
+    let ino = || std::fs::metadata(format!("/proc/{pid}/ns/net")).map(|m| m.ino());
+    let t = std::time::Instant::now();
+    while ino().ok() != Some(node.pod.ino()) && t.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let by_pid = Exec::new(BIN)
+        .args(["inspect", "--pid", &pid, "--env"])
+        .env("ROCE_TUNE_NODE_CONFIG", node_config(&node.state))
+        .run();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert_eq!(by_pid.stdout, r.stdout, "{}", by_pid.stderr);
     let j = node.inspect_env(&["--json"]).json();
     assert_eq!(j["view"], "env");
     assert_eq!(j["rails"], 4);
