@@ -4,11 +4,11 @@
 # stands alone) plus what earlier runs kept in fuzz/corpus. Prints the
 # executions per target; exits non-zero if any target found a crash, whose
 # input is then in fuzz/artifacts/<target>/ (make it a row of the bad-input
-# table, tests/bad_inputs.rs).
+# table, tests/it/bad_inputs.rs).
 #
-# The machine has only the stable toolchain: RUSTC_BOOTSTRAP=1 lets stable
-# rustc take the -Z flags cargo-fuzz passes (AddressSanitizer, coverage);
-# on a nightly toolchain it changes nothing.
+# rust-toolchain.toml pins stable 1.95.0, here too (rustup finds it in the
+# parent directory): RUSTC_BOOTSTRAP=1 lets stable rustc take the -Z flags
+# cargo-fuzz passes (AddressSanitizer, coverage); on nightly it changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")"
 SECONDS_EACH=${FUZZ_SECONDS:-60}

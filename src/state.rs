@@ -21,9 +21,9 @@ use crate::cni::env::{is_k8s_name, validate_container_id, validate_ifname};
 use crate::netns::NsId;
 use crate::rdma::device::Identity;
 use crate::rdma::reach::Reach;
-use crate::rdma::setting::by_key;
 use crate::rdma::{is_guid, is_safe_component};
 use crate::safe_dir::DirError;
+use crate::settings::by_key;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -106,7 +106,7 @@ pub struct Entry {
     /// another device, these do not.
     pub pci: Option<String>,
     pub guid: Option<String>,
-    /// Each setting roce-tune owns (`rdma::setting`), by its key.
+    /// Each setting roce-tune owns (`crate::settings`), by its key.
     pub owned: BTreeMap<String, Owned>,
     /// The device-info file roce-tune made for this attachment (it goes on
     /// release); `None` when it made none.
@@ -1102,10 +1102,10 @@ pub(crate) mod tests {
         ));
         // A setting only a newer binary knows: left alone as newer, not corrupt.
         let mut later = serde_json::to_value(&e).unwrap();
-        later["owned"]["mtu"] = json!({"original": 1500, "written": 9000});
+        later["owned"]["laterSetting"] = json!({"original": 1500, "written": 9000});
         assert!(matches!(
             decode(later.to_string().as_bytes()),
-            Err(ReadError::Newer(what)) if what == "the setting mtu"
+            Err(ReadError::Newer(what)) if what == "the setting laterSetting"
         ));
         // serde would quote the bad value; the reason must not.
         let mut bad = serde_json::to_value(&e).unwrap();

@@ -12,7 +12,8 @@
 //! recorded at ADD stays the one DEL restores.
 
 use super::metrics::{
-    self, CniCounts, Histogram, PodSample, RailLabels, RailSample, Reading, SettingCounts, Snapshot,
+    self, CniCounts, Histogram, PodSample, RailLabels, RailSample, Reading, SettingCounts,
+    SettingSample, Snapshot,
 };
 use crate::netns::NetNs;
 use crate::node::{DriftPolicy, NodeConfig};
@@ -21,8 +22,9 @@ use crate::ownership::{heirs, is_live, Place};
 use crate::rdma::device::{self, Resolved};
 use crate::rdma::gid;
 use crate::rdma::reach::{Reach, Sysfs};
-use crate::rdma::setting::{self, Setting, Views, SETTINGS};
+use crate::rdma::setting::{self, PodIface, Setting, Views};
 use crate::rdma::RdmaPort;
+use crate::settings::SETTINGS;
 use crate::state::{Entry, StateDir};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -114,19 +116,10 @@ pub fn run(node: &NodeConfig, totals: &mut Totals) -> Snapshot {
     } else {
         totals.agent.last_success = Some(SystemTime::now());
     }
-    snap.drift = totals.drift;
-    snap.drift_repairs = totals.drift_repairs;
+    snap.drift = totals.drift.clone();
+    snap.drift_repairs = totals.drift_repairs.clone();
     snap.orphan_repairs = totals.orphan_repairs;
     snap
-}
-
-/// The metrics' name for a setting.
-fn metric_setting(s: &dyn Setting) -> Option<metrics::Setting> {
-    match s.key() {
-        "trafficClass" => Some(metrics::Setting::TrafficClass),
-        "rdmaCmTos" => Some(metrics::Setting::RdmaCmTos),
-        _ => None,
-    }
 }
 
 /// One live rail: its drift judged (and repaired), its state read. `None`
@@ -153,6 +146,10 @@ fn rail(
     let at = Views {
         device: device_view,
         host: place.sysfs.host(),
+        pod: Some(PodIface {
+            netns: &ns,
+            ifname: &entry.ifname,
+        }),
     };
     let mut sample = RailSample {
         labels: labels(entry),
@@ -164,23 +161,13 @@ fn rail(
             continue;
         };
         let judged = judge_drift(place.state, entry, live, *s, at, &port, policy, totals);
-        let Some(name) = metric_setting(*s) else {
-            continue;
-        };
         // What the file should hold: on a port with co-owners the newest
         // live owner's value, which need not be this rail's own.
-        let wanted = u8::try_from(judged.map_or(owned.written, |(_, w)| w)).ok();
-        let now = judged.map(|(v, _)| v);
-        match name {
-            metrics::Setting::TrafficClass => {
-                sample.traffic_class = now.map(|v| v.map_or(Reading::Unset, Reading::Value));
-                sample.traffic_class_wanted = wanted;
-            }
-            metrics::Setting::RdmaCmTos => {
-                sample.rdma_cm_tos = now.flatten().and_then(|v| u8::try_from(v).ok());
-                sample.rdma_cm_tos_wanted = wanted;
-            }
-        }
+        sample.settings.push(SettingSample {
+            key: s.key(),
+            now: judged.map(|(v, _)| v.map_or(Reading::Unset, Reading::Value)),
+            wanted: judged.map_or(owned.written, |(_, w)| w),
+        });
     }
     // Where the pod's RoCE v2 GID is now, read from inside the pod netns
     // (MLNX_OFED shows zeros for a GID whose netdev is in another netns).
@@ -237,17 +224,12 @@ fn judge_drift(
             true
         }
     };
-    let counter = metric_setting(s);
-    if let (Some(c), true) = (counter, new) {
-        totals.drift.add(c, 1);
+    if new {
+        totals.drift.add(s.key(), 1);
     }
-    let who = match (s.key(), current) {
-        (_, None) => "unset: a driver reset or a re-created VF unsets it (the class lives in driver memory)",
-        ("trafficClass", Some(0)) => {
-            "0: what NVIDIA's rdma CNI fork writes when rdmaQoS.tc is unset, and what the RDMA CNI leaves on DEL"
-        }
-        _ => "set by someone else: another plugin or an admin's script",
-    };
+    let who = s
+        .suspect(current)
+        .unwrap_or("set by someone else: another plugin or an admin's script");
     let pod = entry.pod.as_ref().map_or_else(
         || "?".to_string(),
         |p| format!("{}/{}", p.namespace, p.name),
@@ -272,9 +254,7 @@ fn judge_drift(
         .and_then(|()| s.verify(at, port, Some(wanted.written)))
     {
         Ok(()) => {
-            if let Some(c) = counter {
-                totals.drift_repairs.add(c, 1);
-            }
+            totals.drift_repairs.add(s.key(), 1);
             totals.seen.retain(|x| !same_rail(x, &key));
             crate::warn!("{what}; repaired: it holds {} again", wanted.written);
             Some((Some(w), w))

@@ -17,7 +17,8 @@ use crate::podresources::{PodDevices, Source};
 use crate::rdma::gid::{self, Verdict, Want};
 use crate::rdma::lookup::Found;
 use crate::rdma::reach::{PodSide, Reach};
-use crate::rdma::setting::{self, Views};
+use crate::rdma::setting::{PodIface, Views};
+use crate::settings;
 use crate::state::{DeviceInfoFile, PlacementRecord, PodRecord, RailRecord, StateDir};
 use crate::sysctl;
 use crate::sysfs::View;
@@ -43,7 +44,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     let wants: Vec<Wanted> = conf
         .owned()
         .into_iter()
-        .filter_map(|(key, value)| setting::by_key(key).map(|s| (s, value)))
+        .filter_map(|(key, value)| settings::by_key(key).map(|s| (s, value)))
         .collect();
     // The device-info file is judged by its name now, by its content once
     // the pod's device is known; a refusal is logged, never fatal.
@@ -142,6 +143,10 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     let views = sysfs.as_ref().map(|s| Views {
         device: pod_view.as_ref().unwrap_or(s.host()),
         host: s.host(),
+        pod: Some(PodIface {
+            netns: &netns,
+            ifname,
+        }),
     });
     let mut undo = Undo::new();
     undo.push(|| {

@@ -87,7 +87,75 @@ fn figures() -> Vec<Figure> {
             count: ORIGINALS.len(),
             phrases: &["× {} originals"],
         },
+        Figure {
+            what: "cargo-fuzz targets (fuzz/Cargo.toml's [[bin]]s)",
+            count: fuzz_targets().len(),
+            phrases: &["{} cargo-fuzz targets"],
+        },
+        Figure {
+            what: "check-conf's negative cases (integration/check-conf-negative.py CASES)",
+            count: negative_cases(),
+            phrases: &["{} negative cases"],
+        },
     ]
+}
+
+/// The fuzz workspace's targets: each `[[bin]]` of fuzz/Cargo.toml, by name.
+fn fuzz_targets() -> Vec<String> {
+    let manifest = include_str!("../../fuzz/Cargo.toml");
+    manifest
+        .split("[[bin]]")
+        .skip(1)
+        .filter_map(|bin| {
+            let line = bin.lines().find(|l| l.trim_start().starts_with("name"))?;
+            Some(line.split('"').nth(1)?.to_string())
+        })
+        .collect()
+}
+
+/// A target that `make fuzz` does not run, or that docs/reliability.md's
+/// table of targets leaves out, is a count that drifted by another name
+/// (the table once listed 5 of 6, and said 5).
+#[test]
+fn every_fuzz_target_is_run_and_in_the_table() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let run = std::fs::read_to_string(root.join("fuzz/run.sh")).unwrap();
+    let reliability = std::fs::read_to_string(root.join("docs/reliability.md")).unwrap();
+    let targets = fuzz_targets();
+    assert!(
+        targets.len() >= 6,
+        "the [[bin]] reader is broken: {targets:?}"
+    );
+    let mut wrong = Vec::new();
+    for t in &targets {
+        if !run
+            .split(|c: char| !c.is_alphanumeric() && c != '_')
+            .any(|w| w == t)
+        {
+            wrong.push(format!("fuzz/run.sh does not name {t}"));
+        }
+        if !reliability
+            .lines()
+            .any(|l| l.starts_with(&format!("| {t} |")))
+        {
+            wrong.push(format!(
+                "docs/reliability.md's table of targets has no row for {t}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+/// The rows of check-conf-negative.py's CASES: each opens a tuple at four
+/// spaces, `    ("<name>",`.
+fn negative_cases() -> usize {
+    let text = include_str!("../../integration/check-conf-negative.py");
+    let table = text
+        .split("\nCASES = [\n")
+        .nth(1)
+        .and_then(|t| t.split("\n]\n").next())
+        .expect("check-conf-negative.py has a `CASES = [ ... ]` table");
+    table.lines().filter(|l| l.starts_with("    (\"")).count()
 }
 
 /// README.md and every docs/*.md, each with its whitespace runs made one space.
