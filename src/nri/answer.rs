@@ -35,17 +35,25 @@ pub mod event {
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Where a container's environment comes from: the rails the state dir
-/// records for the pod whose netns is `netns` (`crate::job_env::Rails`, the
-/// job environment of issue 26). `Err` is the log line saying why the pod
-/// gets nothing (no live rail, rails without RDMA, ...).
+/// records for the pod whose netns is `netns` (`super::rails::JobEnv`, over
+/// `crate::job_env`). `Err` is the log line saying why the pod gets nothing
+/// (no live rail, every variable left out, ...).
 pub trait RailEnv {
-    fn env_for(&mut self, netns: &NsId) -> Result<Vec<(String, String)>, String>;
+    fn env_for(&mut self, netns: &NsId) -> Result<PodVars, String>;
+}
+
+/// A pod's variables, in injection order, and why one a reader might expect
+/// is absent (a line each: the GID index left to NCCL, say).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PodVars {
+    pub vars: Vec<(String, String)>,
+    pub notes: Vec<String>,
 }
 
 /// The plugin's state across one runtime connection and the next.
 pub struct Plugin {
     pub nccl_env: NcclEnv,
-    rails: Option<Box<dyn RailEnv + Send>>,
+    rails: Box<dyn RailEnv + Send>,
     request_timeout: Duration,
     /// Pods whose kept variables were logged (once per pod, then counted
     /// only); cleared when full, so it stays bounded.
@@ -56,9 +64,7 @@ pub struct Plugin {
 const KEPT_LOGGED_MAX: usize = 4096;
 
 impl Plugin {
-    /// `rails`: `None` in a build without the job environment; the plugin
-    /// then registers, answers, and injects nothing (and says so).
-    pub fn new(nccl_env: NcclEnv, rails: Option<Box<dyn RailEnv + Send>>) -> Plugin {
+    pub fn new(nccl_env: NcclEnv, rails: Box<dyn RailEnv + Send>) -> Plugin {
         Plugin {
             nccl_env,
             rails,
@@ -182,13 +188,7 @@ impl Plugin {
                 return Vec::new();
             }
         };
-        let Some(rails) = self.rails.as_mut() else {
-            crate::info!(
-                "{who}: this build has no job environment (crate::job_env): nothing injected"
-            );
-            return Vec::new();
-        };
-        let vars = match rails.env_for(&ns) {
+        let PodVars { vars, notes } = match self.rails.env_for(&ns) {
             Ok(v) => v,
             Err(why) => {
                 crate::info!("{who}: {why}: no environment");
@@ -212,7 +212,12 @@ impl Plugin {
         if !given.is_empty() {
             stats.count_injected();
             let names: Vec<&str> = given.iter().map(|(k, _)| k.as_str()).collect();
-            crate::info!("{who}: injected {}", names.join(", "));
+            let mut line = format!("{who}: injected {}", names.join(", "));
+            for n in &notes {
+                line.push_str("; ");
+                line.push_str(n);
+            }
+            crate::info!("{line}");
         }
         given
     }
@@ -225,9 +230,16 @@ mod tests {
     /// Rails of one netns: the test's own namespace.
     struct Fixed(Result<Vec<(String, String)>, String>);
 
+    fn vars_of(v: Vec<(String, String)>) -> PodVars {
+        PodVars {
+            vars: v,
+            notes: vec!["NCCL_IB_GID_INDEX left to NCCL".into()],
+        }
+    }
+
     impl RailEnv for Fixed {
-        fn env_for(&mut self, _: &NsId) -> Result<Vec<(String, String)>, String> {
-            self.0.clone()
+        fn env_for(&mut self, _: &NsId) -> Result<PodVars, String> {
+            self.0.clone().map(vars_of)
         }
     }
 
@@ -258,7 +270,7 @@ mod tests {
     #[test]
     fn the_annotation_switches_and_the_container_keeps_its_own_values() {
         let stats = Stats::default();
-        let mut p = Plugin::new(NcclEnv::Annotated, Some(Box::new(Fixed(Ok(vars())))));
+        let mut p = Plugin::new(NcclEnv::Annotated, Box::new(Fixed(Ok(vars()))));
         let ctr = Container {
             name: "nccl",
             env: vec!["NCCL_IB_TC=106", "PATH=/bin"],
@@ -293,7 +305,7 @@ mod tests {
     fn all_and_off_and_pods_without_a_netns_of_their_own() {
         let stats = Stats::default();
         let ctr = Container::default();
-        let mut all = Plugin::new(NcclEnv::All, Some(Box::new(Fixed(Ok(vars())))));
+        let mut all = Plugin::new(NcclEnv::All, Box::new(Fixed(Ok(vars()))));
         assert_eq!(
             all.create_container(&pod(vec![], Some(SELF_NS)), &ctr, &stats)
                 .len(),
@@ -315,7 +327,7 @@ mod tests {
         assert!(all
             .create_container(&pod(vec![], Some("/nonexistent/ns")), &ctr, &stats)
             .is_empty());
-        let mut off = Plugin::new(NcclEnv::Off, Some(Box::new(Fixed(Ok(vars())))));
+        let mut off = Plugin::new(NcclEnv::Off, Box::new(Fixed(Ok(vars()))));
         assert!(off
             .create_container(
                 &pod(vec![(ANNOTATION, "true")], Some(SELF_NS)),
@@ -326,10 +338,7 @@ mod tests {
         assert_eq!(off.events() & event::CREATE_CONTAINER, 0);
         assert_ne!(off.events(), 0);
         assert_eq!(all.events() & !event::VALID, 0);
-        let mut none = Plugin::new(
-            NcclEnv::All,
-            Some(Box::new(Fixed(Err("no live rail".into())))),
-        );
+        let mut none = Plugin::new(NcclEnv::All, Box::new(Fixed(Err("no live rail".into()))));
         assert!(none
             .create_container(&pod(vec![], Some(SELF_NS)), &ctr, &stats)
             .is_empty());
@@ -341,13 +350,13 @@ mod tests {
         use std::sync::{Arc, Mutex};
         struct Seen(Arc<Mutex<Option<NsId>>>);
         impl RailEnv for Seen {
-            fn env_for(&mut self, netns: &NsId) -> Result<Vec<(String, String)>, String> {
+            fn env_for(&mut self, netns: &NsId) -> Result<PodVars, String> {
                 *self.0.lock().unwrap() = Some(*netns);
-                Ok(vars())
+                Ok(vars_of(vars()))
             }
         }
         let seen = Arc::new(Mutex::new(None));
-        let mut p = Plugin::new(NcclEnv::All, Some(Box::new(Seen(seen.clone()))));
+        let mut p = Plugin::new(NcclEnv::All, Box::new(Seen(seen.clone())));
         p.create_container(
             &pod(vec![], Some(SELF_NS)),
             &Container::default(),
@@ -365,7 +374,7 @@ mod tests {
 
     #[test]
     fn the_pod_event_budget_is_three_quarters_of_the_request_timeout() {
-        let mut p = Plugin::new(NcclEnv::Annotated, None);
+        let mut p = Plugin::new(NcclEnv::Annotated, Box::new(Fixed(Ok(vars()))));
         assert_eq!(p.pod_event_budget(), Duration::from_millis(1500));
         p.configure(&Configure {
             request_timeout_ms: 400,

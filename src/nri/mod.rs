@@ -8,7 +8,8 @@
 //! - `messages`: the NRI messages (protobuf, `crate::protowire`);
 //! - `session`: one connection (SO_PEERCRED, register, serve) and the
 //!   reconnect loop around it;
-//! - `answer`: what the plugin answers (the event mask, the environment).
+//! - `answer`: what the plugin answers (the event mask, the environment);
+//! - `rails`: where the environment comes from (`crate::job_env`).
 //!
 //! The wire is hand-written, not containerd's `ttrpc` crate: measured in
 //! docs/design.md, "NRI".
@@ -16,6 +17,7 @@
 pub mod answer;
 pub mod messages;
 pub mod mux;
+pub mod rails;
 pub mod session;
 pub mod ttrpc;
 
@@ -178,7 +180,7 @@ pub fn spawn(
         socket: node.nri_socket.clone(),
         index: node.nri_index.clone(),
     };
-    let mut plugin = answer::Plugin::new(node.nccl_env, None);
+    let mut plugin = answer::Plugin::new(node.nccl_env, Box::new(rails::JobEnv::new(node)));
     let quit = std::sync::Arc::new(session::Quit::default());
     let asked = quit.clone();
     let thread = std::thread::Builder::new()

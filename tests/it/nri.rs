@@ -104,6 +104,12 @@ impl Plugin {
             node[k] = v.clone();
         }
         let config = write_node_config(&state, None, node);
+        Plugin::on(state, &config, args)
+    }
+
+    /// The plugin on the node config of `state` (a node whose rails a test
+    /// ADDed).
+    fn on(state: StateDirPath, config: &Path, args: &[&str]) -> Plugin {
         let log = state.base().join("plugin.log");
         let child = Command::new(BIN)
             .env_clear()
@@ -945,4 +951,152 @@ fn the_agent_runs_the_plugin_and_exports_its_counters_within_a_second() {
         "{}",
         agent.log()
     );
+}
+
+/// net1..net4 on mlx5_2..mlx5_5, each at 10.10.<i>.2.
+const RAILS: [(&str, &str, &str, &str); 4] = [
+    ("net1", "mlx5_2", "0000:0c:00.2", "10.10.1.2"),
+    ("net2", "mlx5_3", "0000:0c:00.3", "10.10.2.2"),
+    ("net3", "mlx5_4", "0000:0c:00.4", "10.10.3.2"),
+    ("net4", "mlx5_5", "0000:0c:00.5", "10.10.4.2"),
+];
+const HCA: &str = "NCCL_IB_HCA==mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1";
+
+/// A pod with four rails on a test tree, each ADDed as the runtime runs the
+/// plugin (trafficClass 41), the RoCE v2 GID of rail `i` at `gid_index[i]`
+/// (gidCheck present, so a GID away from 3 still comes up): the records the
+/// NRI plugin reads. Then `roce-tune nri` on that node, on `socket`.
+fn four_rails(socket: &Path, gid_index: [u32; 4]) -> (Tree, Pod, Plugin) {
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    let config = write_node_config(&state, Some(&tree), json!({"nriSocket": path_str(socket)}));
+    let pod = Pod::new(RAILS[0].0, Some(&format!("{}/24", RAILS[0].3)));
+    let cid = unique("sandbox");
+    for (i, (ifname, dev, pci, ip)) in RAILS.iter().enumerate() {
+        if i > 0 {
+            pod.add_rail(ifname, Some(&format!("{ip}/24")));
+        }
+        tree.add_device(pci, dev, "");
+        tree.set_gid(dev, gid_index[i], &v4_gid(ip), "RoCE v2");
+        tree.bind(&pod, ifname, pci);
+    }
+    // Out of order, as a runtime may run a pod's networks: the variables
+    // follow the pod's interfaces.
+    for i in [2, 0, 3, 1] {
+        let (ifname, _, pci, ip) = RAILS[i];
+        let conf = json!({
+            "cniVersion": "1.1.0", "name": format!("rail-{}", i + 1), "type": "roce-tune",
+            "trafficClass": 41, "deviceID": pci, "gidCheck": "present", "gidTimeoutMs": 500,
+            "prevResult": prev_result("1.1.0", ifname, &pod.path(), &[&format!("{ip}/24")]),
+        });
+        run_plugin(
+            &state,
+            "ADD",
+            &cid,
+            &pod.path(),
+            ifname,
+            conf.to_string().as_bytes(),
+        )
+        .ok();
+    }
+    let plugin = Plugin::on(state, &config, &["nri"]);
+    (tree, pod, plugin)
+}
+
+/// The "Done when": under both generations, an annotated pod with 4
+/// rails gets NCCL_IB_HCA (the exact list, in the pod's interface order),
+/// NCCL_IB_GID_INDEX and NCCL_IB_TC in its container's adjustment; a
+/// container that sets one keeps its own; a pod without the annotation gets
+/// none; the plugin stays registered through every step.
+#[test]
+fn an_annotated_pod_with_four_rails_gets_its_rails_environment_under_both_generations() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    for (name, bin) in sims.both() {
+        let (_dir, sock) = socket("nri-env-");
+        let (_tree, pod, plugin) = four_rails(&sock, [3; 4]);
+        let ns = pod.path();
+        let result = Sim::start(
+            bin,
+            &sock,
+            &json!([
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"run_pod": pod_("job", &ns, json!({"roce-tune.io/nccl-env": "true"}))},
+                {"create_container": ctr("worker", "job", &["PATH=/bin"])},
+                {"create_container": ctr("own-tc", "job", &["NCCL_IB_TC=106"])},
+                {"run_pod": pod_("plain", &ns, json!({}))},
+                {"create_container": ctr("plain-c", "plain", &[])}
+            ]),
+            &[],
+        )
+        .finish();
+        never_dropped(name, &result, 0);
+        let env = |i: usize| adjusted_env(&steps(&result)[i]);
+        assert_eq!(
+            env(2),
+            [HCA, "NCCL_IB_GID_INDEX=3", "NCCL_IB_TC=41"],
+            "{name}"
+        );
+        assert_eq!(
+            env(3),
+            [HCA, "NCCL_IB_GID_INDEX=3"],
+            "{name}: the container's own class wins"
+        );
+        assert!(env(5).is_empty(), "{name}: a pod that did not ask");
+        for r in rpcs(&result, "CreateContainer") {
+            assert!(r["ms"].as_f64().unwrap() < 100.0, "{name}: {r}");
+        }
+        let log = plugin.wait_log(
+            "sets NCCL_IB_TC itself: its own value wins",
+            1,
+            Duration::from_secs(5),
+        );
+        assert!(
+            log.contains(
+                "container worker-name: injected NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_IB_TC"
+            ),
+            "{name}: {log}"
+        );
+    }
+}
+
+/// Rails whose RoCE v2 GIDs sit at different indexes: no NCCL_IB_GID_INDEX
+/// (NCCL's own selection picks each), and what that selection needs.
+#[test]
+fn rails_that_disagree_on_the_gid_index_leave_it_to_nccl() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    for (name, bin) in sims.both() {
+        let (_dir, sock) = socket("nri-gid-");
+        let (_tree, pod, plugin) = four_rails(&sock, [3, 3, 5, 3]);
+        let result = Sim::start(
+            bin,
+            &sock,
+            &json!([
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"run_pod": pod_("job", &pod.path(), json!({"roce-tune.io/nccl-env": "true"}))},
+                {"create_container": ctr("worker", "job", &[])}
+            ]),
+            &[],
+        )
+        .finish();
+        never_dropped(name, &result, 0);
+        let env = adjusted_env(&steps(&result)[2]);
+        assert_eq!(
+            env,
+            [
+                HCA,
+                "NCCL_IB_ROCE_VERSION_NUM=2",
+                "NCCL_IB_ADDR_FAMILY=AF_INET",
+                "NCCL_IB_TC=41"
+            ],
+            "{name}"
+        );
+        plugin.wait_log("injected NCCL_IB_HCA", 1, Duration::from_secs(5));
+    }
+}
+
+/// A pod with a netns, as nri-sim's script takes one.
+fn pod_(id: &str, netns: &str, annotations: Value) -> Value {
+    pod(id, Some(netns), annotations)
 }
