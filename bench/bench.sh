@@ -12,7 +12,8 @@
 #     /run) and the configs;
 #   - a second state dir on the root filesystem for the fsync-cost rows (3b/4b);
 #   - fresh copies of roce-tune, the baseline and `tuning`, on the root filesystem too.
-# Then bench/harness.py runs everything interleaved and writes bench/results/.
+# Then bench/harness.py runs everything interleaved and writes bench/results/, and
+# bench/nri.py times the NRI plugin's CreateContainer under nri-sim (../shared/nri).
 #
 # Environment knobs (defaults in brackets):
 #   BENCH_RUNS [1000]       timed runs of each single-process case (interleaved rounds)
@@ -75,6 +76,7 @@ cleanup() {
     trap - EXIT INT TERM
     # Reap a plugin the harness may have left running (it kills its own on error).
     ip netns del "$ns" 2>/dev/null || true
+    ip netns del "${ns}o" 2>/dev/null || true
     for i in $(seq 1 "$rails"); do
         ip link del "${tag}h$i" 2>/dev/null || true
     done
@@ -131,3 +133,8 @@ python3 "$here/harness.py" \
     --load-start "$load_start" --command "${BENCH_COMMAND:-make bench}" \
     --baseline "$baseline" \
     --results "${BENCH_RESULTS:-$here/results}" --repo "$repo"
+
+# The NRI plugin's CreateContainer on the runtime's own clock (bench/nri.py): the pod above and
+# another live pod, whose netns the other entries record.
+ip netns add "${ns}o"
+python3 "$here/nri.py" "$bin" "/run/netns/$ns" "/run/netns/${ns}o" "$statebase" "${BENCH_RESULTS:-$here/results}"

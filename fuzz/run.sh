@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 SECONDS_EACH=${FUZZ_SECONDS:-60}
 TARGETS=${FUZZ_TARGETS:-"config_prev traffic_class gid cni_args nldev rtnetlink
-    http_head"}
+    http_head nri_mux nri_ttrpc nri_messages"}
 export RUSTC_BOOTSTRAP=1
 
 if ! cargo fuzz --version >/dev/null 2>&1; then

@@ -70,14 +70,13 @@ NAD = "conf/network-attachment-definition.yaml"
 BASE_DS = "conf/deploy/base/daemonset.yaml"
 CHART = "conf/helm/roce-tune/"
 CHART_DS = CHART + "templates/daemonset.yaml"
-# The agent's netns mount, and a mount that one way gains and the other lacks (as /var/run/nri
-# will when the NRI plugin lands).
-BASE_NETNS = ("              mountPath: /var/run/netns\n              mountPropagation: HostToContainer\n"
-              "              readOnly: true\n      volumes:\n")
-NRI = ("              mountPath: /var/run/netns\n              mountPropagation: HostToContainer\n"
-       "              readOnly: true\n            - name: nri\n              mountPath: /var/run/nri\n"
-       "      volumes:\n        - name: nri\n          hostPath:\n            path: /var/run/nri\n"
-       "            type: DirectoryOrCreate\n")
+# The last mount of the base's agent (the NRI socket's dir), and one more that the chart lacks.
+BASE_LAST_MOUNT = ("              mountPath: /var/run/nri\n              mountPropagation: HostToContainer\n"
+                   "      volumes:\n")
+EXTRA_MOUNT = ("              mountPath: /var/run/nri\n              mountPropagation: HostToContainer\n"
+               "            - name: extra\n              mountPath: /var/run/extra\n"
+               "      volumes:\n        - name: extra\n          hostPath:\n            path: /var/run/extra\n"
+               "            type: DirectoryOrCreate\n")
 
 # (name, mutation, label the FAIL line must contain, messages the output must contain)
 CASES = [
@@ -140,6 +139,12 @@ CASES = [
      edit(BASE_DS, "              mountPath: /var/run/netns\n              mountPropagation: HostToContainer\n",
           "              mountPath: /var/run/netns\n"),
      "conf/deploy/kubernetes ", ["/var/run/netns must be mounted from the host with mountPropagation HostToContainer"]),
+    ("nri-without-its-socket-dir",
+     edit(BASE_DS, "            - name: nri\n              mountPath: /var/run/nri\n              mountPropagation: HostToContainer\n", ""),
+     "conf/deploy/kubernetes ", ["with --nri, the directory of node.json's nriSocket /var/run/nri must be mounted"]),
+    ("nri-index-not-two-digits",
+     edit("conf/deploy/base/node.json", "{", '{"nriIndex": "5",', 1),
+     "conf/deploy/kubernetes ", ["node.json: nriIndex: '5' does not match '^[0-9]{2}$'"]),
     ("misspelt-field-in-DaemonSet",
      edit(BASE_DS, "              mountPath: /run/netns\n              mountPropagation: HostToContainer\n",
           "              mountPath: /run/netns\n              mountPropogation: HostToContainer\n"),
@@ -243,10 +248,10 @@ CASES = [
       ".volumeMounts[mountPath=/var/lib/roce-tune]: only in the chart",
       "volumeMounts[mountPath=/run/cni/roce-tune]: only in kustomize"]),
     ("overlay-gains-a-mount-the-chart-lacks",
-     edit(BASE_DS, BASE_NETNS, NRI),
+     edit(BASE_DS, BASE_LAST_MOUNT, EXTRA_MOUNT),
      "conf/helm/roce-tune (platform openshift) as conf/deploy/openshift",
-     ["spec.template.spec.containers[name=orphan-repair].volumeMounts[mountPath=/var/run/nri]: only in kustomize",
-      "spec.template.spec.volumes[name=nri]: only in kustomize"]),
+     ["spec.template.spec.containers[name=orphan-repair].volumeMounts[mountPath=/var/run/extra]: only in kustomize",
+      "spec.template.spec.volumes[name=extra]: only in kustomize"]),
     ("chart-proxy-forwards-everything",
      edit(CHART_DS, "            - --allow-paths=/metrics\n", ""),
      "conf/helm/roce-tune (platform nvidia-network-operator, metrics.enabled) as conf/deploy/components/metrics",

@@ -16,7 +16,9 @@
      container `orphan-repair` running `roce-tune agent --every N`, privileged,
      hostNetwork, hostPID, the state dir and node config dir of node.json mounted from the
      host at the same paths (node config read-only), /run/netns and /var/run/netns with
-     HostToContainer propagation, the host's /sys/kernel/config (configfs) read-write.
+     HostToContainer propagation, the host's /sys/kernel/config (configfs) read-write; with
+     `--nri` (the NRI plugin), the directory of node.json's nriSocket mounted from the host at
+     the same path with HostToContainer.
    * The node config in the ConfigMap (node.json): the keys, types and bounds of the chart's
      values.schema.json nodeConfig (7), which tests/it/helm_chart.rs holds to roce-tune's own.
    * OpenShift: the required-scc annotation and a Role + RoleBinding granting `use` of the
@@ -142,6 +144,8 @@ ROCE_KEYS = {
 CHART = os.path.join("helm", "roce-tune")
 NODE_CONFIG_SCHEMA = {}
 NODE_CONFIG_DEFAULTS = {"stateDir": "/run/cni/roce-tune", "sysfsRoot": "/sys",
+                        # src/node.rs DEFAULT_NRI_SOCKET
+                        "nriSocket": "/var/run/nri/nri.sock",
                         # src/agent/http.rs DEFAULT_ADDRESS
                         "metricsAddress": "127.0.0.1:9662"}
 NODE_CONFIG_HOST_DIR = "/etc/cni/roce-tune"
@@ -750,11 +754,20 @@ def check_install_ds(ds, docs, expect, version):
     cmd = repair.get("command") or []
     # The agent: orphans, drift, metrics (src/agent/mod.rs); --every as src/cli/mod.rs takes it.
     every = args_value(cmd, "--every")
-    if (cmd[:2] != ["/roce-tune", "agent"] or len(cmd) != 4 or every is None
+    with_nri = cmd[4:] == ["--nri"]
+    if (cmd[:2] != ["/roce-tune", "agent"] or len(cmd) != 4 + with_nri or every is None
             or not re.match(r"^[1-9][0-9]*$", every) or int(every) > 86400):
         errs.append("container orphan-repair: command must be [/roce-tune, agent, --every, N] with N "
-                    "from 1 to 86400 (got %s)" % cmd)
+                    "from 1 to 86400, and --nri after it for the NRI plugin (got %s)" % cmd)
     mounts = host_path_mounts(pod, repair)
+    if with_nri:
+        # The runtime makes a new socket each time it starts: the directory is mounted.
+        nri_dir = os.path.dirname(node_conf.get("nriSocket", NODE_CONFIG_DEFAULTS["nriSocket"]))
+        m = mounts.get(nri_dir)
+        if not m or m[0] != nri_dir or m[2].get("mountPropagation") != "HostToContainer":
+            errs.append("container orphan-repair: with --nri, the directory of node.json's nriSocket %s "
+                        "must be mounted from the host at the same path with mountPropagation "
+                        "HostToContainer" % nri_dir)
     state_dir = node_conf.get("stateDir", NODE_CONFIG_DEFAULTS["stateDir"])
     m = mounts.get(state_dir)
     if not m or m[0] != state_dir or m[2].get("readOnly"):

@@ -12,7 +12,7 @@
 #      /roce-tune, /bin/busybox, /bin/sh -> busybox, /install.sh, root-owned, 0755; the
 #      binaries identical to target/release/roce-tune and $BUSYBOX, install.sh to
 #      conf/image/install.sh; roce-tune static, its --version the crate's, and its
-#      `agent --help` offering --every (the DaemonSet's agent);
+#      `agent --help` offering --every and --nri (the DaemonSet's agent);
 #   3. the DaemonSet's containers of conf/deploy/kubernetes, each with its exact command, args
 #      and volumes (from `kubectl kustomize`), run in a chroot of the exported root filesystem
 #      with the volumes bind-mounted from a fake node, as the kubelet would: the
@@ -121,8 +121,10 @@ ok "files: exactly roce-tune, bin/busybox, bin/sh, install.sh (0755 root); ident
 
 # The DaemonSet's long-running container runs the repair loop: the binary must offer it.
 agent_help="$(env -i PATH=/bin "$chroot" "$root" /roce-tune agent --help 2>&1 || true)"
-grep -q -- '--every' <<<"$agent_help" || fail "roce-tune agent --help does not mention --every, but the DaemonSet runs the agent with it: $agent_help"
-ok "roce-tune agent --help offers --every (the DaemonSet's agent)"
+for flag in --every --nri; do
+    grep -q -- "$flag" <<<"$agent_help" || fail "roce-tune agent --help does not mention $flag, but the DaemonSet runs the agent with it: $agent_help"
+done
+ok "roce-tune agent --help offers --every and --nri (the DaemonSet's agent)"
 
 # ------------------------------------------------------------------ 3. the containers, as the kubelet runs them
 # A fake node: $host is its root file system. run_container OVERLAY CONTAINER [ARGS...] does
@@ -257,7 +259,10 @@ sed 's/^/  | /' "$work/repair.out"
 no_strays "the orphan-repair container"
 grep -q 'repairs every 10 s (state dir /run/cni/roce-tune,' "$work/repair.out" || fail "orphan-repair did not start the agent on /run/cni/roce-tune"
 grep -q 'the agent stops' "$work/repair.out" || fail "orphan-repair did not say it stopped"
-ok "container orphan-repair: its command runs the agent on the host's state dir and node config, and exits 0 on SIGTERM"
+# --nri: the NRI plugin waits for a runtime socket this emulation has none of.
+grep -q 'cannot connect to /var/run/nri/nri.sock: No such file or directory' "$work/repair.out" ||
+    fail "orphan-repair did not start the NRI plugin on /var/run/nri/nri.sock"
+ok "container orphan-repair: its command runs the agent (and the NRI plugin, waiting for the runtime's socket) on the host's state dir and node config, and exits 0 on SIGTERM"
 
 # ------------------------------------------------------------------ 4. uninstall, as its overlay runs it
 # Without --sleep's wait: the script parses arguments in order, so an extra --sleep is

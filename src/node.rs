@@ -45,6 +45,12 @@ pub const DEFAULT_NVIDIA_GPUS_DIR: &str = "/proc/driver/nvidia/gpus";
 /// (pod and namespace names are not for every tenant on the node); the
 /// shipped manifests put kube-rbac-proxy in front of it.
 pub const DEFAULT_METRICS_ADDRESS: &str = "127.0.0.1:9662";
+/// The runtime's NRI socket (containerd/nri `pkg/api/plugin.go`,
+/// `DefaultSocketPath`).
+pub const DEFAULT_NRI_SOCKET: &str = "/var/run/nri/nri.sock";
+/// After dranet's `00` and dra-driver-sriov's `42`: their RunPodSandbox has
+/// moved the netdevs in by the time this plugin's runs.
+pub const DEFAULT_NRI_INDEX: &str = "50";
 /// A node config is a few hundred bytes.
 const MAX_BYTES: u64 = 64 * 1024;
 const MAX_PATTERNS: usize = 256;
@@ -70,10 +76,27 @@ pub struct NodeConfig {
     pub nvidia_gpus_dir: PathBuf,
     pub metrics_address: SocketAddr,
     pub drift_policy: DriftPolicy,
+    /// Where `roce-tune nri` connects (`nriSocket`).
+    pub nri_socket: PathBuf,
+    /// The plugin's index among the node's NRI plugins: two digits.
+    pub nri_index: String,
+    /// Which pods' containers get the job environment (`ncclEnv`).
+    pub nccl_env: NcclEnv,
     /// `jobEnvFamilies`: the variable families a pod's job environment gets.
     pub job_env_families: Vec<EnvFamily>,
     /// `jobEnvOmit`: variables never injected (another NRI plugin sets them).
     pub job_env_omit: Vec<String>,
+}
+
+/// Which pods the NRI plugin gives the job environment at CreateContainer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NcclEnv {
+    /// Pods annotated `roce-tune.io/nccl-env: "true"`.
+    Annotated,
+    /// Every pod with live rails, unless annotated `"false"`.
+    All,
+    /// None: the plugin asks for no CreateContainer.
+    Off,
 }
 
 /// A family of job environment variables (`jobEnvFamilies`), computed from
@@ -162,6 +185,9 @@ impl NodeConfig {
             nvidia_gpus_dir: DEFAULT_NVIDIA_GPUS_DIR.into(),
             metrics_address: DEFAULT_METRICS_ADDRESS.parse().expect("a socket address"),
             drift_policy: DriftPolicy::Repair,
+            nri_socket: DEFAULT_NRI_SOCKET.into(),
+            nri_index: DEFAULT_NRI_INDEX.into(),
+            nccl_env: NcclEnv::Annotated,
             job_env_families: vec![EnvFamily::Nccl],
             job_env_omit: Vec::new(),
         }
@@ -276,6 +302,9 @@ impl NodeConfig {
             "nvidiaGpusDir",
             "metricsAddress",
             "driftPolicy",
+            "nriSocket",
+            "nriIndex",
+            "ncclEnv",
             "jobEnvFamilies",
             "jobEnvOmit",
         ];
@@ -360,6 +389,32 @@ impl NodeConfig {
             Some("repair") => DriftPolicy::Repair,
             Some("report") => DriftPolicy::Report,
             _ => return Err(bad("driftPolicy must be \"repair\" or \"report\"".into())),
+        };
+        if let Some(p) = abs_path(obj, "nriSocket").map_err(&bad)? {
+            node.nri_socket = p;
+        }
+        match obj.get("nriIndex") {
+            None | Some(Value::Null) => {}
+            // pkg/api/plugin.go CheckPluginIndex: exactly two digits.
+            Some(Value::String(i)) if i.len() == 2 && i.bytes().all(|b| b.is_ascii_digit()) => {
+                node.nri_index = i.clone()
+            }
+            Some(_) => {
+                return Err(bad(
+                    "nriIndex must be two digits as a string, e.g. \"50\"".into()
+                ))
+            }
+        }
+        node.nccl_env = match obj.get("ncclEnv").and_then(Value::as_str) {
+            None if obj.get("ncclEnv").is_none_or(Value::is_null) => NcclEnv::Annotated,
+            Some("annotated") => NcclEnv::Annotated,
+            Some("all") => NcclEnv::All,
+            Some("off") => NcclEnv::Off,
+            _ => {
+                return Err(bad(
+                    "ncclEnv must be \"annotated\", \"all\" or \"off\"".into()
+                ))
+            }
         };
         job_env(obj, &mut node).map_err(&bad)?;
         node.sysctl_allowlist = match obj.get("sysctlAllowlist") {
@@ -663,6 +718,34 @@ mod tests {
             (r#"{"jobEnvFamilies":[1]}"#, "non-string"),
             (r#"{"jobEnvOmit":["NCCL_IB_TCX"]}"#, "NCCL_IB_TC,"),
             (r#"{"jobEnvOmit":["PATH"]}"#, "not a variable"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.0.contains(needle), "{text}: {}", e.0);
+        }
+    }
+
+    #[test]
+    fn the_nri_keys() {
+        let n = parse("{}").unwrap();
+        assert_eq!(n.nri_socket, Path::new("/var/run/nri/nri.sock"));
+        assert_eq!(
+            (n.nri_index.as_str(), n.nccl_env),
+            ("50", NcclEnv::Annotated)
+        );
+        let n =
+            parse(r#"{"nriSocket":"/run/x/nri.sock","nriIndex":"07","ncclEnv":"all"}"#).unwrap();
+        assert_eq!(n.nri_socket, Path::new("/run/x/nri.sock"));
+        assert_eq!((n.nri_index.as_str(), n.nccl_env), ("07", NcclEnv::All));
+        assert_eq!(
+            parse(r#"{"ncclEnv":"off"}"#).unwrap().nccl_env,
+            NcclEnv::Off
+        );
+        for (text, needle) in [
+            (r#"{"nriIndex":"5"}"#, "nriIndex"),
+            (r#"{"nriIndex":50}"#, "nriIndex"),
+            (r#"{"nriIndex":"5a"}"#, "nriIndex"),
+            (r#"{"ncclEnv":"true"}"#, "ncclEnv"),
+            (r#"{"nriSocket":"nri.sock"}"#, "nriSocket"),
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.0.contains(needle), "{text}: {}", e.0);

@@ -59,6 +59,10 @@ pub enum Metric {
     IdleVfsHoldingClass,
     CniRequests,
     CniRequestDuration,
+    NriConnected,
+    NriRequests,
+    NriEnvInjected,
+    NriEnvKept,
 }
 
 #[derive(Debug)]
@@ -84,6 +88,7 @@ pub const SETTING: &[&str] = &["setting"];
 pub const CNI_REQUEST: &[&str] = &["command", "code"];
 pub const CNI_COMMAND: &[&str] = &["command"];
 pub const BUILD: &[&str] = &["version"];
+pub const NRI_REQUEST: &[&str] = &["method", "outcome"];
 pub const NONE: &[&str] = &[];
 
 pub const CATALOGUE: &[Family] = &[
@@ -247,6 +252,34 @@ pub const CATALOGUE: &[Family] = &[
         kind: Kind::Histogram,
         labels: CNI_COMMAND,
         help: "How long the plugin took to answer a CNI request, by command.",
+    },
+    Family {
+        metric: Metric::NriConnected,
+        name: "roce_tune_nri_connected",
+        kind: Kind::Gauge,
+        labels: NONE,
+        help: "1 while the NRI plugin is registered with the runtime; 0 while it is not, and containers start without the job environment.",
+    },
+    Family {
+        metric: Metric::NriRequests,
+        name: "roce_tune_nri_requests_total",
+        kind: Kind::Counter,
+        labels: NRI_REQUEST,
+        help: "NRI requests the plugin answered, by method and outcome (ok, error, unimplemented).",
+    },
+    Family {
+        metric: Metric::NriEnvInjected,
+        name: "roce_tune_nri_env_injected_total",
+        kind: Kind::Counter,
+        labels: NONE,
+        help: "Containers the NRI plugin gave the job environment of their pod's rails.",
+    },
+    Family {
+        metric: Metric::NriEnvKept,
+        name: "roce_tune_nri_env_kept_total",
+        kind: Kind::Counter,
+        labels: NONE,
+        help: "Containers that set a job environment variable themselves: their own value was kept.",
     },
 ];
 
@@ -448,6 +481,16 @@ fn timestamp(t: SystemTime) -> Value {
     Value::Seconds(t.duration_since(UNIX_EPOCH).unwrap_or_default())
 }
 
+/// The NRI plugin's counters (`crate::nri::Stats`), where the agent runs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NriSample {
+    pub connected: bool,
+    /// (method, outcome, requests), every pair of the fixed sets.
+    pub requests: Vec<(&'static str, &'static str, u64)>,
+    pub env_injected: u64,
+    pub env_kept: u64,
+}
+
 /// Everything one exposition says, as plain data: the repair loop fills one
 /// after each pass and publishes [`render`]'s text; a scrape reads that text
 /// and nothing else.
@@ -463,6 +506,9 @@ pub struct Snapshot {
     pub idle_vfs_holding_class: u64,
     pub cni: CniCounts,
     pub agent: AgentSample,
+    /// `None`: the agent does not run the NRI plugin (no `--nri`), and its
+    /// families are left out rather than read as "disconnected".
+    pub nri: Option<NriSample>,
 }
 
 /// What a per-rail family shows: one of its own, or a registered setting's
@@ -628,6 +674,18 @@ pub fn render(s: &Snapshot) -> String {
             },
         );
     }
+    if let Some(n) = &s.nri {
+        open(&mut w, Metric::NriConnected);
+        w.sample(&[], Value::Uint(n.connected.into()));
+        open(&mut w, Metric::NriRequests);
+        for (method, outcome, count) in &n.requests {
+            w.sample(&[method, outcome], Value::Uint(*count));
+        }
+        open(&mut w, Metric::NriEnvInjected);
+        w.sample(&[], Value::Uint(n.env_injected));
+        open(&mut w, Metric::NriEnvKept);
+        w.sample(&[], Value::Uint(n.env_kept));
+    }
     w.finish()
 }
 
@@ -708,6 +766,15 @@ pub(crate) mod tests {
                 last_success: Some(UNIX_EPOCH + Duration::from_millis(1_780_000_660_250)),
                 last_pass_duration: Some(Duration::from_micros(12_500)),
             },
+            nri: Some(NriSample {
+                connected: true,
+                requests: vec![
+                    ("CreateContainer", "ok", 7),
+                    ("unknown", "unimplemented", 1),
+                ],
+                env_injected: 5,
+                env_kept: 1,
+            }),
         }
     }
 
@@ -806,6 +873,10 @@ pub(crate) mod tests {
             "roce_tune_cni_request_duration_seconds_sum{command=\"DEL\"} 0.002".into(),
             "roce_tune_repair_last_success_timestamp_seconds 1780000660.25".into(),
             "roce_tune_agent_start_time_seconds 1780000000.5".into(),
+            "roce_tune_nri_connected 1".into(),
+            "roce_tune_nri_requests_total{method=\"CreateContainer\",outcome=\"ok\"} 7".into(),
+            "roce_tune_nri_env_injected_total 5".into(),
+            "roce_tune_nri_env_kept_total 1".into(),
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
         }
@@ -822,6 +893,10 @@ pub(crate) mod tests {
         assert!(text.contains("\nroce_tune_repair_last_success_timestamp_seconds 0\n"));
         assert!(!text.contains("roce_tune_rail_info"), "{text}");
         assert!(!text.contains("roce_tune_repair_pass_duration_seconds"));
+        assert!(
+            !text.contains("roce_tune_nri_"),
+            "no NRI families without the plugin"
+        );
         assert!(text.contains("roce_tune_drift_total{setting=\"rdma_cm_tos\"} 0"));
     }
 

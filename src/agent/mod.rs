@@ -12,6 +12,11 @@
 //!   format; `http` the server a scrape reaches (it never waits on a pass:
 //!   a scrape reads the last published text);
 //! - `stop`: SIGTERM, as the one stop every thread of the agent heeds.
+//!
+//! With `--nri` the agent is also the node's NRI plugin (`crate::nri`), on a
+//! thread of its own that stops with the rest: its counters join the
+//! exposition, republished within a second of a change (docs/design.md,
+//! "NRI").
 
 pub mod exposition;
 pub mod http;
@@ -30,7 +35,7 @@ use std::time::{Duration, Instant, SystemTime};
 /// step waits longer than `LockWait::REPAIR` for a device's lock. Each
 /// thread beside the passes (the metrics server; any added later) is
 /// started after the signals are blocked, and stopped and joined below.
-pub fn run(node: &NodeConfig, every: Duration) -> i32 {
+pub fn run(node: &NodeConfig, every: Duration, with_nri: bool) -> i32 {
     let stop = stop::Stop::new();
     if let Err(e) = stop::on_signals(&stop) {
         crate::error!("cannot wait for SIGTERM: {e}");
@@ -44,8 +49,20 @@ pub fn run(node: &NodeConfig, every: Duration) -> i32 {
         },
         ..pass::Totals::default()
     };
+    // After the signals are blocked: the plugin's thread inherits the block.
+    let nri_stats = with_nri.then(|| Arc::new(crate::nri::Stats::default()));
+    let nri = nri_stats
+        .as_ref()
+        .and_then(|stats| match crate::nri::spawn(node, stats.clone()) {
+            Ok(running) => Some(running),
+            Err(e) => {
+                crate::error!("the NRI plugin is not started: {e}; the repair goes on");
+                None
+            }
+        });
     let published = Arc::new(http::Published::new(metrics::render(&metrics::Snapshot {
         agent: totals.agent,
+        nri: nri_stats.as_deref().map(nri_sample),
         ..metrics::Snapshot::default()
     })));
     // Without its port the agent still repairs: that is what keeps rails
@@ -70,13 +87,34 @@ pub fn run(node: &NodeConfig, every: Duration) -> i32 {
     );
     while !stop.requested() {
         let started = Instant::now();
-        let snapshot = pass::run(node, &mut totals, &stop);
+        let mut snapshot = pass::run(node, &mut totals, &stop);
         totals.agent.last_pass_duration = Some(started.elapsed());
-        published.publish(metrics::render(&metrics::Snapshot {
-            agent: totals.agent,
-            ..snapshot
-        }));
-        stop.wait(every.saturating_sub(started.elapsed()));
+        snapshot.agent = totals.agent;
+        let mut seen = nri_stats.as_deref().map(crate::nri::Stats::generation);
+        snapshot.nri = nri_stats.as_deref().map(nri_sample);
+        published.publish(metrics::render(&snapshot));
+        // Until the next pass; with the NRI plugin, in slices of a second,
+        // its counters republished when they moved.
+        loop {
+            let left = every.saturating_sub(started.elapsed());
+            let slice = match nri_stats {
+                Some(_) => left.min(Duration::from_secs(1)),
+                None => left,
+            };
+            if slice.is_zero() || stop.wait(slice) {
+                break;
+            }
+            if let Some(stats) = nri_stats.as_deref() {
+                if seen != Some(stats.generation()) {
+                    seen = Some(stats.generation());
+                    snapshot.nri = Some(nri_sample(stats));
+                    published.publish(metrics::render(&snapshot));
+                }
+            }
+        }
+    }
+    if let Some(running) = nri {
+        running.stop();
     }
     if let Some(h) = server {
         if let Err(e) = h.shutdown() {
@@ -84,4 +122,21 @@ pub fn run(node: &NodeConfig, every: Duration) -> i32 {
         }
     }
     0
+}
+
+/// The NRI plugin's counters as the exposition's plain data.
+fn nri_sample(stats: &crate::nri::Stats) -> metrics::NriSample {
+    use crate::nri::{Method, Outcome};
+    let mut requests = Vec::new();
+    for m in Method::ALL {
+        for o in Outcome::ALL {
+            requests.push((m.as_str(), o.as_str(), stats.requests(m, o)));
+        }
+    }
+    metrics::NriSample {
+        connected: stats.connected(),
+        requests,
+        env_injected: stats.injected(),
+        env_kept: stats.kept(),
+    }
 }

@@ -28,11 +28,17 @@ its network config on stdin. Without CNI_COMMAND it is an operator's tool:
       (exit 0 all pass, 1 a check failed, 2 usage error); inspect --help for more.
   roce-tune inspect (--netns PATH | --pid PID) --env [--json]
       The pod's job environment (NCCL_IB_HCA, GID index, class), KEY=VALUE.
-  roce-tune agent [--every SECONDS] [--node-config PATH]
+  roce-tune agent [--every SECONDS] [--nri] [--node-config PATH]
       The node's agent (the DaemonSet's long-running container): every SECONDS
       (default 10) repair orphans and drift (driftPolicy), read every rail; serve
       Prometheus metrics on the node config's metricsAddress (/metrics,
-      /healthz) all the time; until SIGTERM.
+      /healthz) all the time; with --nri, also be the NRI plugin (see nri);
+      until SIGTERM.
+  roce-tune nri [--node-config PATH]
+      The NRI plugin alone (the agent's duty with `agent --nri`): connect to the
+      runtime's nriSocket, register as roce-tune at nriIndex, and give the
+      containers of pods that ask (ncclEnv) their rails' NCCL_IB_HCA, GID index
+      and class; reconnect whenever the runtime goes; until SIGTERM.
   roce-tune gc --orphans [--every SECONDS] [--node-config PATH]
       Restore what every state entry whose pod netns is gone recorded, once;
       with --every it is `agent --every`. The state dir and sysfs root come from
@@ -69,6 +75,7 @@ pub fn run(args: &[String]) -> i32 {
         }
         Some("gc") => gc(&args[1..]),
         Some("agent") => agent(&args[1..]),
+        Some("nri") => nri(&args[1..]),
         Some("reset-idle") => reset_idle(&args[1..]),
         Some("inspect") => inspect::run(&args[1..]),
         Some(other) => {
@@ -144,8 +151,28 @@ fn load_node(path: &Path, context: &str) -> Result<NodeConfig> {
 /// two of them (README, "The agent").
 const DEFAULT_EVERY: Duration = Duration::from_secs(10);
 
+fn nri(args: &[String]) -> i32 {
+    let mut node_path = NodeConfig::path_from_env();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--node-config" => match node_config_arg(&mut it) {
+                Ok(p) => node_path = p,
+                Err(code) => return code,
+            },
+            "-h" | "--help" => {
+                println!("roce-tune nri [--node-config PATH]\n  The NRI plugin: the job environment of a pod's rails at CreateContainer; until SIGTERM.");
+                return 0;
+            }
+            other => return usage_error(&format!("unknown nri option {other:?}")),
+        }
+    }
+    exit_code(load_node(&node_path, "nri").map(|node| crate::nri::run(&node)))
+}
+
 fn agent(args: &[String]) -> i32 {
     let mut every = DEFAULT_EVERY;
+    let mut with_nri = false;
     let mut node_path = NodeConfig::path_from_env();
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -154,25 +181,26 @@ fn agent(args: &[String]) -> i32 {
                 Some(n) if (1..=86_400).contains(&n) => every = Duration::from_secs(n),
                 _ => return usage_error("--every needs a whole number of seconds from 1 to 86400"),
             },
+            "--nri" => with_nri = true,
             "--node-config" => match node_config_arg(&mut it) {
                 Ok(p) => node_path = p,
                 Err(code) => return code,
             },
             "-h" | "--help" => {
-                println!("roce-tune agent [--every SECONDS] [--node-config PATH]\n  The node's agent: repairs orphans and drift every SECONDS (default 10), serves metrics;\n  until SIGTERM.");
+                println!("roce-tune agent [--every SECONDS] [--nri] [--node-config PATH]\n  The node's agent: repairs orphans and drift every SECONDS (default 10), serves metrics;\n  with --nri, also the NRI plugin (the job environment at CreateContainer); until SIGTERM.");
                 return 0;
             }
             other => return usage_error(&format!("unknown agent option {other:?}")),
         }
     }
-    exit_code(load_node(&node_path, "agent").map(|node| crate::agent::run(&node, every)))
+    exit_code(load_node(&node_path, "agent").map(|node| crate::agent::run(&node, every, with_nri)))
 }
 
 fn gc_orphans(node_path: &Path, every: Option<Duration>) -> Result<i32> {
     let node = load_node(node_path, "GC --orphans")?;
     if let Some(every) = every {
         // The repair loop grew into the agent; `gc --orphans --every` is it.
-        return Ok(crate::agent::run(&node, every));
+        return Ok(crate::agent::run(&node, every, false));
     }
     // A state dir or sysfs root that cannot be used is one of the report's
     // failures, not a stop: the sweep says what it could not do.

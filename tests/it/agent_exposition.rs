@@ -12,8 +12,8 @@ use crate::common::*;
 use roce_tune::agent::exposition::CONTENT_TYPE;
 use roce_tune::agent::http::{routes, Limits, Published, Server};
 use roce_tune::agent::metrics::{
-    render, AgentSample, CniCounts, Command, Histogram, PodSample, RailLabels, RailSample, Reading,
-    SettingCounts, SettingSample, Snapshot, CATALOGUE,
+    render, AgentSample, CniCounts, Command, Histogram, NriSample, PodSample, RailLabels,
+    RailSample, Reading, SettingCounts, SettingSample, Snapshot, CATALOGUE,
 };
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -97,6 +97,16 @@ fn snapshot() -> Snapshot {
             last_success: Some(UNIX_EPOCH + Duration::from_millis(1_780_001_800_500)),
             last_pass_duration: Some(Duration::from_micros(4_321)),
         },
+        nri: Some(NriSample {
+            connected: false,
+            requests: vec![
+                ("CreateContainer", "ok", 40),
+                ("Configure", "ok", 2),
+                ("unknown", "unimplemented", 1),
+            ],
+            env_injected: 12,
+            env_kept: 3,
+        }),
     }
 }
 

@@ -29,6 +29,7 @@ mod inspect;
 mod job_env;
 mod layers;
 mod netlink_route;
+mod nri;
 mod orphans;
 mod placement;
 mod podresources;

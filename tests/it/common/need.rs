@@ -134,6 +134,50 @@ fn installed(at: &str, name: &str, dir: &str) -> Option<PathBuf> {
     )
 }
 
+/// containerd's own NRI adaptation as a runtime (../shared/nri: `nri-sim-0.12`
+/// for NRI v0.12.2, `nri-sim-old` for v0.11.0), beside the clone as CI has
+/// it, or in `ROCE_TUNE_NRI_DIR`. A clone without it skips the NRI tests
+/// with a banner, unless ROCE_TUNE_REQUIRE_NRI=1 (CI) or
+/// ROCE_TUNE_REQUIRE_ROOT=1 makes that a failure.
+pub fn nri_sim(at: &str) -> Option<NriSims> {
+    let dir = std::env::var_os("ROCE_TUNE_NRI_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("../shared/nri"));
+    let sims = NriSims {
+        v012: dir.join("bin/nri-sim-0.12"),
+        old: dir.join("bin/nri-sim-old"),
+    };
+    if sims.v012.is_file() && sims.old.is_file() {
+        return Some(sims);
+    }
+    let why = format!(
+        "no nri-sim in {} (../shared/nri beside the clone, or set ROCE_TUNE_NRI_DIR)",
+        dir.display()
+    );
+    if std::env::var("ROCE_TUNE_REQUIRE_NRI").is_ok_and(|v| v == "1") {
+        panic!(
+            "{}: {why}, and ROCE_TUNE_REQUIRE_NRI=1 forbids skipping",
+            test_name(at)
+        );
+    }
+    lacking(at, &why)
+}
+
+/// The two runtimes: NRI v0.12.2 and v0.11.0.
+#[derive(Clone, Debug, Default)]
+pub struct NriSims {
+    pub v012: PathBuf,
+    pub old: PathBuf,
+}
+
+impl NriSims {
+    /// Both, with the name a message gives each.
+    pub fn both(&self) -> [(&'static str, &Path); 2] {
+        [("nri-sim-0.12", &self.v012), ("nri-sim-old", &self.old)]
+    }
+}
+
 /// promtool, Prometheus's linter of the text exposition.
 pub fn promtool(at: &str) -> Option<PathBuf> {
     unpacked(at, "promtool")
