@@ -219,6 +219,7 @@ fn every_host_path_of_the_node_config_is_held_to_the_rule() {
             "kubelet/kubelet_internal_checkpoint",
         ),
         ("nvidiaGpusDir", "nvidia/gpus"),
+        ("nriSocket", "nri/nri.sock"),
         ("sysfsRoot", "tree"),
     ];
     let all: serde_json::Map<String, Value> = keys
