@@ -273,6 +273,7 @@ impl NodeConfig {
             self.pod_resources_checkpoint = Some(paths.resolve("podResourcesCheckpoint", p)?);
         }
         self.nvidia_gpus_dir = paths.resolve("nvidiaGpusDir", &self.nvidia_gpus_dir)?;
+        self.nri_socket = paths.resolve("nriSocket", &self.nri_socket)?;
         Ok(self)
     }
 
