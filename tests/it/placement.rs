@@ -785,6 +785,50 @@ fn a_kubelet_beyond_the_bound_hanging_or_talking_garbage_is_skipped_in_time() {
     }
 }
 
+/// Issue 25: an ADD with a hostile kubelet ends within
+/// `podResourcesTimeoutMs` + 50 ms whatever it sends (the figure `make
+/// bench` measures); on this 2-core machine the test allows twice that. The
+/// peer floods each of RFC 9113's endless-but-valid frame runs
+/// (tests/it/common/h2_peer.rs); the check is skipped with its one line,
+/// and the rail is set up as if no kubelet had answered.
+#[test]
+fn an_add_against_a_kubelet_that_never_stops_sending_ends_within_the_bound() {
+    use crate::common::h2_peer::{Behaviour, HostilePeer};
+    needs!(root);
+    let site = Site::new();
+    let pod = small_pod(&site, "team-g", "flooded", 0);
+    let bound = Duration::from_millis(250 + 50);
+    let mut failures = Vec::new();
+    for behaviour in Behaviour::ALL {
+        let peer = HostilePeer::start(site.state.base(), behaviour);
+        let conf = site.configure(json!({
+            "podResourcesSocket": path_str(&peer.socket),
+            "podResourcesTimeoutMs": 250,
+        }));
+        let r = pod
+            .exec(&conf, "ADD", 0, &json!({}))
+            .hang_after(Duration::from_secs(10))
+            .run();
+        if let Err(e) = r.succeeded(&format!("{behaviour:?}")) {
+            failures.push(e);
+            continue;
+        }
+        if r.elapsed > 2 * bound {
+            failures.push(format!(
+                "{behaviour:?}: ADD took {:?} ({} MiB sent)",
+                r.elapsed,
+                peer.sent() >> 20
+            ));
+        }
+        let why = skipped(&r);
+        if !why.starts_with("the kubelet's PodResources API: PodResources: ") {
+            failures.push(format!("{behaviour:?}: {why}"));
+        }
+        pod.exec(&conf, "DEL", 0, &json!({})).run().ok();
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
 #[test]
 fn without_a_kubelet_a_pod_or_gpus_the_check_is_skipped_with_one_line() {
     needs!(root);

@@ -318,3 +318,47 @@ fn no_socket_is_no_socket() {
     assert!(took < Duration::from_millis(100), "{took:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 25, "Every bound real": a peer that never stops sending frames
+/// RFC 9113 allows (tests/it/common/h2_peer.rs) held a call for seconds,
+/// since the bound was checked only before a read that would block. Each
+/// call must end within its timeout and the usual margin, with a timeout or
+/// a protocol error, and no byte of the flood quoted.
+#[test]
+fn a_peer_that_never_stops_sending_is_cut_off_within_the_bound() {
+    use crate::common::h2_peer::{Behaviour, HostilePeer};
+    let dir = scratch("hostile");
+    let timeout = Duration::from_millis(250);
+    let mut failures = Vec::new();
+    for behaviour in Behaviour::ALL {
+        let peer = HostilePeer::start(&dir, behaviour);
+        let socket = peer.socket.clone();
+        let (tx, rx) = mpsc::channel();
+        let t = Instant::now();
+        std::thread::spawn(move || {
+            let _ = tx.send(pod_devices(&socket, timeout, &q("team-a", "trainer")));
+        });
+        // A call that never ends is reported, not waited on forever.
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(r) => {
+                let took = t.elapsed();
+                if took > timeout + MARGIN {
+                    failures.push(format!("{behaviour:?}: {took:?} ({r:?})"));
+                }
+                match &r {
+                    Err(Error::Timeout { .. }) | Err(Error::Protocol(_)) => {}
+                    other => failures.push(format!("{behaviour:?}: {other:?}")),
+                }
+                if let Err(e) = &r {
+                    assert!(!e.to_string().contains("hostile!"), "{e}");
+                }
+            }
+            Err(_) => failures.push(format!(
+                "{behaviour:?}: no answer within 5 s ({} MiB sent)",
+                peer.sent() >> 20
+            )),
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
