@@ -829,6 +829,89 @@ fn an_add_against_a_kubelet_that_never_stops_sending_ends_within_the_bound() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// The longest stderr line a run may write: the log's cap
+/// (`roce_tune::log::LINE_MAX`, 8 KiB of message) and its prefix.
+const LONGEST_LINE: usize = 8 * 1024 + 256;
+
+/// Issue 25, "after the answer": an answer of 100,000 GPUs (1.4 MB, within
+/// every size the wire allows) took 1.46 s to judge and wrote one 6.1 MB
+/// log line. The answer's bounds skip it at once, in one short line.
+#[test]
+fn an_answer_of_a_hundred_thousand_gpus_is_refused_in_time_in_one_short_line() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let mut pod = small_pod(&site, "team-g", "greedy", 0);
+    pod.gpus = (0..100_000)
+        .map(|i| {
+            (
+                GPU.to_string(),
+                format!("GPU-{i:08x}-0000-4000-8000-000000000000"),
+            )
+        })
+        .collect();
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 2000}));
+    let r = pod
+        .exec(&conf, "ADD", 0, &json!({}))
+        .hang_after(Duration::from_secs(60))
+        .run();
+    r.ok();
+    let why = skipped(&r);
+    assert!(why.contains("more than 1024 device IDs"), "{why}");
+    let longest = r.stderr.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest <= LONGEST_LINE, "a line of {longest} bytes");
+    assert!(
+        r.elapsed < 2 * Duration::from_millis(2000 + 50),
+        "{:?}",
+        r.elapsed
+    );
+}
+
+/// The checkpoint fallback: a 16 MiB file took 0.70 s and 217 MB. Its bound
+/// (4 MiB, `CHECKPOINT_MAX`) refuses it before a byte is read.
+#[test]
+fn a_checkpoint_of_16_mib_is_refused_before_it_is_read() {
+    needs!(root);
+    let site = Site::new();
+    let a = K8sPod::split_a(&site);
+    let checkpoint = site.state.base().join("kubelet_internal_checkpoint");
+    // Just under 16 MiB: what the old bound (Multus's answer size) let in.
+    let filler: Vec<Value> = (0..105_000)
+        .map(|i| {
+            json!({"PodUID": format!("other-{i}"), "ContainerName": "c",
+                        "ResourceName": ONE_POOL, "DeviceIDs": {"-1": ["0000:00:00.0"]},
+                        "AllocResp": "x".repeat(20)})
+        })
+        .collect();
+    let mut entries = vec![json!({"PodUID": a.uid, "ContainerName": "main",
+        "ResourceName": GPU, "DeviceIDs": {"-1": [b48::uuid(0x50)]}})];
+    entries.extend(filler);
+    let file = json!({"Data": {"PodDeviceEntries": entries}, "Checksum": 0}).to_string();
+    assert!(
+        file.len() > 15 << 20 && file.len() <= 16 << 20,
+        "{}",
+        file.len()
+    );
+    std::fs::write(&checkpoint, file).unwrap();
+    let conf = site.configure(json!({
+        "podResourcesCheckpoint": path_str(&checkpoint),
+        "podResourcesTimeoutMs": 250,
+    }));
+    let r = a
+        .exec(&conf, "ADD", 0, &json!({}))
+        .hang_after(Duration::from_secs(60))
+        .run();
+    r.ok();
+    let why = skipped(&r);
+    assert!(why.contains("bytes, over the"), "{why}");
+    assert!(
+        r.elapsed < 2 * Duration::from_millis(250 + 50),
+        "{:?}",
+        r.elapsed
+    );
+}
+
 #[test]
 fn without_a_kubelet_a_pod_or_gpus_the_check_is_skipped_with_one_line() {
     needs!(root);
