@@ -20,6 +20,20 @@ use crate::topology::verdict::{self, Gpu, Rail, Verdict};
 use crate::topology::{pci, Bdf, PathType, PciNode};
 use std::fmt;
 
+/// The bounds of a judgement, each checked before the placing it guards
+/// (issue 25: an answer of 100,000 GPU IDs took 1.46 s to judge and one
+/// 6.1 MB line to report). Placing a function reads a few dozen sysfs
+/// files, about 0.05 ms; these keep a judgement within a few ms.
+///
+/// The pod's device IDs of the node's GPU resources: a node holds at most
+/// 16 GPUs, 8 of them with 7 MIG slices each is 56 IDs.
+pub const GPU_IDS_MAX: usize = 128;
+/// The pod's other device IDs that are PCI addresses, each a rail to place:
+/// 16 rails is a full node, 32 with dual-port VFs.
+pub const RAIL_IDS_MAX: usize = 128;
+/// IDs a line names one by one (GPUs not placed); the rest are counted.
+const NAMED_MAX: usize = 8;
+
 /// What NCCL does with a starved pod, and the fix: the ADD line's and
 /// `inspect`'s.
 pub const FIX: &str = "NCCL then sends those GPUs' traffic over far rails without GPUDirect RDMA (through CPU memory); give each rail its own device-plugin resource (one VF per port, next to the pod's GPUs), or allocate the VFs with DRA and a pcieRoot constraint";
@@ -41,6 +55,8 @@ pub enum Skip {
     NoPlacedGpus(String),
     /// This rail's own VF cannot be placed in the PCI tree.
     RailNotPlaced(String),
+    /// The pod lists more devices than a judgement takes.
+    TooMany(String),
 }
 
 impl fmt::Display for Skip {
@@ -53,6 +69,7 @@ impl fmt::Display for Skip {
             Skip::NoGpus => f.write_str("the pod holds no GPU of the node's gpuResources"),
             Skip::NoPlacedGpus(why) => write!(f, "no GPU of the pod could be placed: {why}"),
             Skip::RailNotPlaced(why) => write!(f, "this rail's VF cannot be placed: {why}"),
+            Skip::TooMany(what) => write!(f, "the pod lists {what}"),
         }
     }
 }
@@ -165,15 +182,24 @@ impl Judgement {
             out.push_str("; every GPU has its share of near rails");
         }
         if !self.unmapped.is_empty() {
-            let left: Vec<String> = self
-                .unmapped
-                .iter()
-                .map(|(id, why)| format!("{} ({why})", crate::log::escape(id)))
-                .collect();
-            out.push_str(&format!("; not placed: {}", left.join(", ")));
+            out.push_str(&format!("; not placed: {}", not_placed(&self.unmapped)));
         }
         out
     }
+}
+
+/// The GPUs not placed, with why: the first [`NAMED_MAX`], then how many more.
+fn not_placed(unmapped: &[(String, Unmapped)]) -> String {
+    let mut s = unmapped
+        .iter()
+        .take(NAMED_MAX)
+        .map(|(id, why)| format!("{} ({why})", crate::log::escape(id)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if unmapped.len() > NAMED_MAX {
+        s.push_str(&format!(" and {} more", unmapped.len() - NAMED_MAX));
+    }
+    s
 }
 
 /// Judge the pod from the host's sysfs: its GPUs (`gpuResources` devices,
@@ -189,6 +215,23 @@ pub fn judge(
     own: &[(&str, &str)],
     level: PathType,
 ) -> Result<Judgement, Skip> {
+    let is_gpu = |d: &&podresources::Device| node.gpu_resources.contains(&d.resource);
+    let gpu_ids = devices.devices.iter().filter(is_gpu).count();
+    if gpu_ids > GPU_IDS_MAX {
+        return Err(Skip::TooMany(format!(
+            "{gpu_ids} GPU device IDs, over the {GPU_IDS_MAX} a judgement takes"
+        )));
+    }
+    let rail_ids = devices
+        .devices
+        .iter()
+        .filter(|d| !is_gpu(d) && Bdf::parse(&d.id.to_ascii_lowercase()).is_some())
+        .count();
+    if rail_ids > RAIL_IDS_MAX {
+        return Err(Skip::TooMany(format!(
+            "{rail_ids} other PCI devices, over the {RAIL_IDS_MAX} rails a judgement takes"
+        )));
+    }
     // One placer for every function: they share their switches. The GPUs
     // first: a pod without any needs no look at the node's ports.
     let placer = pci::Placer::new(host);
@@ -197,13 +240,7 @@ pub fn judge(
         return Err(if unmapped.is_empty() {
             Skip::NoGpus
         } else {
-            Skip::NoPlacedGpus(
-                unmapped
-                    .iter()
-                    .map(|(id, why)| format!("{} ({why})", crate::log::escape(id)))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            )
+            Skip::NoPlacedGpus(not_placed(&unmapped))
         });
     }
     // Below PHB a port can be near only under a root of the pod's GPUs; the
@@ -319,4 +356,61 @@ fn place_gpus(
     }
     placed.sort_by_key(|g| g.node.bdf);
     (placed, unmapped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::podresources::Device;
+
+    fn pod(gpus: usize, vfs: usize) -> PodDevices {
+        let gpu = (0..gpus).map(|i| Device {
+            resource: "nvidia.com/gpu".into(),
+            id: format!("GPU-{i:08x}-0000-4000-8000-000000000000"),
+        });
+        let vf = (0..vfs).map(|i| Device {
+            resource: "nvidia.com/rdma_vf".into(),
+            id: format!("0000:{:02x}:{:02x}.{}", i / 256, (i / 8) % 32, i % 8),
+        });
+        PodDevices {
+            devices: gpu.chain(vf).collect(),
+        }
+    }
+
+    /// Over a bound, the judgement stops before it places anything: the
+    /// view (an empty dir) is never read.
+    #[test]
+    fn a_judgement_takes_at_most_its_bounds() {
+        let empty = std::env::temp_dir().join(format!("rt-judge-{}", std::process::id()));
+        std::fs::create_dir_all(&empty).unwrap();
+        let view = View::open(&empty).unwrap();
+        let node = NodeConfig::defaults("/nonexistent".into());
+        let judge = |d: &PodDevices| judge(&view, &node, d, &[], PathType::Pxb).err();
+        assert!(matches!(
+            judge(&pod(GPU_IDS_MAX + 1, 1)),
+            Some(Skip::TooMany(m)) if m.starts_with("129 GPU device IDs")
+        ));
+        assert!(matches!(
+            judge(&pod(1, RAIL_IDS_MAX + 1)),
+            Some(Skip::TooMany(m)) if m.starts_with("129 other PCI devices")
+        ));
+        // Within them, the GPUs are looked up (none is in the empty dir).
+        assert!(matches!(
+            judge(&pod(GPU_IDS_MAX, RAIL_IDS_MAX)),
+            Some(Skip::NoPlacedGpus(_))
+        ));
+        std::fs::remove_dir_all(&empty).unwrap();
+    }
+
+    #[test]
+    fn a_line_names_the_first_gpus_not_placed_and_counts_the_rest() {
+        let unmapped: Vec<(String, Unmapped)> = (0..20)
+            .map(|i| (format!("GPU-{i}"), Unmapped::NoSuchGpu))
+            .collect();
+        let s = not_placed(&unmapped);
+        assert!(s.starts_with("GPU-0 (no GPU of"), "{s}");
+        assert!(s.contains("GPU-7 (") && !s.contains("GPU-8 ("), "{s}");
+        assert!(s.ends_with(" and 12 more"), "{s}");
+        assert_eq!(not_placed(&unmapped[..1]).matches('(').count(), 1);
+    }
 }

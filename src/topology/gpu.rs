@@ -150,6 +150,10 @@ pub struct GpuEntry {
     pub minor: Option<u32>,
 }
 
+/// Entries of the proc directory read at most (a node has at most 16 GPUs):
+/// the first in PCI order (issue 25, "Every bound real").
+pub const PROC_GPUS_MAX: usize = 64;
+
 /// The GPUs of the proc directory (`/proc/driver/nvidia/gpus`, or a stand-in),
 /// in PCI order. Each `information` is read through the view: no link, a
 /// regular file of at most 64 KiB. An entry whose `Bus Location:` names
@@ -158,8 +162,9 @@ pub fn list(dir: &View) -> Result<Vec<GpuEntry>, SysfsError> {
     let mut out: Vec<GpuEntry> = dir
         .list(Path::new("."))?
         .iter()
-        .filter_map(|name| {
-            let pci = Bdf::parse(name)?;
+        .filter_map(|name| Some((name, Bdf::parse(name)?)))
+        .take(PROC_GPUS_MAX)
+        .filter_map(|(name, pci)| {
             let text = dir.read(&Path::new(name).join("information")).ok()?;
             parse_information(pci, &text)
         })

@@ -10,7 +10,7 @@
 
 use crate::common::needs;
 use roce_tune::podresources::{
-    pod_devices, Device, Error, PodDevices, Query, Source, MAX_RESPONSE,
+    pod_devices, Device, Error, PodDevices, Query, Source, GET_RESPONSE_MAX, MAX_RESPONSE,
 };
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixListener;
@@ -288,7 +288,12 @@ fn garbage_is_a_protocol_error_at_once() {
 #[test]
 fn a_huge_answer_is_too_large() {
     let py = needs!(grpc_venv);
-    for flags in [&["--huge"][..], &["--huge", "--no-get"][..]] {
+    // Get answers one pod (at most POD_BYTES_MAX), List every pod of the
+    // node (Multus's limit).
+    for (flags, max) in [
+        (&["--huge"][..], GET_RESPONSE_MAX),
+        (&["--huge", "--no-get"][..], MAX_RESPONSE),
+    ] {
         let fake = Fake::start(&py, flags);
         let (r, _) = call(
             &fake.socket,
@@ -297,7 +302,7 @@ fn a_huge_answer_is_too_large() {
         );
         match r {
             Err(Error::TooLarge { size, limit }) => {
-                assert_eq!(limit, MAX_RESPONSE as u64);
+                assert_eq!(limit, max as u64);
                 assert!(size > limit, "{size}");
             }
             other => panic!("{flags:?}: {other:?}"),
