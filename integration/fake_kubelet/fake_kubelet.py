@@ -57,6 +57,9 @@ def generated():
     if not os.path.isfile(os.path.join(out, "podresources_pb2_grpc.py")):
         os.makedirs(build_dir(), exist_ok=True)
         tmp = tempfile.mkdtemp(dir=build_dir(), prefix="tmp-")
+        # mkdtemp makes it 0700: a fake run as another uid (the ownership
+        # tests) must read it too.
+        os.chmod(tmp, 0o755)
         from grpc_tools import protoc
 
         rc = protoc.main(

@@ -14,7 +14,7 @@ use crate::common::topology::{
     self as b48, Node, POD_A_GPUS, POD_A_PORTS, POD_B_GPUS, POD_B_PORTS,
 };
 use crate::common::*;
-use crate::podresources::Fake;
+use crate::podresources::{Fake, NOBODY};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -1044,6 +1044,123 @@ fn without_the_socket_the_kubelets_checkpoint_is_read_by_pod_uid() {
             && line.ends_with("(from the kubelet's Checkpoint)"),
         "{line}"
     );
+}
+
+/// Issue 25, "Ownership": an input of the verdict that root does not own
+/// (or that others can write, or a link) is not believed. With `warn` the
+/// check is skipped with one warning naming the input; with `enforce` the
+/// rail fails with 107, naming it, before anything changes. The pod is the
+/// measured split's pod A, which a believed answer would judge starved.
+fn assert_untrusted(site: &Site, pod: &K8sPod, conf: &Path, needle: &str) {
+    let r = pod.add(conf, 0, &json!({}));
+    r.ok();
+    let lines = placement_lines(&r);
+    assert_eq!(lines.len(), 1, "{needle}: one placement line: {}", r.stderr);
+    assert!(
+        lines[0].contains(" warn ")
+            && lines[0].contains("placement check skipped: ")
+            && lines[0].contains(needle),
+        "{needle}: {}",
+        lines[0]
+    );
+    assert_eq!(site_entry(conf, pod, 0)["placement"], Value::Null);
+    pod.exec(conf, "DEL", 0, &json!({})).run().ok();
+    let tree = snapshot(&site.tree.root);
+    let r = pod.add(conf, 0, &json!({"placementCheck": "enforce"}));
+    assert_eq!(r.code(), 107, "{needle}: {}", r.stdout);
+    let msg = r.msg();
+    assert!(
+        msg.contains(needle) && msg.contains("placementCheck is enforce"),
+        "{needle}: {msg}"
+    );
+    assert_eq!(
+        snapshot_diff(&tree, &snapshot(&site.tree.root)),
+        Vec::<String>::new()
+    );
+    assert!(site.state.entries().is_empty(), "{needle}");
+}
+
+#[test]
+fn a_kubelet_served_by_another_uid_is_not_believed() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let a = K8sPod::split_a(&site);
+    let nobody = Fake::serving_as(&py, &kubelet_pods(&[&a]), &[], Some(NOBODY));
+    let conf = site.with_kubelet(&nobody, json!({}));
+    assert_untrusted(&site, &a, &conf, "served by uid 65534, not root");
+}
+
+#[test]
+fn a_checkpoint_others_could_write_is_not_believed() {
+    needs!(root);
+    let site = Site::new();
+    let a = K8sPod::split_a(&site);
+    let entry = |resource: &str, ids: Vec<String>| {
+        json!({"PodUID": a.uid, "ContainerName": "main", "ResourceName": resource,
+               "DeviceIDs": {"-1": ids}})
+    };
+    let gpus = POD_A_GPUS.iter().map(|&b| b48::uuid(b)).collect();
+    let vfs = a.rails.iter().map(|r| r.vf.clone()).collect();
+    let body = json!({"Data": {"PodDeviceEntries": [entry(GPU, gpus), entry(ONE_POOL, vfs)]}});
+    let good = site.state.base().join("checkpoint-root");
+    std::fs::write(&good, body.to_string()).unwrap();
+    let checkpoint = site.state.base().join("kubelet_internal_checkpoint");
+    let conf = site.configure(json!({"podResourcesCheckpoint": path_str(&checkpoint)}));
+    use std::os::unix::fs::PermissionsExt;
+    let cases: [(&str, &dyn Fn()); 3] = [
+        ("owned by uid 65534, not root", &|| {
+            std::fs::copy(&good, &checkpoint).unwrap();
+            std::os::unix::fs::chown(&checkpoint, Some(NOBODY), Some(NOBODY)).unwrap();
+        }),
+        ("writable by group or others", &|| {
+            std::fs::copy(&good, &checkpoint).unwrap();
+            std::fs::set_permissions(&checkpoint, std::fs::Permissions::from_mode(0o666)).unwrap();
+        }),
+        // A link, even to a file that would pass: whoever made the link
+        // chose the file.
+        ("a symbolic link", &|| {
+            std::os::unix::fs::symlink(&good, &checkpoint).unwrap();
+        }),
+    ];
+    for (needle, plant) in cases {
+        let _ = std::fs::remove_file(&checkpoint);
+        plant();
+        assert_untrusted(&site, &a, &conf, needle);
+    }
+}
+
+#[test]
+fn an_information_file_others_could_write_is_not_believed() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let a = K8sPod::split_a(&site);
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    let info = site.node.proc.join(b48::gpu(0x8c)).join("information");
+    let text = std::fs::read(&info).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let cases: [(&str, &dyn Fn()); 3] = [
+        ("owned by uid 65534, not root", &|| {
+            std::fs::write(&info, &text).unwrap();
+            std::os::unix::fs::chown(&info, Some(NOBODY), Some(NOBODY)).unwrap();
+        }),
+        ("writable by group or others", &|| {
+            std::fs::write(&info, &text).unwrap();
+            std::fs::set_permissions(&info, std::fs::Permissions::from_mode(0o646)).unwrap();
+        }),
+        ("a symbolic link", &|| {
+            let elsewhere = site.state.base().join("information");
+            std::fs::write(&elsewhere, &text).unwrap();
+            std::os::unix::fs::symlink(&elsewhere, &info).unwrap();
+        }),
+    ];
+    for (needle, plant) in cases {
+        let _ = std::fs::remove_file(&info);
+        plant();
+        assert_untrusted(&site, &a, &conf, needle);
+    }
 }
 
 /// The placer ADD judges with reads each bridge once; what it places must

@@ -70,12 +70,30 @@ impl Fake {
 
     /// A fake kubelet serving `pods` (fake_kubelet.py's `--pods` JSON).
     pub(crate) fn serving(py: &Path, pods: &str, flags: &[&str]) -> Fake {
+        Fake::serving_as(py, pods, flags, None)
+    }
+
+    /// `serving`, run as `uid` (its own group too, no others) when given,
+    /// through util-linux's setpriv: a kubelet socket anyone may serve.
+    pub(crate) fn serving_as(py: &Path, pods: &str, flags: &[&str], uid: Option<u32>) -> Fake {
         let dir = scratch("fake");
         let socket = dir.join("kubelet.sock");
         let pods_file = dir.join("pods.json");
         std::fs::write(&pods_file, pods).unwrap();
         let pods = pods_file;
-        let mut child = Command::new(py)
+        let mut command = match uid {
+            Some(uid) => {
+                std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={uid}"))
+                    .arg("--clear-groups")
+                    .arg(py);
+                c
+            }
+            None => Command::new(py),
+        };
+        let mut child = command
             .arg(repo().join("integration/fake_kubelet/fake_kubelet.py"))
             .arg("--socket")
             .arg(&socket)
@@ -366,4 +384,26 @@ fn a_peer_that_never_stops_sending_is_cut_off_within_the_bound() {
     }
     assert!(failures.is_empty(), "{failures:#?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The uid the tests run untrusted servers and files as: Debian's `nobody`.
+pub(crate) const NOBODY: u32 = 65534;
+
+/// Issue 25, "Ownership": any uid may serve the kubelet's socket path if
+/// it can bind it first, and whoever answers decides the placement verdict.
+/// The socket's peer must be root (SO_PEERCRED): a kubelet served by
+/// `nobody` is refused, named, and never asked.
+#[test]
+fn a_kubelet_socket_served_by_another_uid_is_not_trusted() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let fake = Fake::serving_as(&py, PODS, &[], Some(NOBODY));
+    let (r, _) = call(&fake.socket, T, &q("team-a", "trainer"));
+    match r {
+        Err(e) => {
+            let m = e.to_string();
+            assert!(m.contains("uid 65534") && m.contains("not root"), "{m}");
+        }
+        Ok(found) => panic!("answered by nobody and believed: {found:?}"),
+    }
 }
