@@ -57,6 +57,17 @@ pub enum Skip {
     RailNotPlaced(String),
     /// The pod lists more devices than a judgement takes.
     TooMany(String),
+    /// An input of the verdict is not one only root can provide (the
+    /// kubelet socket's peer, the checkpoint, an `information` file): named,
+    /// and never believed. With `enforce`, the rail fails (107).
+    Untrusted(String),
+}
+
+impl Skip {
+    /// A skip the log says as a warning: someone may be forging the verdict.
+    pub fn is_untrusted(&self) -> bool {
+        matches!(self, Skip::Untrusted(_))
+    }
 }
 
 impl fmt::Display for Skip {
@@ -70,6 +81,10 @@ impl fmt::Display for Skip {
             Skip::NoPlacedGpus(why) => write!(f, "no GPU of the pod could be placed: {why}"),
             Skip::RailNotPlaced(why) => write!(f, "this rail's VF cannot be placed: {why}"),
             Skip::TooMany(what) => write!(f, "the pod lists {what}"),
+            Skip::Untrusted(what) => write!(
+                f,
+                "{what}; only root may provide what the verdict is judged on, so it is not believed"
+            ),
         }
     }
 }
@@ -92,6 +107,7 @@ pub fn pod_devices(node: &NodeConfig, pod: Option<&PodRef>) -> Result<(PodDevice
         Ok(Some(found)) => Ok(found),
         Ok(None) => Err(Skip::UnknownPod),
         Err(KubeletError::NoSocket(_)) => Err(Skip::NoSocket),
+        Err(KubeletError::Untrusted(what)) => Err(Skip::Untrusted(what)),
         Err(e) => Err(Skip::Kubelet(e)),
     }
 }
@@ -235,7 +251,7 @@ pub fn judge(
     // One placer for every function: they share their switches. The GPUs
     // first: a pod without any needs no look at the node's ports.
     let placer = pci::Placer::new(host);
-    let (gpus, unmapped) = place_gpus(&placer, node, devices);
+    let (gpus, unmapped) = place_gpus(&placer, node, devices)?;
     if gpus.is_empty() {
         return Err(if unmapped.is_empty() {
             Skip::NoGpus
@@ -313,12 +329,14 @@ fn rdma_function(placer: &pci::Placer, bdf: &Bdf, ports: &[PciNode]) -> Option<P
     (is_port || of_port || !node.rdma.is_empty()).then_some(node)
 }
 
-/// The pod's GPUs with their places, and those that could not be placed.
+/// The pod's GPUs with their places, and those that could not be placed;
+/// `Untrusted` when the driver's proc directory holds a file root did not
+/// write.
 fn place_gpus(
     placer: &pci::Placer,
     node: &NodeConfig,
     devices: &PodDevices,
-) -> (Vec<Gpu>, Vec<(String, Unmapped)>) {
+) -> Result<(Vec<Gpu>, Vec<(String, Unmapped)>), Skip> {
     let mut proc_gpus: Option<Vec<GpuEntry>> = None;
     let mut placed: Vec<Gpu> = Vec::new();
     let mut unmapped = Vec::new();
@@ -330,13 +348,25 @@ fn place_gpus(
         let bdf = match GpuId::parse(&d.id) {
             Some(GpuId::Pci(b)) => Ok(b),
             Some(id) => {
-                let entries = proc_gpus.get_or_insert_with(|| {
-                    View::open(&node.nvidia_gpus_dir)
-                        .ok()
-                        .and_then(|v| gpu::list(&v).ok())
-                        .unwrap_or_default()
-                });
-                gpu::resolve_in(entries, &id)
+                if proc_gpus.is_none() {
+                    let listed = View::open(&node.nvidia_gpus_dir)
+                        .map_err(gpu::ListError::Dir)
+                        .and_then(|v| gpu::list(&v));
+                    proc_gpus = Some(match listed {
+                        Ok(entries) => entries,
+                        Err(gpu::ListError::Untrusted { gpu, why }) => {
+                            return Err(Skip::Untrusted(format!(
+                                "the NVIDIA information file {}: {why}",
+                                node.nvidia_gpus_dir
+                                    .join(gpu.to_string())
+                                    .join("information")
+                                    .display()
+                            )))
+                        }
+                        Err(_) => Vec::new(),
+                    });
+                }
+                gpu::resolve_in(proc_gpus.as_deref().unwrap_or_default(), &id)
             }
             None => Err(Unmapped::NotAGpuId),
         };
@@ -355,7 +385,7 @@ fn place_gpus(
         }
     }
     placed.sort_by_key(|g| g.node.bdf);
-    (placed, unmapped)
+    Ok((placed, unmapped))
 }
 
 #[cfg(test)]

@@ -51,6 +51,9 @@ pub enum SysfsError {
     NotAnAttribute,
     /// Any other OS error, with its errno.
     Os(Errno),
+    /// A file only root may have written (`read_root_owned`) is another
+    /// uid's, or group or others may write it.
+    NotRootOnly { uid: u32, mode: u32 },
 }
 
 impl SysfsError {
@@ -96,6 +99,14 @@ impl fmt::Display for SysfsError {
                 f.write_str("it is not a regular attribute file of at most one page")
             }
             SysfsError::Os(e) => write!(f, "{} ({})", e.desc(), e),
+            SysfsError::NotRootOnly { uid, mode } if *uid != 0 => {
+                write!(f, "it is owned by uid {uid}, not root")
+            }
+            SysfsError::NotRootOnly { mode, .. } => write!(
+                f,
+                "it is writable by group or others (mode {:04o})",
+                mode & 0o7777
+            ),
         }
     }
 }
@@ -260,27 +271,23 @@ impl View {
 
     /// The attribute's content (at most a page).
     pub fn read(&self, rel: &Path) -> SysfsResult<String> {
-        let mut file = self.open_attr(rel, OFlag::O_RDONLY)?;
-        // A sysfs attribute answers a read whole (at most a page), and a
-        // regular file short only at its end: a read shorter than the buffer
-        // is the end, with no second read to see 0.
-        let mut buf = vec![0u8; 256];
-        let mut len = 0;
-        while len < MAX_ATTR_BYTES as usize {
-            let n = loop {
-                match file.read(&mut buf[len..]) {
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    other => break other.map_err(SysfsError::from_io)?,
-                }
-            };
-            len += n;
-            if n == 0 || len < buf.len() {
-                break;
-            }
-            buf.resize((buf.len() * 2).min(MAX_ATTR_BYTES as usize), 0);
+        read_open(self.open_attr(rel, OFlag::O_RDONLY)?)
+    }
+
+    /// `read`, of a file only root may have written: root's, and not
+    /// writable by group or others (what the NVIDIA driver's proc files
+    /// are, 0444), checked on the descriptor that is then read.
+    pub fn read_root_owned(&self, rel: &Path) -> SysfsResult<String> {
+        use std::os::unix::fs::MetadataExt;
+        let file = self.open_attr(rel, OFlag::O_RDONLY)?;
+        let meta = file.metadata().map_err(SysfsError::from_io)?;
+        if meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+            return Err(SysfsError::NotRootOnly {
+                uid: meta.uid(),
+                mode: meta.mode(),
+            });
         }
-        buf.truncate(len);
-        Ok(String::from_utf8_lossy(&buf).into_owned())
+        read_open(file)
     }
 
     /// The attribute's content trimmed, `None` when unreadable or empty.
@@ -373,6 +380,30 @@ impl View {
         nix::unistd::unlinkat(&dir, name.as_path(), nix::unistd::UnlinkatFlags::RemoveDir)
             .map_err(SysfsError::from_errno)
     }
+}
+
+/// An open attribute's content (at most a page).
+fn read_open(mut file: File) -> SysfsResult<String> {
+    // A sysfs attribute answers a read whole (at most a page), and a
+    // regular file short only at its end: a read shorter than the buffer
+    // is the end, with no second read to see 0.
+    let mut buf = vec![0u8; 256];
+    let mut len = 0;
+    while len < MAX_ATTR_BYTES as usize {
+        let n = loop {
+            match file.read(&mut buf[len..]) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => break other.map_err(SysfsError::from_io)?,
+            }
+        };
+        len += n;
+        if n == 0 || len < buf.len() {
+            break;
+        }
+        buf.resize((buf.len() * 2).min(MAX_ATTR_BYTES as usize), 0);
+    }
+    buf.truncate(len);
+    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 fn split(rel: &Path) -> SysfsResult<(PathBuf, PathBuf)> {

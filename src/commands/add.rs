@@ -75,13 +75,16 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     // The pod's GPUs and VFs, from the kubelet, asked from this host-side
     // thread within the node's bound; a skip is one log line, never an error.
     let pod = env.pod();
-    let kubelet = (conf.placement_check != PlacementCheck::Off && conf.needs_rdma())
+    let kubelet = match (conf.placement_check != PlacementCheck::Off && conf.needs_rdma())
         .then(|| placement::pod_devices(node, pod.as_ref()))
-        .and_then(|asked| {
-            asked
-                .inspect_err(|skip| crate::info!("placement check skipped: {skip}"))
-                .ok()
-        });
+    {
+        Some(Err(skip)) => {
+            placement_skipped(conf, &skip)?;
+            None
+        }
+        Some(Ok(found)) => Some(found),
+        None => None,
+    };
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-validation");
 
@@ -218,10 +221,7 @@ fn judge_placement(
     let judged = placement::judge(sysfs.host(), node, &devices.0, &[(ifname, vf)], level);
     let j = match judged {
         Ok(j) => j,
-        Err(skip) => {
-            crate::info!("placement check skipped: {skip}");
-            return None;
-        }
+        Err(skip) => return placement_skipped(conf, &skip).err().map(Err),
     };
     let explained = format!(
         "placement: {} (from the kubelet's {:?})",
@@ -239,6 +239,26 @@ fn judge_placement(
         crate::warn!("{explained}");
     }
     Some(Ok(j.record()))
+}
+
+/// The one line of a placement check that did not run; with `enforce`, an
+/// input that is not root's fails the rail (107) rather than let it through
+/// unjudged: whoever provides it could make any verdict.
+fn placement_skipped(conf: &NetConf, skip: &placement::Skip) -> CniResult<()> {
+    if !skip.is_untrusted() {
+        crate::info!("placement check skipped: {skip}");
+        return Ok(());
+    }
+    if conf.placement_check == PlacementCheck::Enforce {
+        return Err(CniError::new(
+            code::UNTRUSTED_INPUT,
+            format!(
+                "placement not judged: {skip}; placementCheck is enforce, so the rail is refused and nothing was changed: the node admin makes the input root's again"
+            ),
+        ));
+    }
+    crate::warn!("placement check skipped: {skip}");
+    Ok(())
 }
 
 /// This attachment's device-info file, judged against the PCI function the

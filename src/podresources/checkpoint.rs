@@ -18,7 +18,7 @@ use super::{dedup, Error, PodDevices, ID_MAX, POD_DEVICES_MAX};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::cell::Cell;
 use std::fmt;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 /// The bounds of a read, each checked before the read or the loop it guards
@@ -37,16 +37,29 @@ pub const NUMA_NODES_MAX: usize = 64;
 
 /// The pod's device-plugin devices by pod UID, read from the checkpoint
 /// `file`. `Ok(None)`: the file holds no entry for that UID.
+///
+/// The kubelet writes it as root, 0600 (`checkpointmanager`); a file
+/// another uid owns, that group or others can write, or a link (whoever
+/// made it chose the file) decides nothing: `Untrusted`.
 pub fn from_checkpoint(file: &Path, uid: &str) -> Result<Option<PodDevices>, Error> {
     // Non-blocking, and a regular file only: a FIFO in its place would
     // otherwise hold the ADD past its bound at the open.
+    let untrusted = |why: String| {
+        Error::Untrusted(format!(
+            "the kubelet's checkpoint {} is {why}",
+            file.display()
+        ))
+    };
     let f = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
         .open(file)
-        .map_err(|e| Error::Io {
-            op: "open the checkpoint",
-            err: e,
+        .map_err(|e| match e.raw_os_error() {
+            Some(nix::libc::ELOOP) => untrusted("a symbolic link".into()),
+            _ => Error::Io {
+                op: "open the checkpoint",
+                err: e,
+            },
         })?;
     let meta = f.metadata().map_err(|e| Error::Io {
         op: "examine the checkpoint",
@@ -57,6 +70,15 @@ pub fn from_checkpoint(file: &Path, uid: &str) -> Result<Option<PodDevices>, Err
             op: "read the checkpoint",
             err: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"),
         });
+    }
+    if meta.uid() != 0 {
+        return Err(untrusted(format!("owned by uid {}, not root", meta.uid())));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(untrusted(format!(
+            "writable by group or others (mode {:04o})",
+            meta.mode() & 0o7777
+        )));
     }
     if meta.len() > CHECKPOINT_MAX {
         return Err(Error::TooLarge {

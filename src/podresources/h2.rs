@@ -131,6 +131,7 @@ impl Conn {
         max_message: usize,
     ) -> Result<Conn, Error> {
         let fd = connect(path, timeout, deadline)?;
+        peer_is_root(&fd, path)?;
         // Room for one whole response (the 5-byte gRPC prefix and padding
         // included), so the server never waits for a WINDOW_UPDATE mid-call.
         let window = (max_message + 64 * 1024).min(i32::MAX as usize) as u32;
@@ -848,6 +849,45 @@ fn wait(
             }
         }
     }
+}
+
+/// The server must be root: the kubelet runs as root, and any other uid that
+/// could bind the socket path first (or is handed its directory) would
+/// decide the placement verdict. SO_PEERCRED gives the credentials the
+/// server had when it called listen(2) (unix(7)), which no later setuid of
+/// that process changes.
+fn peer_is_root(fd: &OwnedFd, path: &Path) -> Result<(), Error> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: u32::MAX,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: cred and len are valid for getsockopt to write.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(Error::Io {
+            op: "ask who serves the socket (SO_PEERCRED)",
+            err: io::Error::last_os_error(),
+        });
+    }
+    if cred.uid != 0 {
+        return Err(Error::Untrusted(format!(
+            "the kubelet's PodResources socket {} is served by uid {}, not root (pid {})",
+            path.display(),
+            cred.uid,
+            cred.pid
+        )));
+    }
+    Ok(())
 }
 
 /// A non-blocking connect bounded by the deadline. ENOENT (no socket file)

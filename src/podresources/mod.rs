@@ -112,6 +112,10 @@ pub enum Error {
     InvalidQuery,
     /// Another OS error (EACCES on the socket, ECONNRESET, ...).
     Io { op: &'static str, err: io::Error },
+    /// Whoever provides the answer is not root (the socket's peer), or the
+    /// checkpoint is not a file only root could have written: nothing it
+    /// says is believed. The text names the input and why.
+    Untrusted(String),
 }
 
 impl fmt::Display for Error {
@@ -141,6 +145,7 @@ impl fmt::Display for Error {
             ),
             Error::InvalidQuery => write!(f, "PodResources: the pod's name or namespace is empty"),
             Error::Io { op, err } => write!(f, "PodResources: {op}: {err}"),
+            Error::Untrusted(why) => f.write_str(why),
         }
     }
 }
