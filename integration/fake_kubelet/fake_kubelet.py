@@ -13,6 +13,10 @@ pkg/kubelet/apis/podresources/server_v1.go at b7fd57a):
   all, so gRPC answers UNIMPLEMENTED (--no-get);
 - GetAllocatableResources: every device of every pod.
 
+--calls FILE appends one line per call to FILE ("Get <namespace>/<name>",
+"List", "GetAllocatableResources"), flushed before the answer: what a test
+counts the calls a pod's ADDs made with.
+
 Other modes: --delay-ms N (each answer N ms late), --huge (each answer carries
 a filler over 16 MiB, Multus's receive limit), --hang (a plain socket that
 accepts and never writes), --garbage (a plain socket that writes random bytes,
@@ -123,12 +127,19 @@ def serve_grpc(args, pods):
     from concurrent import futures
 
     pb, _ = generated()
+    calls = threading.Lock()
+
+    def count(line):
+        if args.calls:
+            with calls, open(args.calls, "a") as f:
+                f.write(line + "\n")
 
     def pause():
         if args.delay_ms:
             time.sleep(args.delay_ms / 1000.0)
 
     def list_(request, context):
+        count("List")
         pause()
         resp = pb.ListPodResourcesResponse()
         for p in pods:
@@ -139,6 +150,7 @@ def serve_grpc(args, pods):
         return resp
 
     def get(request, context):
+        count("Get %s/%s" % (request.pod_namespace, request.pod_name))
         pause()
         if args.get_disabled:
             context.abort(grpc.StatusCode.UNKNOWN, "PodResources API Get method disabled")
@@ -154,6 +166,7 @@ def serve_grpc(args, pods):
         )
 
     def allocatable(request, context):
+        count("GetAllocatableResources")
         pause()
         resp = pb.AllocatableResourcesResponse()
         for p in pods:
@@ -225,6 +238,7 @@ def main():
     get.add_argument("--no-get", action="store_true", help="no Get method (kubelet < 1.27)")
     get.add_argument("--get-disabled", action="store_true", help="KubeletPodResourcesGet off")
     ap.add_argument("--delay-ms", type=int, default=0)
+    ap.add_argument("--calls", help="append a line per call to this file")
     ap.add_argument("--huge", action="store_true")
     raw = ap.add_mutually_exclusive_group()
     raw.add_argument("--hang", action="store_true")

@@ -159,6 +159,17 @@ class FakeKubeletTest(unittest.TestCase):
         big = f.stub(max_receive=-1).List(pb.ListPodResourcesRequest(), timeout=20)
         self.assertGreater(big.ByteSize(), 16 * 1024 * 1024)
 
+    def test_calls_are_counted_one_line_each(self):
+        calls = os.path.join(tempfile.mkdtemp(prefix="fake-kubelet-calls-"), "calls")
+        self.addCleanup(shutil.rmtree, os.path.dirname(calls), True)
+        stub = self.fake("--calls", calls).stub()
+        stub.Get(pb.GetPodResourcesRequest(pod_name="trainer", pod_namespace="team-b"), timeout=5)
+        stub.List(pb.ListPodResourcesRequest(), timeout=5)
+        with self.assertRaises(grpc.RpcError):
+            stub.Get(pb.GetPodResourcesRequest(pod_name="x", pod_namespace="team-a"), timeout=5)
+        with open(calls) as c:
+            self.assertEqual(c.read().splitlines(), ["Get team-b/trainer", "List", "Get team-a/x"])
+
     def test_hang_accepts_and_never_answers(self):
         f = self.fake("--hang")
         with self.assertRaises(grpc.RpcError) as e:

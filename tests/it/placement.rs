@@ -1163,6 +1163,200 @@ fn an_information_file_others_could_write_is_not_believed() {
     }
 }
 
+/// The pods' kubelet answers in the state dir (`<stateDir>/pods`), by name.
+fn pod_records(site: &Site) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(site.state.0.join("pods"))
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| !n.ends_with(".lock"))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Issue 25, "One kubelet call per pod": each rail's ADD asked the kubelet
+/// again, 16 to 32 calls for a 16-rail pod, against the rate limit Multus's
+/// own call on each ADD shares. The first rail asks; the other 15 take its
+/// answer and its verdict from the state dir, and say what a judgement of
+/// their own says; the record goes with the pod's last rail.
+#[test]
+fn a_16_rail_pod_asks_the_kubelet_once() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let all = K8sPod::new(
+        &site,
+        "team-a",
+        "whole-node",
+        uuids(&b48::GPUS),
+        &all_ports(),
+        0,
+        |_| ONE_POOL.into(),
+    );
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&all]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    assert_clean_pod(&all, &conf, 8, &b48::NICS);
+    assert_eq!(kubelet.calls(), ["Get team-a/whole-node"]);
+    assert_eq!(
+        pod_records(&site),
+        [format!("{}.{}", all.container_id, all.uid)]
+    );
+    // Released with the last rail, not before.
+    for i in (1..all.rails.len()).rev() {
+        all.exec(&conf, "DEL", i, &json!({})).run().ok();
+    }
+    assert_eq!(pod_records(&site).len(), 1);
+    all.exec(&conf, "DEL", 0, &json!({})).run().ok();
+    assert!(pod_records(&site).is_empty(), "{:?}", pod_records(&site));
+    // The next sandbox of the pod asks again.
+    let again = K8sPod {
+        container_id: unique("sandbox"),
+        ..all
+    };
+    again.add(&conf, 3, &json!({})).ok();
+    assert_eq!(kubelet.calls().len(), 2);
+}
+
+/// Concurrent ADDs of one pod (a runtime that runs a pod's networks at once)
+/// wait for the one call rather than each make their own.
+#[test]
+fn concurrent_adds_of_one_pod_make_one_call() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let c = K8sPod::per_rail_c(&site);
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&c]), &["--delay-ms", "100"]);
+    let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 8000}));
+    let runs: Vec<Run> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..c.rails.len())
+            .map(|i| {
+                let (c, conf) = (&c, &conf);
+                s.spawn(move || c.add(conf, i, &json!({})))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in &runs {
+        r.ok();
+        assert!(verdict_line(r).contains(" info "), "{}", r.stderr);
+    }
+    assert_eq!(kubelet.calls(), ["Get team-c/trainer"]);
+}
+
+/// A record that is not the pod's, not fresh, not a regular file, or does
+/// not decode is ignored (the kubelet is asked, and the truth said), and a
+/// link in its place is never followed.
+#[test]
+fn a_corrupt_stale_or_foreign_pod_record_is_never_believed() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let a = K8sPod::split_a(&site);
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    a.add(&conf, 0, &json!({})).ok();
+    let record = site
+        .state
+        .0
+        .join("pods")
+        .join(format!("{}.{}", a.container_id, a.uid));
+    let good: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+    // What a forger would write: the pod judged clean.
+    let clean = {
+        let mut v = good.clone();
+        v["outcome"] = json!({"skipped": {"untrusted": false, "why": "FORGED"}});
+        v
+    };
+    let target = site.state.base().join("elsewhere");
+    let plants: Vec<(&str, Box<dyn Fn()>)> = vec![
+        (
+            "garbage",
+            Box::new(|| std::fs::write(&record, "{not json").unwrap()),
+        ),
+        (
+            "another pod's",
+            Box::new(|| {
+                let mut v = clean.clone();
+                v["name"] = json!("trainer-b");
+                std::fs::write(&record, v.to_string()).unwrap();
+            }),
+        ),
+        (
+            "stale",
+            Box::new(|| {
+                let mut v = clean.clone();
+                v["bootNs"] = json!(v["bootNs"].as_u64().unwrap() - 6_000_000_000);
+                std::fs::write(&record, v.to_string()).unwrap();
+            }),
+        ),
+        (
+            "another format",
+            Box::new(|| {
+                let mut v = clean.clone();
+                v["version"] = json!(2);
+                std::fs::write(&record, v.to_string()).unwrap();
+            }),
+        ),
+        (
+            "a link",
+            Box::new(|| {
+                std::fs::write(&target, clean.to_string()).unwrap();
+                std::os::unix::fs::symlink(&target, &record).unwrap();
+            }),
+        ),
+        (
+            "a directory",
+            Box::new(|| std::fs::create_dir(&record).unwrap()),
+        ),
+    ];
+    let mut calls = kubelet.calls().len();
+    for (what, plant) in plants {
+        let _ = std::fs::remove_file(&record);
+        let _ = std::fs::remove_dir(&record);
+        plant();
+        let r = a.add(&conf, 1, &json!({}));
+        r.ok();
+        let line = verdict_line(&r);
+        assert!(
+            line.contains(" warn ") && line.contains("the pod is starved"),
+            "{what}: {line}"
+        );
+        calls += 1;
+        assert_eq!(
+            kubelet.calls().len(),
+            calls,
+            "{what}: the kubelet was asked"
+        );
+    }
+    // A fresh forged record of this pod is believed, as the state dir is
+    // root's alone: shown here so the cases above prove something.
+    let _ = std::fs::remove_dir(&record);
+    std::fs::write(&record, clean.to_string()).unwrap();
+    let r = a.add(&conf, 1, &json!({}));
+    assert_eq!(skipped(&r), "FORGED");
+    assert_eq!(kubelet.calls().len(), calls);
+}
+
+/// The orphan repair releases the record of a pod whose netns went without
+/// a DEL, with the entry of its last rail.
+#[test]
+fn the_orphan_repair_releases_a_gone_pods_record() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let pod = small_pod(&site, "team-g", "gone", 0);
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    pod.add(&conf, 0, &json!({})).ok();
+    assert_eq!(pod_records(&site).len(), 1);
+    pod.netns.delete();
+    gc_orphans(&site.state).ok();
+    assert!(site.state.entries().is_empty());
+    assert!(pod_records(&site).is_empty(), "{:?}", pod_records(&site));
+}
+
 /// The placer ADD judges with reads each bridge once; what it places must
 /// be what a fresh `pci::locate` places, and its port and GPU lists the
 /// ones every function placed and then filtered give.

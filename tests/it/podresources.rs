@@ -99,6 +99,8 @@ impl Fake {
             .arg(&socket)
             .arg("--pods")
             .arg(&pods)
+            .arg("--calls")
+            .arg(dir.join("calls"))
             .args(flags)
             .env("FAKE_KUBELET_LIFETIME_S", "300")
             .stdin(Stdio::null())
@@ -120,6 +122,17 @@ impl Fake {
                 panic!("fake kubelet {flags:?} did not start: {other:?}");
             }
         }
+    }
+}
+
+impl Fake {
+    /// The calls served so far, one line each (`Get <ns>/<name>`, `List`).
+    pub(crate) fn calls(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("calls"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 }
 
@@ -199,7 +212,7 @@ fn fake_kubelet_matches_the_documented_api() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("Ran 10 tests"), "{err}");
+    assert!(err.contains("Ran 11 tests"), "{err}");
 }
 
 #[test]
