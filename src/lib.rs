@@ -26,6 +26,7 @@ pub mod orphans;
 pub mod ownership;
 pub mod placement;
 pub mod plugin;
+pub mod pod_answer;
 pub mod podresources;
 pub mod quote;
 pub mod rdma;

@@ -60,7 +60,10 @@ pub enum Skip {
     /// An input of the verdict is not one only root can provide (the
     /// kubelet socket's peer, the checkpoint, an `information` file): named,
     /// and never believed. With `enforce`, the rail fails (107).
+    /// Recorded by `pod_answer` as the text that says it.
     Untrusted(String),
+    /// Another rail of the pod's skip, as it said it (`pod_answer`).
+    Recorded(String),
 }
 
 impl Skip {
@@ -85,6 +88,7 @@ impl fmt::Display for Skip {
                 f,
                 "{what}; only root may provide what the verdict is judged on, so it is not believed"
             ),
+            Skip::Recorded(why) => f.write_str(why),
         }
     }
 }
@@ -113,15 +117,37 @@ pub fn pod_devices(node: &NodeConfig, pod: Option<&PodRef>) -> Result<(PodDevice
 }
 
 /// The pod's verdict, judged at a rail's ADD (or by `inspect`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Judgement {
     pub verdict: Verdict,
     /// The first of the rails the caller named: its place in `verdict.rails`.
     pub rail: usize,
     /// GPUs of the pod that name no PCI function here, with why.
-    pub unmapped: Vec<(String, Unmapped)>,
+    pub unmapped: Vec<(String, String)>,
 }
 
 impl Judgement {
+    /// The verdict a rail's ADD would judge, from one judged without any
+    /// rail of the caller's (`judge(.., &[], ..)`: every rail named by the
+    /// kubelet's ID): the rail of VF `vf` renamed `ifname`, as `judge`
+    /// names the rails the caller shows. `None` when that VF is not among
+    /// the verdict's rails; a fresh `judge` would then count one rail more.
+    /// One judgement serves every rail of the pod this way (`pod_answer`).
+    pub fn for_rail(&self, ifname: &str, vf: &str) -> Option<Judgement> {
+        let bdf = Bdf::parse(&vf.to_ascii_lowercase())?;
+        let rail = self.verdict.rails.iter().position(|r| r.pci == bdf)?;
+        let mut j = self.clone();
+        let name = own_name(ifname, vf);
+        let old = std::mem::replace(&mut j.verdict.rails[rail].name, name.clone());
+        for g in &mut j.verdict.gpus {
+            for n in g.near.iter_mut().filter(|n| **n == old) {
+                n.clone_from(&name);
+            }
+        }
+        j.rail = rail;
+        Some(j)
+    }
+
     /// The verdict as it concerns this rail: what its state entry records
     /// and the agent exports.
     pub fn record(&self) -> PlacementRecord {
@@ -205,7 +231,7 @@ impl Judgement {
 }
 
 /// The GPUs not placed, with why: the first [`NAMED_MAX`], then how many more.
-fn not_placed(unmapped: &[(String, Unmapped)]) -> String {
+fn not_placed(unmapped: &[(String, String)]) -> String {
     let mut s = unmapped
         .iter()
         .take(NAMED_MAX)
@@ -277,11 +303,7 @@ pub fn judge(
             .map_err(|e| Skip::RailNotPlaced(e.to_string()))?;
         if rails.iter().all(|r| r.node.bdf != node.bdf) {
             rails.push(Rail {
-                name: if is_safe_component(ifname) {
-                    (*ifname).to_owned()
-                } else {
-                    (*vf).to_owned()
-                },
+                name: own_name(ifname, vf),
                 node,
             });
         }
@@ -317,6 +339,16 @@ pub fn judge(
     })
 }
 
+/// How a rail the caller shows is named: its interface, when that is a
+/// name a log line can carry as it is; else its VF.
+fn own_name(ifname: &str, vf: &str) -> String {
+    if is_safe_component(ifname) {
+        ifname.to_owned()
+    } else {
+        vf.to_owned()
+    }
+}
+
 /// A PCI function of an RDMA NIC: a port of the node, or a VF of one (in
 /// exclusive mode a VF's own RDMA device may be in a pod's netns, its PF's
 /// stays on the host).
@@ -329,6 +361,9 @@ fn rdma_function(placer: &pci::Placer, bdf: &Bdf, ports: &[PciNode]) -> Option<P
     (is_port || of_port || !node.rdma.is_empty()).then_some(node)
 }
 
+/// The pod's GPUs, placed, and those that could not be, each with why.
+type PlacedGpus = (Vec<Gpu>, Vec<(String, String)>);
+
 /// The pod's GPUs with their places, and those that could not be placed;
 /// `Untrusted` when the driver's proc directory holds a file root did not
 /// write.
@@ -336,7 +371,7 @@ fn place_gpus(
     placer: &pci::Placer,
     node: &NodeConfig,
     devices: &PodDevices,
-) -> Result<(Vec<Gpu>, Vec<(String, Unmapped)>), Skip> {
+) -> Result<PlacedGpus, Skip> {
     let mut proc_gpus: Option<Vec<GpuEntry>> = None;
     let mut placed: Vec<Gpu> = Vec::new();
     let mut unmapped = Vec::new();
@@ -381,7 +416,7 @@ fn place_gpus(
                 id: d.id.clone(),
                 node: n,
             }),
-            Err(why) => unmapped.push((d.id.clone(), why)),
+            Err(why) => unmapped.push((d.id.clone(), why.to_string())),
         }
     }
     placed.sort_by_key(|g| g.node.bdf);
@@ -434,8 +469,8 @@ mod tests {
 
     #[test]
     fn a_line_names_the_first_gpus_not_placed_and_counts_the_rest() {
-        let unmapped: Vec<(String, Unmapped)> = (0..20)
-            .map(|i| (format!("GPU-{i}"), Unmapped::NoSuchGpu))
+        let unmapped: Vec<(String, String)> = (0..20)
+            .map(|i| (format!("GPU-{i}"), Unmapped::NoSuchGpu.to_string()))
             .collect();
         let s = not_placed(&unmapped);
         assert!(s.starts_with("GPU-0 (no GPU of"), "{s}");

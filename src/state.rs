@@ -649,37 +649,11 @@ impl StateDir {
     pub fn write(&self, entry: &Entry) -> StateResult<()> {
         self.mark_owner(&entry.lock_key(), &entry.container_id, &entry.ifname)?;
         let name = entry_name(&entry.container_id, &entry.ifname);
-        let tmp = self.dir.join(format!(".{name}.tmp{}", crate::log::pid()));
         let path = self.dir.join(&name);
         let body = serde_json::to_vec_pretty(entry)
             .map_err(|e| io_err("encode state", &path, std::io::Error::other(e)))?;
-        let result = (|| -> std::io::Result<()> {
-            let create = || {
-                OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-                    .open(&tmp)
-            };
-            // A temporary file left by a crashed process of the same pid goes
-            // (only when there is one: an unlink first cost every ADD a call).
-            let mut f = match create() {
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    std::fs::remove_file(&tmp)?;
-                    create()?
-                }
-                other => other?,
-            };
-            f.write_all(&body)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
-            File::open(&self.dir)?.sync_all()
-        })();
-        if let Err(e) = result {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(io_err("write state", &path, e));
-        }
+        write_atomically(&self.dir, &name, &body, true)
+            .map_err(|e| io_err("write state", &path, e))?;
         let legacy = legacy_name(&entry.container_id, &entry.ifname);
         let seen_missing = self
             .legacy_missing
@@ -857,6 +831,51 @@ impl StateDir {
 
 pub struct DeviceLock {
     _flock: nix::fcntl::Flock<File>,
+}
+
+/// `dir/name` holds `body` or what it held before, never half of either: a
+/// temporary file (0600, never through a link), renamed over it. `durable`:
+/// on disk before the rename, and the rename too (an entry; a cache that a
+/// crash may lose need not pay the fsyncs).
+pub(crate) fn write_atomically(
+    dir: &Path,
+    name: &str,
+    body: &[u8],
+    durable: bool,
+) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp{}", crate::log::pid()));
+    let result = (|| -> std::io::Result<()> {
+        let create = || {
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+                .open(&tmp)
+        };
+        // A temporary file left by a crashed process of the same pid goes
+        // (only when there is one: an unlink first cost every ADD a call).
+        let mut f = match create() {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::fs::remove_file(&tmp)?;
+                create()?
+            }
+            other => other?,
+        };
+        f.write_all(body)?;
+        if durable {
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, dir.join(name))?;
+        if durable {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
 }
 
 /// Nanoseconds since the epoch.

@@ -79,7 +79,7 @@ pub struct PodDevices {
 }
 
 /// Which answer the devices came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Source {
     Get,
     List,

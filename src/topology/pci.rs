@@ -78,6 +78,14 @@ impl serde::Serialize for Bdf {
     }
 }
 
+/// The form `Serialize` writes, checked as `parse` checks it.
+impl<'de> serde::Deserialize<'de> for Bdf {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Bdf, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Bdf::parse(&s).ok_or_else(|| serde::de::Error::custom("not a PCI address"))
+    }
+}
+
 /// The identity registers NCCL reads (`class` is the 24-bit class code).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PciIds {

@@ -460,7 +460,15 @@ fn enforce_fails_the_first_add_with_106_and_changes_nothing() {
         a.netns.untune(ifname);
         let sysctls = a.netns.rail_values(ifname);
         let tree = snapshot(&site.tree.root);
-        let state = snapshot(&site.state.0);
+        // The pod's kubelet answer (`pods/`) is recorded for its other rails
+        // whatever the verdict, and released by the DEL Multus sends next:
+        // not a change to the node.
+        let entries = |dir: &Path| {
+            let mut s = snapshot(dir);
+            s.retain(|p, _| !p.starts_with(dir.join("pods")));
+            s
+        };
+        let state = entries(&site.state.0);
         let r = a.add(&conf, i, &enforce);
         assert_eq!(r.code(), 106, "{}", r.stdout);
         let msg = r.msg();
@@ -478,7 +486,7 @@ fn enforce_fails_the_first_add_with_106_and_changes_nothing() {
             Vec::<String>::new()
         );
         assert_eq!(
-            snapshot_diff(&state, &snapshot(&site.state.0)),
+            snapshot_diff(&state, &entries(&site.state.0)),
             Vec::<String>::new()
         );
         assert_eq!(a.netns.rail_values(ifname), sysctls, "sysctls untouched");
@@ -782,6 +790,9 @@ fn a_kubelet_beyond_the_bound_hanging_or_talking_garbage_is_skipped_in_time() {
         let entry = site_entry(&conf, &pod, 0);
         assert_eq!(entry["placement"], Value::Null, "{entry}");
         assert_eq!(entry["pod"]["name"], "trainer");
+        // The pod's last rail goes, and its recorded answer with it: the
+        // next kubelet is asked afresh.
+        pod.exec(&conf, "DEL", 0, &json!({})).run().ok();
     }
 }
 
@@ -1014,6 +1025,9 @@ fn a_pod_of_the_same_name_in_another_namespace_is_not_confused() {
             "{line}"
         );
         assert!(!line.contains(&b48::uuid(0x0f)), "{line}");
+        // Each pod's answer goes with its last rail.
+        a.exec(&conf, "DEL", 0, &json!({})).run().ok();
+        b.exec(&conf, "DEL", 0, &json!({})).run().ok();
     }
 }
 
@@ -1078,6 +1092,8 @@ fn assert_untrusted(site: &Site, pod: &K8sPod, conf: &Path, needle: &str) {
         Vec::<String>::new()
     );
     assert!(site.state.entries().is_empty(), "{needle}");
+    // Multus's DEL of the failed rail, which releases the pod's answer.
+    pod.exec(conf, "DEL", 0, &json!({})).run().ok();
 }
 
 #[test]
@@ -1270,14 +1286,14 @@ fn a_corrupt_stale_or_foreign_pod_record_is_never_believed() {
         v
     };
     let target = site.state.base().join("elsewhere");
-    let plants: Vec<(&str, Box<dyn Fn()>)> = vec![
+    let plants: [(&str, &dyn Fn()); 6] = [
         (
             "garbage",
-            Box::new(|| std::fs::write(&record, "{not json").unwrap()),
+            &(|| std::fs::write(&record, "{not json").unwrap()),
         ),
         (
             "another pod's",
-            Box::new(|| {
+            &(|| {
                 let mut v = clean.clone();
                 v["name"] = json!("trainer-b");
                 std::fs::write(&record, v.to_string()).unwrap();
@@ -1285,7 +1301,7 @@ fn a_corrupt_stale_or_foreign_pod_record_is_never_believed() {
         ),
         (
             "stale",
-            Box::new(|| {
+            &(|| {
                 let mut v = clean.clone();
                 v["bootNs"] = json!(v["bootNs"].as_u64().unwrap() - 6_000_000_000);
                 std::fs::write(&record, v.to_string()).unwrap();
@@ -1293,7 +1309,7 @@ fn a_corrupt_stale_or_foreign_pod_record_is_never_believed() {
         ),
         (
             "another format",
-            Box::new(|| {
+            &(|| {
                 let mut v = clean.clone();
                 v["version"] = json!(2);
                 std::fs::write(&record, v.to_string()).unwrap();
@@ -1301,15 +1317,12 @@ fn a_corrupt_stale_or_foreign_pod_record_is_never_believed() {
         ),
         (
             "a link",
-            Box::new(|| {
+            &(|| {
                 std::fs::write(&target, clean.to_string()).unwrap();
                 std::os::unix::fs::symlink(&target, &record).unwrap();
             }),
         ),
-        (
-            "a directory",
-            Box::new(|| std::fs::create_dir(&record).unwrap()),
-        ),
+        ("a directory", &(|| std::fs::create_dir(&record).unwrap())),
     ];
     let mut calls = kubelet.calls().len();
     for (what, plant) in plants {
@@ -1452,6 +1465,56 @@ fn the_ports_under_other_roots_do_not_change_a_verdict() {
                 .unwrap();
             let want = verdict::judge(&placed_gpus, &placed_rails, &every_port, level);
             assert_eq!(j.verdict, want, "{gpus:x?} at {level}");
+        }
+    }
+}
+
+/// The one judgement a pod's rails share (`pod_answer`): the pod judged
+/// with no rail of its own, then each rail renamed (`Judgement::for_rail`),
+/// must be exactly the judgement that rail's own ADD made before, for every
+/// rail of every layout and level; a VF the kubelet does not list has none.
+#[test]
+fn one_judgement_for_the_pod_is_each_rails_own() {
+    use roce_tune::podresources::{Device, PodDevices};
+    use roce_tune::topology::PathType;
+    let node = Node::build("shared");
+    let view = roce_tune::sysfs::View::open(&node.sysfs).unwrap();
+    let mut nc = roce_tune::node::NodeConfig::defaults("/nonexistent".into());
+    nc.nvidia_gpus_dir = node.proc.clone();
+    let ports = all_ports();
+    type PodSpec<'a> = (&'a [u8], &'a [(u8, u8)]);
+    let pods: [PodSpec; 3] = [
+        (&POD_A_GPUS, &POD_A_PORTS),
+        (&POD_B_GPUS, &POD_B_PORTS),
+        (&b48::GPUS, &ports),
+    ];
+    for (gpus, rails) in pods {
+        let mut devices: Vec<Device> = gpus
+            .iter()
+            .map(|&b| Device {
+                resource: GPU.into(),
+                id: b48::uuid(b),
+            })
+            .collect();
+        devices.extend(rails.iter().map(|p| Device {
+            resource: ONE_POOL.into(),
+            // As a device plugin may print it: upper case.
+            id: b48::vf(p.0, p.1, 0).to_uppercase(),
+        }));
+        let pd = PodDevices { devices };
+        for level in [PathType::Pix, PathType::Pxb, PathType::Phb, PathType::Sys] {
+            let pod = roce_tune::placement::judge(&view, &nc, &pd, &[], level).unwrap();
+            for (i, p) in rails.iter().enumerate() {
+                let (ifname, vf) = (format!("net{}", i + 1), b48::vf(p.0, p.1, 0));
+                let own =
+                    roce_tune::placement::judge(&view, &nc, &pd, &[(&ifname, &vf)], level).unwrap();
+                assert_eq!(
+                    pod.for_rail(&ifname, &vf),
+                    Some(own),
+                    "{gpus:x?} {ifname} {level}"
+                );
+            }
+            assert_eq!(pod.for_rail("net99", &b48::vf(0x0c, 0, 1)), None);
         }
     }
 }
