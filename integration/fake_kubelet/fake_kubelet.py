@@ -20,7 +20,9 @@ counts the calls a pod's ADDs made with.
 Other modes: --delay-ms N (each answer N ms late), --huge (each answer carries
 a filler over 16 MiB, Multus's receive limit), --hang (a plain socket that
 accepts and never writes), --garbage (a plain socket that writes random bytes,
---seed, and never speaks HTTP/2).
+--seed, and never speaks HTTP/2), --flood KIND (a raw HTTP/2 peer that sends
+its SETTINGS and then, without end, frames RFC 9113 allows: FLOODS says each
+and cites the RFC; what a client that keeps reading must cut off).
 
 The Python code for the .proto is generated with grpcio-tools on first use,
 into integration/.build/fake_kubelet/gen-<hash of the .proto> (or under
@@ -204,6 +206,91 @@ def serve_grpc(args, pods):
     return server.stop
 
 
+def frame(ty, flags, stream, payload=b""):
+    """RFC 9113 4.1: the 9-byte header, then the payload."""
+    return (len(payload).to_bytes(3, "big") + bytes([ty, flags])
+            + stream.to_bytes(4, "big") + payload)
+
+
+# RFC 7541 6.2.2 literals without indexing, names from the static table:
+# ":status" (index 8), "content-type" (index 31, 0x0f 0x10 in 4-bit prefix).
+STATUS_100 = b"\x08\x03100"
+RESPONSE_HEADERS = b"\x08\x03200\x0f\x10\x10application/grpc"
+
+# What --flood sends after the server's SETTINGS: (frames sent once, the
+# frame repeated without end), each a frame RFC 9113 lets a server send.
+FLOODS = {
+    # 8.1: a response is "zero or more" informational (1xx) header blocks,
+    # then the final one: no limit on how many.
+    "informational": (b"", frame(0x1, 0x4, 1, STATUS_100)),
+    # 4.1, 5.5: "Implementations MUST ignore and discard frames of unknown
+    # types."
+    "unknown": (b"", frame(0xFA, 0, 0, bytes(32))),
+    # 6.9: WINDOW_UPDATE on the connection; an increment of 1 is valid
+    # until the window would pass 2^31-1.
+    "window-update": (b"", frame(0x8, 0, 0, (1).to_bytes(4, "big"))),
+    # 6.7: "Receivers of a PING frame that does not include an ACK flag MUST
+    # send a PING frame with the ACK flag set": each makes the client write.
+    "ping": (b"", frame(0x6, 0, 0, b"hostile!")),
+    # 6.5.3: each SETTINGS without ACK must be acknowledged.
+    "settings": (b"", frame(0x4, 0, 0)),
+    # 5.3.2, 6.3: PRIORITY (deprecated, still a frame to take) on the stream.
+    "priority": (b"", frame(0x2, 0, 1, bytes([0, 0, 0, 0, 15]))),
+    # 6.1: the response's HEADERS, then DATA that is all padding ("Padding
+    # octets MUST be set to zero"), valid frames carrying no byte.
+    "padding": (frame(0x1, 0x4, 1, RESPONSE_HEADERS), frame(0x0, 0x8, 1, bytes([255]) + bytes(255))),
+}
+# A kubelet-sized send buffer (SO_SNDBUFFORCE, root): with the default the
+# queue runs dry now and then on a busy machine, and a client that checks its
+# bound only before a blocking read gets lucky.
+SO_SNDBUFFORCE = 32
+FLOOD_FOR_S = 30
+
+
+def serve_flood(args):
+    """--flood KIND: SETTINGS, then FLOODS[KIND] as fast as the socket takes
+    it, on every connection, for FLOOD_FOR_S at most; what the client writes
+    (its ACKs) is read and dropped, so it never blocks on a full socket."""
+    once, one = FLOODS[args.flood]
+    burst = one * max(1, (256 * 1024) // len(one))
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lsock.bind(args.socket)
+    lsock.listen(64)
+
+    def drain(conn):
+        try:
+            while conn.recv(65536):
+                pass
+        except OSError:
+            pass
+
+    def flood(conn):
+        try:
+            conn.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, 64 << 20)
+        except OSError:
+            pass
+        threading.Thread(target=drain, args=(conn,), daemon=True).start()
+        until = time.monotonic() + FLOOD_FOR_S
+        try:
+            conn.sendall(frame(0x4, 0, 0) + once)
+            while time.monotonic() < until:
+                conn.sendall(burst)
+        except OSError:
+            pass
+        conn.close()
+
+    def loop():
+        while True:
+            try:
+                conn, _ = lsock.accept()
+            except OSError:
+                return
+            threading.Thread(target=flood, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=loop, daemon=True).start()
+    return lambda grace: lsock.close()
+
+
 def serve_raw(args):
     """--hang and --garbage: a plain socket, no HTTP/2 at all."""
     lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -243,13 +330,19 @@ def main():
     raw = ap.add_mutually_exclusive_group()
     raw.add_argument("--hang", action="store_true")
     raw.add_argument("--garbage", action="store_true")
+    raw.add_argument("--flood", choices=sorted(FLOODS))
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     args.socket = os.path.abspath(args.socket)
     if os.path.exists(args.socket):
         os.unlink(args.socket)
 
-    stop = serve_raw(args) if args.hang or args.garbage else serve_grpc(args, load_pods(args.pods))
+    if args.flood:
+        stop = serve_flood(args)
+    elif args.hang or args.garbage:
+        stop = serve_raw(args)
+    else:
+        stop = serve_grpc(args, load_pods(args.pods))
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())

@@ -182,6 +182,24 @@ class FakeKubeletTest(unittest.TestCase):
             s.recv(1)
         s.close()
 
+    def test_flood_speaks_http2_and_never_stops(self):
+        for kind in sorted(fake_kubelet.FLOODS):
+            f = self.fake("--flood", kind)
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(f.sock)
+            s.settimeout(5)
+            data = b""
+            while len(data) < 1 << 20:
+                data += s.recv(1 << 16)
+            s.close()
+            # RFC 9113 3.4: SETTINGS on stream 0 first, then whole frames of
+            # the kind, each the same.
+            self.assertEqual(data[:9], fake_kubelet.frame(0x4, 0, 0), kind)
+            once, one = fake_kubelet.FLOODS[kind]
+            body = data[9 + len(once):]
+            whole = len(body) // len(one) * len(one)
+            self.assertEqual(body[:whole], one * (whole // len(one)), kind)
+
     def test_garbage_is_not_http2(self):
         f = self.fake("--garbage")
         s = socket.socket(socket.AF_UNIX)

@@ -5,7 +5,6 @@
 #![allow(dead_code)]
 
 pub mod cases;
-pub mod h2_peer;
 pub mod need;
 pub mod topology;
 
