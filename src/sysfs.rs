@@ -260,13 +260,17 @@ impl View {
     }
 
     fn open_attr(&self, rel: &Path, flags: OFlag) -> SysfsResult<File> {
+        self.open_attr_meta(rel, flags).map(|(f, _)| f)
+    }
+
+    fn open_attr_meta(&self, rel: &Path, flags: OFlag) -> SysfsResult<(File, std::fs::Metadata)> {
         // O_NONBLOCK: a FIFO planted in a test tree must not hang the pod.
         let file = File::from(self.open_at(rel, flags | OFlag::O_NONBLOCK)?);
         let meta = file.metadata().map_err(SysfsError::from_io)?;
         if !meta.file_type().is_file() || meta.len() > MAX_ATTR_BYTES {
             return Err(SysfsError::NotAnAttribute);
         }
-        Ok(file)
+        Ok((file, meta))
     }
 
     /// The attribute's content (at most a page).
@@ -279,8 +283,7 @@ impl View {
     /// are, 0444), checked on the descriptor that is then read.
     pub fn read_root_owned(&self, rel: &Path) -> SysfsResult<String> {
         use std::os::unix::fs::MetadataExt;
-        let file = self.open_attr(rel, OFlag::O_RDONLY)?;
-        let meta = file.metadata().map_err(SysfsError::from_io)?;
+        let (file, meta) = self.open_attr_meta(rel, OFlag::O_RDONLY)?;
         if meta.uid() != 0 || meta.mode() & 0o022 != 0 {
             return Err(SysfsError::NotRootOnly {
                 uid: meta.uid(),
@@ -361,6 +364,17 @@ impl View {
         resolve_beneath(&parent, Path::new(&target))
     }
 
+    /// The links of the directory `rel`, read one after another through
+    /// one descriptor of it (`link_target` opens the link's directory each
+    /// time: placing the functions of a node reads every
+    /// `bus/pci/devices/<bdf>`).
+    pub fn links(&self, rel: &Path) -> SysfsResult<Links> {
+        Ok(Links {
+            dir: self.open_at(rel, OFlag::O_PATH | OFlag::O_DIRECTORY)?,
+            rel: rel.to_owned(),
+        })
+    }
+
     /// `mkdir` of the last component under an existing directory (configfs
     /// groups are made this way); `Ok(false)` when it already exists.
     pub fn mkdir(&self, rel: &Path) -> SysfsResult<bool> {
@@ -379,6 +393,24 @@ impl View {
         let dir = self.open_at(&parent, OFlag::O_PATH | OFlag::O_DIRECTORY)?;
         nix::unistd::unlinkat(&dir, name.as_path(), nix::unistd::UnlinkatFlags::RemoveDir)
             .map_err(SysfsError::from_errno)
+    }
+}
+
+/// A directory of links, open (`View::links`).
+pub struct Links {
+    dir: OwnedFd,
+    rel: PathBuf,
+}
+
+impl Links {
+    /// `View::link_target` of the link `name` of this directory: one plain
+    /// name, never a path.
+    pub fn target(&self, name: &str) -> SysfsResult<PathBuf> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(SysfsError::Escapes);
+        }
+        let target = nix::fcntl::readlinkat(&self.dir, name).map_err(SysfsError::from_errno)?;
+        resolve_beneath(&self.rel, Path::new(&target))
     }
 }
 
