@@ -117,7 +117,7 @@ pub fn pod_devices(node: &NodeConfig, pod: Option<&PodRef>) -> Result<(PodDevice
 }
 
 /// The pod's verdict, judged at a rail's ADD (or by `inspect`).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Judgement {
     pub verdict: Verdict,
     /// The first of the rails the caller named: its place in `verdict.rails`.
@@ -135,9 +135,13 @@ impl Judgement {
     /// One judgement serves every rail of the pod this way (`pod_answer`).
     pub fn for_rail(&self, ifname: &str, vf: &str) -> Option<Judgement> {
         let bdf = Bdf::parse(&vf.to_ascii_lowercase())?;
+        self.renamed(bdf, own_name(ifname, vf))
+    }
+
+    /// The verdict with the rail of `bdf` named `name` and made this one's.
+    fn renamed(&self, bdf: Bdf, name: String) -> Option<Judgement> {
         let rail = self.verdict.rails.iter().position(|r| r.pci == bdf)?;
         let mut j = self.clone();
-        let name = own_name(ifname, vf);
         let old = std::mem::replace(&mut j.verdict.rails[rail].name, name.clone());
         for g in &mut j.verdict.gpus {
             for n in g.near.iter_mut().filter(|n| **n == old) {
@@ -148,11 +152,43 @@ impl Judgement {
         Some(j)
     }
 
+    /// What this rail's ADD says of it: its line, its entry's record, and
+    /// whether the pod is starved (which `enforce` refuses).
+    pub fn said(&self) -> Said {
+        Said {
+            line: self.explain(),
+            record: self.record(),
+            starved: self.verdict.starved,
+        }
+    }
+
+    /// `said` for each of the verdict's rails, as that rail's own ADD would
+    /// say it, its name left as [`Said::NAME`] (`Said::named` puts it in):
+    /// what the pod's first rail records for the others (`pod_answer`).
+    pub fn said_by_each(&self) -> Vec<(Bdf, Said)> {
+        let v = &self.verdict;
+        (0..v.rails.len())
+            .map(|i| {
+                let rename = Some((v.rails[i].name.as_str(), Said::NAME));
+                let said = Said {
+                    line: self.explain_as(i, rename),
+                    record: self.record_of(i),
+                    starved: v.starved,
+                };
+                (v.rails[i].pci, said)
+            })
+            .collect()
+    }
+
     /// The verdict as it concerns this rail: what its state entry records
     /// and the agent exports.
     pub fn record(&self) -> PlacementRecord {
+        self.record_of(self.rail)
+    }
+
+    fn record_of(&self, rail: usize) -> PlacementRecord {
         PlacementRecord {
-            near: self.verdict.rails.get(self.rail).is_some_and(|r| r.near),
+            near: self.verdict.rails.get(rail).is_some_and(|r| r.near),
             starved_gpus: self.verdict.gpus.iter().filter(|g| g.starved).count() as u32,
             level: self.verdict.level.name().to_string(),
         }
@@ -163,18 +199,28 @@ impl Judgement {
     /// share their near rails, what the pool has and needs: two GPUs with
     /// the same two near rails each "have" two, and share them), and the fix.
     pub fn explain(&self) -> String {
+        self.explain_as(self.rail, None)
+    }
+
+    /// `explain` as the rail at `rail` says it, a rail's name `(from, to)`
+    /// said as `to` (what a clone renamed by `for_rail` would say).
+    fn explain_as(&self, rail: usize, rename: Option<(&str, &str)>) -> String {
         let v = &self.verdict;
+        let name = |n: &str| match rename {
+            Some((from, to)) if n == from => crate::log::escape(to),
+            _ => crate::log::escape(n),
+        };
         let names = |list: &[String]| -> String {
             if list.is_empty() {
                 return "none".to_string();
             }
-            let escaped: Vec<String> = list.iter().map(|n| crate::log::escape(n)).collect();
+            let escaped: Vec<String> = list.iter().map(|n| name(n)).collect();
             escaped.join(", ")
         };
-        let mut out = match v.rails.get(self.rail) {
+        let mut out = match v.rails.get(rail) {
             Some(r) => format!(
                 "rail {} (VF {}) is {}: {} to the nearest of the pod's {} GPUs, GDR level {}",
-                crate::log::escape(&r.name),
+                name(&r.name),
                 r.pci,
                 if r.near { "near" } else { "far" },
                 r.best.map_or("no path", |b| b.name()),
@@ -276,7 +322,7 @@ pub fn judge(
     }
     // One placer for every function: they share their switches. The GPUs
     // first: a pod without any needs no look at the node's ports.
-    let placer = pci::Placer::new(host);
+    let placer = pci::Placer::for_verdict(host);
     let (gpus, unmapped) = place_gpus(&placer, node, devices)?;
     if gpus.is_empty() {
         return Err(if unmapped.is_empty() {
@@ -337,6 +383,32 @@ pub fn judge(
         rail,
         unmapped,
     })
+}
+
+/// What a rail's ADD says of the pod's placement (`Judgement::said`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Said {
+    /// The log line (and `enforce`'s message).
+    pub line: String,
+    /// What the rail's state entry records.
+    pub record: PlacementRecord,
+    /// Some GPU of the pod is starved.
+    pub starved: bool,
+}
+
+impl Said {
+    /// Where the rail's own name goes in a recorded line: a character no
+    /// escaping changes and no name the log carries holds.
+    pub const NAME: &'static str = "\u{fffe}";
+
+    /// A line recorded with [`Said::NAME`], said by the rail `ifname` (VF
+    /// `vf`), named as `judge` names the rails its caller shows.
+    pub fn named(mut self, ifname: &str, vf: &str) -> Said {
+        self.line = self
+            .line
+            .replace(Said::NAME, &crate::log::escape(&own_name(ifname, vf)));
+        self
+    }
 }
 
 /// How a rail the caller shows is named: its interface, when that is a

@@ -238,17 +238,15 @@ fn judge_placement(
         );
         return None;
     };
-    let judged = answer.for_rail(sysfs.host(), node, ifname, vf, level);
-    let j = match judged {
-        Ok(j) => j,
+    let said = match answer.for_rail(sysfs.host(), node, ifname, vf, level) {
+        Ok(said) => said,
         Err(skip) => return placement_skipped(conf, &skip).err().map(Err),
     };
     let explained = format!(
         "placement: {} (from the kubelet's {:?})",
-        j.explain(),
-        answer.source
+        said.line, answer.source
     );
-    if !j.verdict.starved {
+    if !said.starved {
         crate::info!("{explained}");
     } else if conf.placement_check == PlacementCheck::Enforce {
         return Some(Err(CniError::new(
@@ -258,7 +256,7 @@ fn judge_placement(
     } else {
         crate::warn!("{explained}");
     }
-    Some(Ok(j.record()))
+    Some(Ok(said.record))
 }
 
 /// The one line of a placement check that did not run; with `enforce`, an

@@ -98,19 +98,6 @@ impl serde::Serialize for PathType {
     }
 }
 
-/// The name `Serialize` writes, and only that (a verdict recorded for a
-/// pod's other rails, `pod_answer`).
-impl<'de> serde::Deserialize<'de> for PathType {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PathType, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        NAMES
-            .iter()
-            .position(|n| *n == s)
-            .map(|i| ALL[i])
-            .ok_or_else(|| serde::de::Error::custom("not a path type"))
-    }
-}
-
 /// The path type between two functions, as NCCL's breadth-first search sets
 /// it over its tree (paths.cc:38-130): the type of a path is the worst of its
 /// links; a device's link to its switch is PIX (LINK_PCI), a switch-to-switch

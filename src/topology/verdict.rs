@@ -21,7 +21,7 @@
 
 use super::path::{self, PathType};
 use super::pci::{Bdf, PciNode};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// One of the pod's GPUs, placed.
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ pub struct Rail {
     pub node: PciNode,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
     /// The GDR level judged against (NCCL_NET_GDR_LEVEL).
     pub level: PathType,
@@ -52,7 +52,7 @@ pub struct Verdict {
     pub pools: Vec<Pool>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuVerdict {
     pub id: String,
     pub pci: Bdf,
@@ -66,7 +66,7 @@ pub struct GpuVerdict {
     pub starved: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RailVerdict {
     pub name: String,
     pub pci: Bdf,
@@ -78,7 +78,7 @@ pub struct RailVerdict {
     pub paths: Vec<PathType>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pool {
     /// Indexes into `Verdict::gpus`.
     pub gpus: Vec<usize>,

@@ -1275,13 +1275,15 @@ fn a_corrupt_stale_or_foreign_pod_record_is_never_believed() {
         .0
         .join("pods")
         .join(format!("{}.{}", a.container_id, a.uid));
-    let good: Value = serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
-    // What a forger would write: the pod judged clean.
-    let clean = {
-        let mut v = good.clone();
-        v["outcome"] = json!({"skipped": {"untrusted": false, "why": "FORGED"}});
-        v
-    };
+    let good = std::fs::read_to_string(&record).unwrap();
+    // What a forger would write: the header, and the check skipped.
+    let head: String = good.lines().take(6).map(|l| format!("{l}\n")).collect();
+    assert!(
+        head.contains(&format!("\nname {}\nboot ", a.name)),
+        "{good}"
+    );
+    let clean = format!("{head}skipped 0\tFORGED\n");
+    let boot: u64 = head.lines().nth(5).unwrap()[5..].parse().unwrap();
     let target = site.state.base().join("elsewhere");
     let plants: [(&str, &dyn Fn()); 6] = [
         (
@@ -1291,31 +1293,31 @@ fn a_corrupt_stale_or_foreign_pod_record_is_never_believed() {
         (
             "another pod's",
             &(|| {
-                let mut v = clean.clone();
-                v["name"] = json!("trainer-b");
-                std::fs::write(&record, v.to_string()).unwrap();
+                let v = clean.replace("name trainer-a\n", "name trainer-b\n");
+                std::fs::write(&record, v).unwrap();
             }),
         ),
         (
             "stale",
             &(|| {
-                let mut v = clean.clone();
-                v["bootNs"] = json!(v["bootNs"].as_u64().unwrap() - 6_000_000_000);
-                std::fs::write(&record, v.to_string()).unwrap();
+                let v = clean.replace(
+                    &format!("boot {boot}\n"),
+                    &format!("boot {}\n", boot - 6_000_000_000),
+                );
+                std::fs::write(&record, v).unwrap();
             }),
         ),
         (
             "another format",
             &(|| {
-                let mut v = clean.clone();
-                v["version"] = json!(2);
-                std::fs::write(&record, v.to_string()).unwrap();
+                let v = clean.replace("pod answer 1", "pod answer 2");
+                std::fs::write(&record, v).unwrap();
             }),
         ),
         (
             "a link",
             &(|| {
-                std::fs::write(&target, clean.to_string()).unwrap();
+                std::fs::write(&target, &clean).unwrap();
                 std::os::unix::fs::symlink(&target, &record).unwrap();
             }),
         ),
@@ -1343,7 +1345,7 @@ fn a_corrupt_stale_or_foreign_pod_record_is_never_believed() {
     // A fresh forged record of this pod is believed, as the state dir is
     // root's alone: shown here so the cases above prove something.
     let _ = std::fs::remove_dir(&record);
-    std::fs::write(&record, clean.to_string()).unwrap();
+    std::fs::write(&record, &clean).unwrap();
     let r = a.add(&conf, 1, &json!({}));
     assert_eq!(skipped(&r), "FORGED");
     assert_eq!(kubelet.calls().len(), calls);
@@ -1505,6 +1507,12 @@ fn one_judgement_for_the_pod_is_each_rails_own() {
                 let (ifname, vf) = (format!("net{}", i + 1), b48::vf(p.0, p.1, 0));
                 let own =
                     roce_tune::placement::judge(&view, &nc, &pd, &[(&ifname, &vf)], level).unwrap();
+                let said = pod
+                    .said_by_each()
+                    .into_iter()
+                    .find(|(b, _)| b.to_string() == vf)
+                    .map(|(_, s)| s.named(&ifname, &vf));
+                assert_eq!(said, Some(own.said()), "{gpus:x?} {ifname} {level}");
                 assert_eq!(
                     pod.for_rail(&ifname, &vf),
                     Some(own),
