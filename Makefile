@@ -26,8 +26,9 @@ release build:
 # the manifests (mk/e2e.mk check-conf), the end-to-end chain with real peers
 # (mk/e2e.mk), the deployment image (mk/image.mk) and the real-kernel lane
 # (mk/kernel.mk; ROCE_TUNE_REQUIRE_KERNEL=1 turns a lane that cannot boot into
-# a failure, as CI sets it).
-test: setup fmt unit integration check-conf e2e image-test kernel-lane
+# a failure, as CI sets it), and every fuzz target briefly (mk/reliability.mk
+# fuzz-smoke).
+test: setup fmt unit integration check-conf e2e image-test kernel-lane fuzz-smoke
 
 unit:
 	$(CARGO) test --locked --lib --bins

@@ -364,6 +364,11 @@ impl<'de> Visitor<'de> for Ids<'_> {
             if nodes.len() == NUMA_NODES_MAX {
                 return Err(refuse(self.why, "DeviceIDs of more than 64 NUMA nodes"));
             }
+            // Go's json.Marshal of a map writes each key once; a second is
+            // no kubelet's, and which one Go would keep is not to guess at.
+            if nodes.iter().any(|(n, _)| *n == node) {
+                return Err(refuse(self.why, "a NUMA node twice in DeviceIDs"));
+            }
             let mut ids = Vec::new();
             m.next_value_seed(IdList {
                 why: self.why,
@@ -689,6 +694,22 @@ mod tests {
             Err(Error::TooLarge { size, limit }) if size == CHECKPOINT_MAX + 1 && limit == CHECKPOINT_MAX
         ));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Found by fuzz/fuzz_targets/checkpoint.rs: a byte that is not UTF-8
+    /// in what is skipped unread (an `AllocResp`, another section) passed,
+    /// where every JSON reader refuses the file; so did one in a key.
+    #[test]
+    fn a_file_that_is_not_utf8_is_refused_wherever_the_byte_is() {
+        let good = r#"{"Data":{"PodDeviceEntries":[{"PodUID":"u","ResourceName":"r","DeviceIDs":["d"],"AllocResp":"QUJD"}],"RegisteredDevices":{"x":["y"]}}}"#;
+        assert!(parse(good.as_bytes(), "u").unwrap().is_some());
+        for at in ["QUJD", "\"y\"", "AllocResp", "\"r\""] {
+            let i = good.find(at).unwrap() + 1;
+            let mut bad = good.as_bytes().to_vec();
+            bad[i] = 0xd2;
+            let e = parse(&bad, "u").unwrap_err().to_string();
+            assert!(e.contains("not UTF-8"), "{at}: {e}");
+        }
     }
 
     #[test]

@@ -132,6 +132,17 @@ impl Conn {
     ) -> Result<Conn, Error> {
         let fd = connect(path, timeout, deadline)?;
         peer_is_root(&fd, path)?;
+        Conn::over(fd, timeout, deadline, max_message)
+    }
+
+    /// `open` on a connected, non-blocking stream whose peer is trusted
+    /// (the fuzz target's socketpair).
+    pub fn over(
+        fd: OwnedFd,
+        timeout: Duration,
+        deadline: Instant,
+        max_message: usize,
+    ) -> Result<Conn, Error> {
         // Room for one whole response (the 5-byte gRPC prefix and padding
         // included), so the server never waits for a WINDOW_UPDATE mid-call.
         let window = (max_message + 64 * 1024).min(i32::MAX as usize) as u32;

@@ -408,6 +408,15 @@ pub fn put_indexed(out: &mut Vec<u8>, index: usize) {
     put_integer(out, index, 7, 0x80);
 }
 
+/// `put_literal` of bytes, both name and value literal.
+pub fn put_literal_bytes(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.push(0);
+    put_integer(out, name.len(), 7, 0);
+    out.extend_from_slice(name);
+    put_integer(out, value.len(), 7, 0);
+    out.extend_from_slice(value);
+}
+
 /// §6.2.2 Literal Header Field without Indexing, the name from the static
 /// table (`Some(index)`) or a literal.
 pub fn put_literal(out: &mut Vec<u8>, name: Result<usize, &str>, value: &str) {

@@ -19,6 +19,8 @@
 //! connection, which tells "not found" apart from "no Get".
 
 mod checkpoint;
+#[doc(hidden)]
+pub mod fuzz;
 mod h2;
 mod hpack;
 mod proto;
@@ -79,7 +81,7 @@ pub struct PodDevices {
 }
 
 /// Which answer the devices came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
     Get,
     List,

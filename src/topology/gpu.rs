@@ -197,7 +197,9 @@ pub fn list(dir: &View) -> Result<Vec<GpuEntry>, ListError> {
     Ok(out)
 }
 
-fn parse_information(pci: Bdf, text: &str) -> Option<GpuEntry> {
+/// One GPU's `information`, as `list` reads it: `None` when its `Bus
+/// Location:` names another function than `pci`.
+pub fn parse_information(pci: Bdf, text: &str) -> Option<GpuEntry> {
     let mut entry = GpuEntry {
         pci,
         uuid: None,
