@@ -225,15 +225,8 @@ impl Key<'_> {
     /// while it asks the kubelet and judges the pod.
     fn lock(&self, deadline: Instant) -> Result<nix::fcntl::Flock<File>, &'static str> {
         let path = self.dir.join(format!("{}.lock", self.name()));
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|_| "the pod's lock in the state dir")?;
+        let mut file =
+            crate::state::open_lock_file(&path).map_err(|_| "the pod's lock in the state dir")?;
         loop {
             match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
                 Ok(held) => return Ok(held),
@@ -657,6 +650,16 @@ mod tests {
         assert_eq!(unescape_field("%2"), None);
     }
 
+    /// The key of sandbox "sb" of `pod`, its records in `dir`.
+    fn key_of(dir: PathBuf, pod: &PodRef) -> Key<'_> {
+        Key {
+            dir,
+            sandbox: "sb",
+            uid: UID,
+            pod,
+        }
+    }
+
     fn pod() -> PodRef {
         PodRef {
             namespace: "ns".into(),
@@ -712,12 +715,7 @@ mod tests {
     #[test]
     fn a_record_reads_back_what_it_recorded() {
         let pod = pod();
-        let key = Key {
-            dir: PathBuf::new(),
-            sandbox: "sb",
-            uid: UID,
-            pod: &pod,
-        };
+        let key = key_of(PathBuf::new(), &pod);
         let a = answer();
         let f = Found::parse(encode(&key, 7, &Ok(answer()))).unwrap();
         assert_eq!(
@@ -745,12 +743,7 @@ mod tests {
     #[test]
     fn a_record_out_of_its_format_is_none() {
         let pod = pod();
-        let key = Key {
-            dir: PathBuf::new(),
-            sandbox: "sb",
-            uid: UID,
-            pod: &pod,
-        };
+        let key = key_of(PathBuf::new(), &pod);
         let good = encode(&key, 7, &Ok(answer()));
         assert!(Found::parse(good.clone()).is_some());
         let edits: [(&str, &str); 8] = [
@@ -782,19 +775,9 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let pod = pod();
-        let key = Key {
-            dir: dir.clone(),
-            sandbox: "sb",
-            uid: UID,
-            pod: &pod,
-        };
+        let key = key_of(dir.clone(), &pod);
         let write = |age_ns: i64, pod: &PodRef| {
-            let k = Key {
-                dir: dir.clone(),
-                sandbox: "sb",
-                uid: UID,
-                pod,
-            };
+            let k = key_of(dir.clone(), pod);
             let body = encode(&k, (boot_ns() as i64 - age_ns) as u64, &Ok(answer()));
             std::fs::write(dir.join(key.name()), body).unwrap();
         };

@@ -798,15 +798,7 @@ impl StateDir {
             return Err(StateError::BadLockName);
         }
         let path = self.locks_dir()?.join(format!("{key}.lock"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|e| io_err("open lock", &path, e))?;
+        let file = open_lock_file(&path).map_err(|e| io_err("open lock", &path, e))?;
         nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
             .map(|f| DeviceLock { _flock: f })
             .map_err(|(_, e)| io_err("lock", &path, e))
@@ -831,6 +823,19 @@ impl StateDir {
 
 pub struct DeviceLock {
     _flock: nix::fcntl::Flock<File>,
+}
+
+/// A lock file of the state dir, made 0600 when missing, never through a
+/// link; locked with `flock` by its users.
+pub(crate) fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path)
 }
 
 /// `dir/name` holds `body` or what it held before, never half of either: a

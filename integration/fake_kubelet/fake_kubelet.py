@@ -253,10 +253,6 @@ def serve_flood(args):
     (its ACKs) is read and dropped, so it never blocks on a full socket."""
     once, one = FLOODS[args.flood]
     burst = one * max(1, (256 * 1024) // len(one))
-    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    lsock.bind(args.socket)
-    lsock.listen(64)
-
     def drain(conn):
         try:
             while conn.recv(65536):
@@ -279,13 +275,24 @@ def serve_flood(args):
             pass
         conn.close()
 
+    return serve_each(args, lambda conn: threading.Thread(
+        target=flood, args=(conn,), daemon=True).start())
+
+
+def serve_each(args, handle):
+    """A plain socket at args.socket; `handle` each connection it accepts. The
+    stop function for main()."""
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lsock.bind(args.socket)
+    lsock.listen(64)
+
     def loop():
         while True:
             try:
                 conn, _ = lsock.accept()
             except OSError:
                 return
-            threading.Thread(target=flood, args=(conn,), daemon=True).start()
+            handle(conn)
 
     threading.Thread(target=loop, daemon=True).start()
     return lambda grace: lsock.close()
@@ -293,28 +300,19 @@ def serve_flood(args):
 
 def serve_raw(args):
     """--hang and --garbage: a plain socket, no HTTP/2 at all."""
-    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    lsock.bind(args.socket)
-    lsock.listen(64)
     held = []
     rng = random.Random(args.seed)
 
-    def loop():
-        while True:
+    def handle(conn):
+        if args.garbage:
             try:
-                conn, _ = lsock.accept()
+                conn.sendall(bytes(rng.getrandbits(8) for _ in range(4096)))
             except OSError:
-                return
-            if args.garbage:
-                try:
-                    conn.sendall(bytes(rng.getrandbits(8) for _ in range(4096)))
-                except OSError:
-                    pass
-            # Held open, never read, never answered.
-            held.append(conn)
+                pass
+        # Held open, never read, never answered.
+        held.append(conn)
 
-    threading.Thread(target=loop, daemon=True).start()
-    return lambda grace: lsock.close()
+    return serve_each(args, handle)
 
 
 def main():

@@ -87,7 +87,55 @@ fn figures() -> Vec<Figure> {
             count: ORIGINALS.len(),
             phrases: &["× {} originals"],
         },
+        Figure {
+            what: "fuzz targets (fuzz/run.sh ALL_TARGETS)",
+            count: fuzz_targets().len(),
+            phrases: &["{} cargo-fuzz targets"],
+        },
     ]
+}
+
+/// The targets fuzz/run.sh lists, one a line between `ALL_TARGETS=(` and `)`.
+fn fuzz_targets() -> Vec<&'static str> {
+    let run = include_str!("../../fuzz/run.sh");
+    let list = run
+        .split_once("ALL_TARGETS=(\n")
+        .and_then(|(_, rest)| rest.split_once("\n)"))
+        .expect("fuzz/run.sh has ALL_TARGETS=( ... )")
+        .0;
+    list.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Every target of fuzz/run.sh has its [[bin]] in fuzz/Cargo.toml and its
+/// seeds, and every [[bin]] is listed: a target added in one place only is
+/// never run, or never built.
+#[test]
+fn every_fuzz_target_is_listed_built_and_seeded() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::fs::read_to_string(root.join("fuzz/Cargo.toml")).unwrap();
+    let bins: Vec<&str> = manifest
+        .split("[[bin]]")
+        .skip(1)
+        .filter_map(|b| b.split("name = \"").nth(1)?.split('"').next())
+        .collect();
+    let mut listed = fuzz_targets();
+    assert!(listed.len() >= 11, "{listed:?}");
+    for t in &listed {
+        assert!(bins.contains(t), "{t}: no [[bin]] in fuzz/Cargo.toml");
+        let seeds = root.join("fuzz/seeds").join(t);
+        let n = std::fs::read_dir(&seeds).map(|d| d.count()).unwrap_or(0);
+        assert!(n > 0, "{t}: no seeds in {}", seeds.display());
+    }
+    let mut built = bins.clone();
+    built.sort();
+    listed.sort();
+    assert_eq!(
+        built, listed,
+        "fuzz/Cargo.toml's bins against fuzz/run.sh's list"
+    );
 }
 
 /// README.md and every docs/*.md, each with its whitespace runs made one space.

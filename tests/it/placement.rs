@@ -837,6 +837,22 @@ fn an_add_against_a_kubelet_that_never_stops_sending_ends_within_the_bound() {
 /// (`roce_tune::log::LINE_MAX`, 8 KiB of message) and its prefix.
 const LONGEST_LINE: usize = 8 * 1024 + 256;
 
+/// Rail 0's ADD of `pod`, which must succeed with its check skipped within
+/// twice `podResourcesTimeoutMs` (`bound_ms`) and 50 ms, every line within
+/// the log's cap: why it was skipped.
+fn skipped_within(pod: &K8sPod, conf: &Path, bound_ms: u64) -> Run {
+    let r = pod
+        .exec(conf, "ADD", 0, &json!({}))
+        .hang_after(Duration::from_secs(60))
+        .run();
+    r.ok();
+    let longest = r.stderr.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest <= LONGEST_LINE, "a line of {longest} bytes");
+    let bound = 2 * Duration::from_millis(bound_ms + 50);
+    assert!(r.elapsed < bound, "{:?}, over {bound:?}", r.elapsed);
+    r
+}
+
 /// Issue 25, "after the answer": an answer of 100,000 GPUs (1.4 MB, within
 /// every size the wire allows) took 1.46 s to judge and wrote one 6.1 MB
 /// log line. The answer's bounds skip it at once, in one short line.
@@ -853,20 +869,9 @@ fn an_answer_of_a_hundred_thousand_gpus_is_refused_in_time_in_one_short_line() {
         .collect();
     let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 2000}));
-    let r = pod
-        .exec(&conf, "ADD", 0, &json!({}))
-        .hang_after(Duration::from_secs(60))
-        .run();
-    r.ok();
+    let r = skipped_within(&pod, &conf, 2000);
     let why = skipped(&r);
     assert!(why.contains("more than 1024 device IDs"), "{why}");
-    let longest = r.stderr.lines().map(str::len).max().unwrap_or(0);
-    assert!(longest <= LONGEST_LINE, "a line of {longest} bytes");
-    assert!(
-        r.elapsed < 2 * Duration::from_millis(2000 + 50),
-        "{:?}",
-        r.elapsed
-    );
 }
 
 /// The checkpoint fallback: a 16 MiB file took 0.70 s and 217 MB. Its bound
@@ -899,18 +904,9 @@ fn a_checkpoint_of_16_mib_is_refused_before_it_is_read() {
         "podResourcesCheckpoint": path_str(&checkpoint),
         "podResourcesTimeoutMs": 250,
     }));
-    let r = a
-        .exec(&conf, "ADD", 0, &json!({}))
-        .hang_after(Duration::from_secs(60))
-        .run();
-    r.ok();
+    let r = skipped_within(&a, &conf, 250);
     let why = skipped(&r);
     assert!(why.contains("bytes, over the"), "{why}");
-    assert!(
-        r.elapsed < 2 * Duration::from_millis(250 + 50),
-        "{:?}",
-        r.elapsed
-    );
 }
 
 #[test]
@@ -1053,6 +1049,30 @@ fn without_the_socket_the_kubelets_checkpoint_is_read_by_pod_uid() {
     );
 }
 
+/// A file only root should have written, planted as another could: put
+/// at `file` (with `content`, or as a link to a copy at `elsewhere`, which
+/// would pass itself: whoever made the link chose the file), and what the
+/// skip must say of it.
+type Plant = fn(&Path, &[u8], &Path);
+const UNTRUSTED: [(&str, Plant); 3] = [
+    ("owned by uid 65534, not root", |file, content, _| {
+        let _ = std::fs::remove_file(file);
+        std::fs::write(file, content).unwrap();
+        std::os::unix::fs::chown(file, Some(NOBODY), Some(NOBODY)).unwrap();
+    }),
+    ("writable by group or others", |file, content, _| {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::remove_file(file);
+        std::fs::write(file, content).unwrap();
+        std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o646)).unwrap();
+    }),
+    ("a symbolic link", |file, content, elsewhere| {
+        let _ = std::fs::remove_file(file);
+        std::fs::write(elsewhere, content).unwrap();
+        std::os::unix::fs::symlink(elsewhere, file).unwrap();
+    }),
+];
+
 /// Issue 25, "Ownership": an input of the verdict that root does not own
 /// (or that others can write, or a link) is not believed. With `warn` the
 /// check is skipped with one warning naming the input; with `enforce` the
@@ -1112,29 +1132,15 @@ fn a_checkpoint_others_could_write_is_not_believed() {
     let gpus = POD_A_GPUS.iter().map(|&b| b48::uuid(b)).collect();
     let vfs = a.rails.iter().map(|r| r.vf.clone()).collect();
     let body = json!({"Data": {"PodDeviceEntries": [entry(GPU, gpus), entry(ONE_POOL, vfs)]}});
-    let good = site.state.base().join("checkpoint-root");
-    std::fs::write(&good, body.to_string()).unwrap();
     let checkpoint = site.state.base().join("kubelet_internal_checkpoint");
     let conf = site.configure(json!({"podResourcesCheckpoint": path_str(&checkpoint)}));
-    use std::os::unix::fs::PermissionsExt;
-    let cases: [(&str, &dyn Fn()); 3] = [
-        ("owned by uid 65534, not root", &|| {
-            std::fs::copy(&good, &checkpoint).unwrap();
-            std::os::unix::fs::chown(&checkpoint, Some(NOBODY), Some(NOBODY)).unwrap();
-        }),
-        ("writable by group or others", &|| {
-            std::fs::copy(&good, &checkpoint).unwrap();
-            std::fs::set_permissions(&checkpoint, std::fs::Permissions::from_mode(0o666)).unwrap();
-        }),
-        // A link, even to a file that would pass: whoever made the link
-        // chose the file.
-        ("a symbolic link", &|| {
-            std::os::unix::fs::symlink(&good, &checkpoint).unwrap();
-        }),
-    ];
-    for (needle, plant) in cases {
-        let _ = std::fs::remove_file(&checkpoint);
-        plant();
+    let good = body.to_string().into_bytes();
+    for (needle, plant) in UNTRUSTED {
+        plant(
+            &checkpoint,
+            &good,
+            &site.state.base().join("checkpoint-root"),
+        );
         assert_untrusted(&site, &a, &conf, needle);
     }
 }
@@ -1149,25 +1155,8 @@ fn an_information_file_others_could_write_is_not_believed() {
     let conf = site.with_kubelet(&kubelet, json!({}));
     let info = site.node.proc.join(b48::gpu(0x8c)).join("information");
     let text = std::fs::read(&info).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    let cases: [(&str, &dyn Fn()); 3] = [
-        ("owned by uid 65534, not root", &|| {
-            std::fs::write(&info, &text).unwrap();
-            std::os::unix::fs::chown(&info, Some(NOBODY), Some(NOBODY)).unwrap();
-        }),
-        ("writable by group or others", &|| {
-            std::fs::write(&info, &text).unwrap();
-            std::fs::set_permissions(&info, std::fs::Permissions::from_mode(0o646)).unwrap();
-        }),
-        ("a symbolic link", &|| {
-            let elsewhere = site.state.base().join("information");
-            std::fs::write(&elsewhere, &text).unwrap();
-            std::os::unix::fs::symlink(&elsewhere, &info).unwrap();
-        }),
-    ];
-    for (needle, plant) in cases {
-        let _ = std::fs::remove_file(&info);
-        plant();
+    for (needle, plant) in UNTRUSTED {
+        plant(&info, &text, &site.state.base().join("information"));
         assert_untrusted(&site, &a, &conf, needle);
     }
 }
