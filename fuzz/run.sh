@@ -10,9 +10,9 @@
 # fuzz/artifacts/<target>/ (make it a unit test beside the decoder, or a row
 # of the bad-input table, tests/it/bad_inputs.rs).
 #
-# The machine has only the stable toolchain: RUSTC_BOOTSTRAP=1 lets stable
-# rustc take the -Z flags cargo-fuzz passes (AddressSanitizer, coverage);
-# on a nightly toolchain it changes nothing.
+# rust-toolchain.toml pins stable 1.95.0, here too (rustup finds it in the
+# parent directory): RUSTC_BOOTSTRAP=1 lets stable rustc take the -Z flags
+# cargo-fuzz passes (AddressSanitizer, coverage); on nightly it changes nothing.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -25,6 +25,7 @@ ALL_TARGETS=(
     cni_args
     nldev
     rtnetlink
+    http_head
     hpack
     h2_frames
     podresources

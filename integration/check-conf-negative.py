@@ -9,6 +9,7 @@ reason, fails this script (exit 1). A mutation that does not apply (the text it 
 is a failure too: fix the case, never skip it.
 """
 import concurrent.futures
+import json
 import os
 import shutil
 import subprocess
@@ -42,6 +43,18 @@ def write(rel, text):
     return apply
 
 
+def edit_json(rel, change):
+    """A mutation of a JSON file: change(document) edits it in place."""
+    def apply(root):
+        path = os.path.join(root, rel)
+        with open(path) as f:
+            doc = json.load(f)
+        change(doc)
+        with open(path, "w") as f:
+            json.dump(doc, f, indent=2)
+    return apply
+
+
 def both(*mutations):
     def apply(root):
         for m in mutations:
@@ -55,6 +68,16 @@ METRICS = "conf/deploy/components/metrics/"
 CATALOGUE = "src/agent/metrics.rs"
 NAD = "conf/network-attachment-definition.yaml"
 BASE_DS = "conf/deploy/base/daemonset.yaml"
+CHART = "conf/helm/roce-tune/"
+CHART_DS = CHART + "templates/daemonset.yaml"
+# The agent's netns mount, and a mount that one way gains and the other lacks (as /var/run/nri
+# will when the NRI plugin lands).
+BASE_NETNS = ("              mountPath: /var/run/netns\n              mountPropagation: HostToContainer\n"
+              "              readOnly: true\n      volumes:\n")
+NRI = ("              mountPath: /var/run/netns\n              mountPropagation: HostToContainer\n"
+       "              readOnly: true\n            - name: nri\n              mountPath: /var/run/nri\n"
+       "      volumes:\n        - name: nri\n          hostPath:\n            path: /var/run/nri\n"
+       "            type: DirectoryOrCreate\n")
 
 # (name, mutation, label the FAIL line must contain, messages the output must contain)
 CASES = [
@@ -211,6 +234,54 @@ CASES = [
     ("dashboard-panel-without-targets",
      edit(DASH, '"targets": [', '"targetz": ['),
      DASH, ["no targets"]),
+    # The Helm chart against the overlays (integration/chart_compare.py) and against itself.
+    ("chart-mount-changed",
+     edit(CHART_DS, "            - name: state\n              mountPath: {{ $state }}\n",
+          "            - name: state\n              mountPath: /var/lib/roce-tune\n"),
+     "conf/helm/roce-tune (platform kubernetes) as conf/deploy/kubernetes",
+     ["differs from kustomize: DaemonSet roce-tune: spec.template.spec.containers[name=orphan-repair]"
+      ".volumeMounts[mountPath=/var/lib/roce-tune]: only in the chart",
+      "volumeMounts[mountPath=/run/cni/roce-tune]: only in kustomize"]),
+    ("overlay-gains-a-mount-the-chart-lacks",
+     edit(BASE_DS, BASE_NETNS, NRI),
+     "conf/helm/roce-tune (platform openshift) as conf/deploy/openshift",
+     ["spec.template.spec.containers[name=orphan-repair].volumeMounts[mountPath=/var/run/nri]: only in kustomize",
+      "spec.template.spec.volumes[name=nri]: only in kustomize"]),
+    ("chart-proxy-forwards-everything",
+     edit(CHART_DS, "            - --allow-paths=/metrics\n", ""),
+     "conf/helm/roce-tune (platform nvidia-network-operator, metrics.enabled) as conf/deploy/components/metrics",
+     ["--allow-paths must be /metrics", "containers[name=kube-rbac-proxy].args"]),
+    ("chart-uninstall-keeps-the-state-volume",
+     edit(CHART_DS, "        {{- if .Values.uninstall.enabled }}\n        # Not roce-tune's own dirs",
+          "        - name: state\n          hostPath:\n            path: {{ $state }}\n            type: DirectoryOrCreate\n"
+          "        {{- if .Values.uninstall.enabled }}\n        # Not roce-tune's own dirs"),
+     "conf/helm/roce-tune (platform kubernetes, uninstall.enabled) as conf/deploy/uninstall/kubernetes",
+     ["would make the kubelet re-create what uninstall removes", "volumes[name=state]: only in the chart"]),
+    ("chart-tag-not-the-bases",
+     edit(CHART + "Chart.yaml", 'appVersion: "0.1.0-', 'appVersion: "0.1.0-0'),
+     "conf/helm/roce-tune (Chart.yaml, values.yaml)",
+     ["differs from conf/deploy/base/kustomization.yaml's newTag", "`make image-pin` sets both"]),
+    ("chart-nodeConfig-defaults-are-not-the-bases",
+     edit(CHART + "values.yaml", "nodeConfig:\n", "nodeConfig:\n  driftPolicy: report\n"),
+     "conf/helm/roce-tune (Chart.yaml, values.yaml)",
+     ["values.yaml: nodeConfig", "is not conf/deploy/base/node.json"]),
+    ("chart-without-node-config-checksum",
+     edit(CHART_DS, "        checksum/node-config:", "        example.com/config:"),
+     "conf/helm/roce-tune (checksum/node-config rolls the DaemonSet on a new nodeConfig)",
+     ["the pod template has no annotation checksum/node-config"]),
+    ("chart-schema-takes-unknown-node-config-keys",
+     edit_json(CHART + "values.schema.json",
+               lambda d: d["properties"]["nodeConfig"].update(additionalProperties=True)),
+     "conf/helm/roce-tune (values.schema.json refuses an unknown nodeConfig key)",
+     ["was not refused by values.schema.json"]),
+    ("chart-dashboard-without-sidecar-label",
+     edit(CHART + "values.yaml", "    label: grafana_dashboard\n", "    label: dashboard\n"),
+     "conf/helm/roce-tune (grafana.dashboard.enabled",
+     ["no label grafana_dashboard"]),
+    ("docs-lack-a-namespace-label",
+     edit("docs/deploy.md", "pod-security.kubernetes.io/warn=privileged", "pod-security.kubernetes.io/warn=baseline"),
+     "conf/helm/roce-tune (platform kubernetes) as conf/deploy/kubernetes",
+     ["docs/deploy.md does not give its label pod-security.kubernetes.io/warn=privileged"]),
     ("containerfile-pulls",
      edit("conf/image/Containerfile", "FROM scratch", "FROM docker.io/library/busybox:latest"),
      "conf/image/Containerfile", ["FROM docker.io/library/busybox:latest: the image is built offline FROM scratch"]),
@@ -274,6 +345,9 @@ def run_case(crd_dir, name, mutate, label, messages):
         # The metric catalogue the dashboard is checked against (src/agent/metrics.rs).
         os.makedirs(os.path.join(tmp, "src", "agent"))
         shutil.copy(os.path.join(repo, CATALOGUE), os.path.join(tmp, CATALOGUE))
+        # The namespace labels the chart's install must give (docs/deploy.md).
+        os.makedirs(os.path.join(tmp, "docs"))
+        shutil.copy(os.path.join(repo, "docs", "deploy.md"), os.path.join(tmp, "docs", "deploy.md"))
         try:
             mutate(tmp)
         except AssertionError as e:

@@ -17,7 +17,8 @@
      hostNetwork, hostPID, the state dir and node config dir of node.json mounted from the
      host at the same paths (node config read-only), /run/netns and /var/run/netns with
      HostToContainer propagation, the host's /sys/kernel/config (configfs) read-write.
-   * The node config in the ConfigMap (node.json): the keys and types of docs/design.md, "Node config" and "Network config".
+   * The node config in the ConfigMap (node.json): the keys, types and bounds of the chart's
+     values.schema.json nodeConfig (7), which tests/it/helm_chart.rs holds to roce-tune's own.
    * OpenShift: the required-scc annotation and a Role + RoleBinding granting `use` of the
      privileged SCC to the ServiceAccount. NVIDIA: the operator's namespace, not created.
    * An uninstall overlay: the same bin dir and image as its install overlay, no
@@ -71,12 +72,31 @@
    node=~"$node"; and every expression parses as PromQL (`promtool check rules` on them, with
    the dashboard variables substituted).
 
+7. The Helm chart (conf/helm/roce-tune), with HELM (integration/chart_compare.py):
+   * Chart.yaml: apiVersion v2, version Cargo.toml's, appVersion (the default image tag) the
+     kustomize base's newTag, values.yaml's image and nodeConfig the base's (`make image-pin`
+     writes both tags);
+   * `helm lint --strict` for each platform, with metrics and the dashboard on, and with
+     uninstall on;
+   * `helm template` for each platform, with metrics.enabled, with uninstall.enabled: the
+     schema and DaemonSet rules above on what it renders, then a comparison, object by object,
+     with `kubectl kustomize` of the matching overlay (with the metrics component; the
+     uninstall overlay): the same kinds, names, containers, images, mounts, volumes,
+     securityContext, args, env, nodeSelector, tolerations, everything but what differs by
+     nature (integration/chart_compare.py says what and why). The overlays' Namespace labels
+     must be in docs/deploy.md (DEPLOY_MD), since the chart does not create the namespace;
+   * the pod template's node config checksum changes with nodeConfig and with nothing else;
+     grafana.dashboard.enabled adds only conf/grafana/roce-tune.json as a ConfigMap with the
+     sidecar's label; an unknown nodeConfig key fails `helm template`.
+
 Usage: check-conf.py CONF_DIR CRD_DIR    (one line per file or build; exit 1 on any error)
 Environment: KUBECTL (default: kubectl on PATH), CARGO_TOML (default: CONF_DIR/../Cargo.toml),
 METRICS_RS (default: CONF_DIR/../src/agent/metrics.rs), PROMTOOL (the dashboards' PromQL
-check; check-conf.sh sets it).
+check; check-conf.sh sets it), HELM (default: helm on PATH; check-conf.sh sets it), DEPLOY_MD
+(default: CONF_DIR/../docs/deploy.md).
 """
 import copy
+import functools
 import glob
 import importlib.util
 import json
@@ -91,10 +111,15 @@ import jsonschema
 import kubernetes_validate
 import yaml
 
+# libyaml's loader where PyYAML has it: the CRDs, kustomize's and helm's output are parsed in
+# a tenth of the pure-Python loader's time.
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 # Imports of integration/*.py leave no __pycache__ in the checkout.
 sys.dont_write_bytecode = True
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
+import chart_compare  # noqa: E402
 import sriov_render  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("extract_configs", os.path.join(here, "extract-configs.py"))
@@ -111,7 +136,11 @@ ROCE_KEYS = {
     "gidTimeoutMs", "rdmaPort", "deviceID", "pciBusID", "logLevel",
     "name", "cniVersion", "prevResult", "runtimeConfig", "args", "capabilities",
 } | set(HOST_PATH_KEYS)
-NODE_CONFIG_KEYS = {"stateDir", "sysfsRoot", "logFile", "sysctlAllowlist", "deviceInfoDir", "metricsAddress"}
+# The Helm chart (module docstring, 7), under CONF_DIR. Its values.schema.json's nodeConfig is
+# the one description of node.json here: tests/it/helm_chart.rs holds it to the keys, types and
+# bounds roce-tune itself accepts, and every node.json in conf/ is checked against it.
+CHART = os.path.join("helm", "roce-tune")
+NODE_CONFIG_SCHEMA = {}
 NODE_CONFIG_DEFAULTS = {"stateDir": "/run/cni/roce-tune", "sysfsRoot": "/sys",
                         # src/agent/http.rs DEFAULT_ADDRESS
                         "metricsAddress": "127.0.0.1:9662"}
@@ -150,7 +179,7 @@ def load_crds(crd_dir):
     crds = {}
     for path in sorted(glob.glob(os.path.join(crd_dir, "*.yaml")) + glob.glob(os.path.join(crd_dir, "*.yml"))):
         with open(path) as f:
-            for doc in yaml.safe_load_all(f):
+            for doc in yaml.load_all(f, Loader=YAML_LOADER):
                 if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                     continue
                 s = doc["spec"]
@@ -480,11 +509,29 @@ def kustomize_version():
     return v, None
 
 
+BUILDS = {}
+
+
 def kustomize_build(kdir):
-    out = subprocess.run([kubectl_cmd(), "kustomize", kdir], capture_output=True, text=True, timeout=120)
-    if out.returncode != 0:
-        raise ValueError("kubectl kustomize failed: %s" % out.stderr.strip().replace("\n", " | "))
-    return [d for d in yaml.safe_load_all(out.stdout) if d is not None]
+    """`kubectl kustomize KDIR`'s documents (a copy), or ValueError; built once per directory:
+    the chart is compared with the same builds the overlays' checks read."""
+    key = os.path.realpath(kdir)
+    if key not in BUILDS:
+        out = subprocess.run([kubectl_cmd(), "kustomize", kdir], capture_output=True, text=True, timeout=120)
+        if out.returncode != 0:
+            BUILDS[key] = ValueError("kubectl kustomize failed: %s" % out.stderr.strip().replace("\n", " | "))
+        else:
+            BUILDS[key] = [d for d in yaml.load_all(out.stdout, Loader=YAML_LOADER) if d is not None]
+    if isinstance(BUILDS[key], ValueError):
+        raise BUILDS[key]
+    return copy.deepcopy(BUILDS[key])
+
+
+# kubernetes-validate reads a kind's schema and its 1.3 MB _definitions.json from disk for every
+# document it validates: about 25 ms each, 60% of a check-conf run once the chart's renders
+# are checked too. Read each file once (the contents are only read, never changed).
+kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(
+    kubernetes_validate.utils.schema_contents)
 
 
 def check_k8s_schema(doc):
@@ -535,9 +582,13 @@ def check_node_config(text):
     if not isinstance(conf, dict):
         return ["node.json is not a JSON object"], {}
     errs = []
+    keys = NODE_CONFIG_SCHEMA.get("properties") or {}
+    if not keys:
+        return ["no node config schema to check node.json against (%s/values.schema.json, "
+                "properties.nodeConfig)" % CHART], conf
     for k, v in conf.items():
-        if k not in NODE_CONFIG_KEYS:
-            errs.append("node.json: unknown key %r (docs/design.md, Node config: %s)" % (k, ", ".join(sorted(NODE_CONFIG_KEYS))))
+        if k not in keys:
+            errs.append("node.json: unknown key %r (roce-tune refuses it with 104; the keys: %s)" % (k, ", ".join(sorted(keys))))
         elif k == "sysctlAllowlist":
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
                 errs.append("node.json: sysctlAllowlist must be a list of strings")
@@ -555,8 +606,9 @@ def check_node_config(text):
             if parse_ip_port(v) is None:
                 errs.append("node.json: metricsAddress must be an IP address and port, such as "
                             "127.0.0.1:9662 or [::1]:9662 (src/agent/http.rs parse_address: no names)")
-        elif not (isinstance(v, str) and v.startswith("/") and ".." not in v.split("/")):
-            errs.append("node.json: %s must be an absolute path without .." % k)
+        else:
+            for e in jsonschema.Draft7Validator(keys[k]).iter_errors(v):
+                errs.append("node.json: %s: %s (%s)" % (k, e.message, keys[k].get("description", "")))
     return errs, conf
 
 
@@ -1046,6 +1098,20 @@ def check_metrics_build(docs):
 def build_with_component(deploy_dir, overlay, component):
     """`kubectl kustomize` of a kustomization that a user would write: the overlay as a
     resource, the component on top. (kustomize refuses absolute paths: relative ones.)"""
+    key = ("component", os.path.realpath(deploy_dir), overlay, component)
+    if key in BUILDS:
+        if isinstance(BUILDS[key], ValueError):
+            raise BUILDS[key]
+        return copy.deepcopy(BUILDS[key])
+    try:
+        BUILDS[key] = build_component_once(deploy_dir, overlay, component)
+    except ValueError as e:
+        BUILDS[key] = e
+        raise
+    return copy.deepcopy(BUILDS[key])
+
+
+def build_component_once(deploy_dir, overlay, component):
     tmp = tempfile.mkdtemp(prefix="check-conf-component-")
     try:
         rel = lambda p: os.path.relpath(os.path.join(deploy_dir, p), tmp)  # noqa: E731
@@ -1084,6 +1150,213 @@ def check_metrics_component(deploy_dir, repo, crds, version):
             errs += ["DaemonSet: " + e for e in check_install_ds(ds[0], docs, expect, version)]
             errs += check_metrics_build(docs)
         results.append(("%s (kubectl kustomize: %s)" % (what, ", ".join(d.get("kind", "?") for d in docs)), errs))
+    return results
+
+
+# ------------------------------------------------------------------ the Helm chart
+
+def load_node_config_schema(conf_dir):
+    """values.schema.json's nodeConfig (NODE_CONFIG_SCHEMA), or an error."""
+    path = os.path.join(conf_dir, CHART, "values.schema.json")
+    try:
+        with open(path) as f:
+            schema = json.load(f)
+        node = schema["properties"]["nodeConfig"]
+        jsonschema.Draft7Validator.check_schema(schema)
+    except (OSError, ValueError, KeyError, TypeError, jsonschema.SchemaError) as e:
+        return "%s: no usable properties.nodeConfig (%s)" % (path, str(e).splitlines()[0])
+    NODE_CONFIG_SCHEMA.clear()
+    NODE_CONFIG_SCHEMA.update(node)
+    return None
+
+
+def read_yaml(path):
+    with open(path) as f:
+        return yaml.safe_load(f) or {}
+
+
+def check_chart_meta(chart_dir, deploy_dir, version):
+    """Chart.yaml and values.yaml against Cargo.toml and the kustomize base: one image, one tag
+    (`make image-pin` writes both), one version."""
+    errs = []
+    chart = read_yaml(os.path.join(chart_dir, "Chart.yaml"))
+    values = read_yaml(os.path.join(chart_dir, "values.yaml"))
+    base = read_yaml(os.path.join(deploy_dir, "base", "kustomization.yaml"))
+    image = next((i for i in base.get("images") or [] if i.get("name") == "roce-tune"), {})
+    if chart.get("apiVersion") != "v2":
+        errs.append("Chart.yaml: apiVersion must be v2 (Helm 3 and 4 charts)")
+    if version and chart.get("version") != version:
+        errs.append("Chart.yaml: version %r is not Cargo.toml's %r" % (chart.get("version"), version))
+    if str(chart.get("appVersion")) != str(image.get("newTag")):
+        errs.append("Chart.yaml: appVersion %r (the chart's default image tag) differs from "
+                    "conf/deploy/base/kustomization.yaml's newTag %r: `make image-pin` sets both"
+                    % (chart.get("appVersion"), image.get("newTag")))
+    if (values.get("image") or {}).get("repository") != image.get("newName"):
+        errs.append("values.yaml: image.repository %r differs from conf/deploy/base/kustomization.yaml's "
+                    "newName %r" % ((values.get("image") or {}).get("repository"), image.get("newName")))
+    with open(os.path.join(deploy_dir, "base", "node.json")) as f:
+        node_json = json.load(f)
+    if values.get("nodeConfig") != node_json:
+        errs.append("values.yaml: nodeConfig %s is not conf/deploy/base/node.json %s (the chart's defaults "
+                    "are the base's)" % (json.dumps(values.get("nodeConfig"), sort_keys=True),
+                                         json.dumps(node_json, sort_keys=True)))
+    return errs
+
+
+def chart_installs():
+    """(what, values, (overlay, component or None), expect) of every install the chart is
+    compared in: each platform as its overlay, with the metrics component, and its uninstall."""
+    for name, expect in sorted(OVERLAYS.items()):
+        plat = [("platform", name)]
+        yield "platform %s" % name, plat, (name, None), expect, False
+        yield "platform %s, metrics.enabled" % name, plat + [("metrics.enabled", True)], \
+            (name, METRICS_COMPONENT), expect, False
+        yield "platform %s, uninstall.enabled" % name, plat + [("uninstall.enabled", True)], \
+            (os.path.join("uninstall", name), None), expect, True
+
+
+def chart_rules(docs, crds, expect, version, uninstall, metrics, install_image):
+    """check-conf's rules for an overlay's build, on the chart's rendering of it."""
+    errs = []
+    for d in docs:
+        crd_errs = check_crd_doc(d, crds)
+        errs += ["%s: %s" % (chart_compare.what(d), e)
+                 for e in (check_k8s_schema(d) if crd_errs is None else crd_errs)]
+    # The chart does not create its namespace (`helm install -n`): not an overlay's own.
+    errs += check_overlay_docs(docs, dict(expect, own_namespace=False), METRICS_KINDS if metrics else ())
+    ds = [d for d in docs if d.get("kind") == "DaemonSet"]
+    if len(ds) != 1:
+        return errs + ["expected one DaemonSet, got %d" % len(ds)]
+    if uninstall:
+        errs += ["DaemonSet: " + e for e in check_uninstall_ds(ds[0], docs, expect, version, install_image)]
+    else:
+        errs += ["DaemonSet: " + e for e in check_install_ds(ds[0], docs, expect, version)]
+    if metrics:
+        errs += check_metrics_build(docs)
+    return errs
+
+
+def namespace_label_errs(kz_docs, deploy_md):
+    """The chart does not create the namespace: docs/deploy.md must give the labels the
+    overlay's Namespace carries (Pod Security Admission refuses the DaemonSet without them)."""
+    errs = []
+    try:
+        with open(deploy_md) as f:
+            text = f.read()
+    except OSError as e:
+        return ["cannot read %s: %s" % (deploy_md, e)]
+    for ns in (d for d in kz_docs if d.get("kind") == "Namespace"):
+        for k, v in sorted(((ns.get("metadata") or {}).get("labels") or {}).items()):
+            if "%s=%s" % (k, v) not in text:
+                errs.append("Namespace %s: %s does not give its label %s=%s (the chart does not create "
+                            "the namespace: the Helm install labels it)"
+                            % (ns["metadata"]["name"], os.path.relpath(deploy_md, os.path.dirname(os.path.dirname(deploy_md))), k, v))
+    return errs
+
+
+def check_chart(conf_dir, deploy_dir, repo, crds, version):
+    """[(label, errors)]: the chart linted, rendered for every install of chart_installs() and
+    compared with kustomize's build of it (integration/chart_compare.py), check-conf's rules on
+    what it renders, the node config checksum, the dashboard, the schema's refusal of an
+    unknown node config key."""
+    chart_dir = os.path.join(conf_dir, CHART)
+    label = os.path.relpath(chart_dir, repo)
+    if not os.path.isfile(os.path.join(chart_dir, "Chart.yaml")):
+        return [(label, ["missing: the Helm chart (Chart.yaml)"])]
+    rc, out, err = chart_compare.run_helm(["version", "--short"])
+    if rc != 0:
+        return [(label + " (helm)", ["%s: %s (integration/setup.sh installs integration/.build/helm/helm)"
+                                     % (chart_compare.helm_cmd(), (err or out).strip())])]
+    print("check-conf: %s %s" % (chart_compare.helm_cmd(), out.strip()))
+    results = [(label + " (Chart.yaml, values.yaml)", check_chart_meta(chart_dir, deploy_dir, version))]
+    on = [("metrics.enabled", True), ("grafana.dashboard.enabled", True)]
+    for name in sorted(OVERLAYS):
+        for extra in (on, [("uninstall.enabled", True)]):
+            vals = [("platform", name)] + extra
+            rc, out, err = chart_compare.run_helm(["lint", "--strict", chart_dir] + chart_compare.set_args(vals))
+            results.append(("%s (helm lint --strict, %s)" % (label, ", ".join("%s=%s" % (k, json.dumps(v)) for k, v in vals)),
+                            [] if rc == 0 else ["helm lint --strict failed: %s" % (out + err).strip()]))
+    deploy_md = os.environ.get("DEPLOY_MD") or os.path.join(repo, "docs", "deploy.md")
+    images = {}
+    for what, vals, (overlay, component), expect, uninstall in chart_installs():
+        kz_label = os.path.relpath(os.path.join(deploy_dir, component or overlay), repo)
+        if component:
+            kz_label += " with %s" % overlay
+        where = "%s (%s) as %s" % (label, what, kz_label)
+        try:
+            docs = chart_compare.render(chart_dir, expect["namespace"], vals)
+            kz_docs = (build_with_component(deploy_dir, overlay, component) if component
+                       else kustomize_build(os.path.join(deploy_dir, overlay)))
+        except ValueError as e:
+            results.append((where, [str(e)]))
+            continue
+        errs = chart_rules(docs, crds, expect, version, uninstall, bool(component),
+                           images.get(overlay.split(os.sep)[-1]))
+        if not uninstall and not component:
+            ds = next((d for d in docs if d.get("kind") == "DaemonSet"), {})
+            images[overlay] = next((c.get("image") for c in pod_parts(ds)[1].get("containers") or []), None)
+            errs += namespace_label_errs(kz_docs, deploy_md)
+        errs += ["differs from kustomize: " + e for e in chart_compare.compare(docs, kz_docs)]
+        results.append((where, errs))
+    return results + check_chart_behaviour(chart_dir, label, conf_dir)
+
+
+def check_chart_behaviour(chart_dir, label, conf_dir):
+    """What no kustomize build has: the checksum that rolls the DaemonSet on a new node
+    config (and only then), the dashboard ConfigMap, the schema's unknown-key refusal."""
+    results = []
+    ns = OVERLAYS["kubernetes"]["namespace"]
+    try:
+        base = chart_compare.render(chart_dir, ns)
+        other_config = chart_compare.render(chart_dir, ns, [("nodeConfig.driftPolicy", "report")])
+        other_period = chart_compare.render(chart_dir, ns, [("agent.every", 11)])
+        dash = chart_compare.render(chart_dir, ns, [("grafana.dashboard.enabled", True)])
+    except ValueError as e:
+        return [(label + " (helm template)", [str(e)])]
+    errs = []
+    sums = [chart_compare.pod_annotation(d, chart_compare.CHECKSUM) for d in (base, other_config, other_period)]
+    if not (isinstance(sums[0], str) and re.match(r"^[0-9a-f]{64}$", sums[0])):
+        errs.append("the pod template has no annotation %s: <sha256 of the node config>, so `helm "
+                    "upgrade` with a new nodeConfig would not roll the DaemonSet" % chart_compare.CHECKSUM)
+    elif sums[0] == sums[1]:
+        errs.append("%s is the same for another nodeConfig (driftPolicy: report): `helm upgrade` "
+                    "would not roll the DaemonSet" % chart_compare.CHECKSUM)
+    elif sums[0] != sums[2]:
+        errs.append("%s changes with agent.every, which is not the node config" % chart_compare.CHECKSUM)
+    results.append(("%s (%s rolls the DaemonSet on a new nodeConfig)" % (label, chart_compare.CHECKSUM), errs))
+
+    errs = []
+    before = {chart_compare.what(d): d for d in base}
+    extra = [d for d in dash if chart_compare.what(d) not in before]
+    errs += ["with the dashboard, %s differs: %s" % (chart_compare.what(d), e)
+             for d in dash if d not in extra for e in chart_compare.diff(d, before[chart_compare.what(d)])]
+    cm = [d for d in extra if d.get("kind") == "ConfigMap"]
+    if len(extra) != 1 or len(cm) != 1:
+        errs.append("grafana.dashboard.enabled must add exactly one ConfigMap, added: %s"
+                    % ", ".join(chart_compare.what(d) for d in extra))
+    else:
+        data = cm[0].get("data") or {}
+        if (cm[0]["metadata"].get("labels") or {}).get("grafana_dashboard") is None:
+            errs.append("%s: no label grafana_dashboard (what Grafana's dashboard sidecar watches)"
+                        % chart_compare.what(cm[0]))
+        with open(os.path.join(conf_dir, "grafana", "roce-tune.json")) as f:
+            want = json.load(f)
+        try:
+            got = json.loads(data.get("roce-tune.json") or "")
+        except ValueError as e:
+            got = None
+            errs.append("%s: roce-tune.json is not JSON: %s" % (chart_compare.what(cm[0]), e))
+        if got is not None and got != want:
+            errs.append("%s: roce-tune.json is not conf/grafana/roce-tune.json" % chart_compare.what(cm[0]))
+        errs += ["%s: %s" % (chart_compare.what(cm[0]), e) for e in check_k8s_schema(cm[0])]
+    results.append(("%s (grafana.dashboard.enabled: conf/grafana/roce-tune.json for the sidecar)" % label, errs))
+
+    rc, _, err = chart_compare.run_helm(["template", "roce-tune", chart_dir, "-n", ns]
+                                        + chart_compare.set_args([("nodeConfig.statedir", "/x")]))
+    errs = [] if rc not in (0, None) and chart_compare.SCHEMA_REFUSED in err and "statedir" in err else [
+        "helm template with nodeConfig.statedir (an unknown node config key) was not refused by "
+        "values.schema.json (roce-tune refuses it with 104): exit %s, %s" % (rc, err.strip()[:300])]
+    results.append(("%s (values.schema.json refuses an unknown nodeConfig key)" % label, errs))
     return results
 
 
@@ -1341,6 +1614,9 @@ def main(argv):
         else:
             print("ok   %s" % label)
 
+    schema_err = load_node_config_schema(conf_dir)
+    if schema_err:
+        report("%s (values.schema.json)" % os.path.join(os.path.relpath(conf_dir, repo), CHART), [schema_err])
     deploy_dir = os.path.join(conf_dir, "deploy")
     kustomized = set()
     if os.path.isdir(deploy_dir):
@@ -1350,6 +1626,8 @@ def main(argv):
         else:
             print("check-conf: %s, kustomize %s" % (kubectl_cmd(), kv))
             for label, errs in check_deploy(deploy_dir, repo, crds, version):
+                report(label, errs)
+            for label, errs in check_chart(conf_dir, deploy_dir, repo, crds, version):
                 report(label, errs)
         for kfile in glob.glob(os.path.join(deploy_dir, "**", "kustomization.y*ml"), recursive=True):
             kustomized |= referenced_files(os.path.dirname(kfile))
@@ -1363,6 +1641,9 @@ def main(argv):
     nads_by_dir = {}
     for root, dirs, files in os.walk(conf_dir):
         dirs.sort()
+        if "Chart.yaml" in files:
+            dirs[:] = []
+            continue  # the chart: checked through what it renders (check_chart)
         for fn in sorted(files):
             path = os.path.normpath(os.path.join(root, fn))
             rel = os.path.relpath(path, repo)

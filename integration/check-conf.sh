@@ -3,11 +3,13 @@
 # `kubectl kustomize`), the manifests against the upstream CRD schemas, every SriovNetwork
 # rendered the way the sriov-network-operator renders it, the optional metrics component on every
 # install overlay, the Grafana dashboard against the metric catalogue (src/agent/metrics.rs) and
-# promtool's PromQL parser; then the negative cases
+# promtool's PromQL parser, the Helm chart (conf/helm/roce-tune: `helm lint --strict`, and
+# `helm template` for each platform compared object by object with the matching overlay's
+# build, integration/chart_compare.py); then the negative cases
 # (integration/check-conf-negative.py), each of which must make check-conf fail.
 # Needs python3 with yaml, jsonschema and kubernetes_validate (setup.sh makes a venv from
 # integration/requirements-check-conf.txt) and a kubectl whose kustomize builds components
-# (>= v4: kubectl >= 1.21), and promtool; setup.sh installs them.
+# (>= v4: kubectl >= 1.21), promtool and helm (4); setup.sh installs them.
 # Does not need root or the roce-tune binary.
 #
 # CRDs: $ROCE_TUNE_CRD_DIR, else tests/data/crds (the upstream schemas, kept in the
@@ -40,6 +42,14 @@ if [ -z "${PROMTOOL:-}" ]; then
 fi
 [ -n "$PROMTOOL" ] || { echo "check-conf: no promtool (run integration/setup.sh: it unpacks $build_promtool)" >&2; exit 1; }
 export PROMTOOL
+
+# Helm 4 lints and renders the chart (conf/helm/roce-tune): the one setup.sh installs, else one on PATH.
+build_helm="${ROCE_TUNE_BUILD_DIR:-$here/.build}/helm/helm"
+if [ -z "${HELM:-}" ]; then
+    if [ -x "$build_helm" ]; then HELM="$build_helm"; else HELM="$(command -v helm || true)"; fi
+fi
+[ -n "$HELM" ] || { echo "check-conf: no helm (run integration/setup.sh: it installs $build_helm)" >&2; exit 1; }
+export HELM
 
 echo "check-conf: CRDs from $(cd "$crd_dir" && pwd)"
 "$py" "$here/check-conf.py" "$repo/conf" "$crd_dir"

@@ -6,6 +6,8 @@
 # Scenarios (each on its own node: own sysfs test tree, state dir, namespaces):
 #   add            cnitool ADD of host-device -> roce-tune -> sbr: sysctls, traffic class, GID
 #                  check, sbr's rule and table, the final result
+#   devinfo-default  the shipped default deviceInfoDir (/var/run/k8s.cni.cncf.io/devinfo/cni),
+#                  through this machine's /var/run link: the device-info file gets pci.rdma-device
 #   check          cnitool CHECK (chain without sbr): passes; fails naming a drifted sysctl,
 #                  the traffic class, the GID
 #   del            cnitool DEL: class back to unset / to 106 (from a multi-line original),
@@ -104,6 +106,38 @@ s_add() {
     CNI_CAP_ARGS="$(jq -cn --arg f "$info" '{CNIDeviceInfoFile: $f}')" \
         cnitool_run del "$net" pod net1; expect_rc0 "cnitool del (cleanup)" || return 1
     [ ! -e "$info" ] || { fail "the device-info file roce-tune made outlived its attachment"; return 1; }
+}
+
+# ============================================================== 1b. devinfo-default
+# The shipped default deviceInfoDir, /var/run/k8s.cni.cncf.io/devinfo/cni, through this
+# machine's real /var/run link (root's, in root's /var, as on every Debian, Ubuntu and RHEL
+# node): Multus names the file by that path (network-attachment-definition-client
+# GetCNIDeviceInfoPath), and the device-info file gets pci.rdma-device.
+s_devinfo_default() {
+    local dir=/var/run/k8s.cni.cncf.io/devinfo/cni
+    [ -L /var/run ] || { fail "precondition: /var/run is not a symbolic link on this machine"; return 1; }
+    # The directories roce-tune makes here are removed again, the ones that were there stay.
+    # (Global: the EXIT trap runs after this function's locals are gone.)
+    DEVINFO_MADE=()
+    local d
+    for d in /run/k8s.cni.cncf.io /run/k8s.cni.cncf.io/devinfo /run/k8s.cni.cncf.io/devinfo/cni; do
+        [ -e "$d" ] || DEVINFO_MADE=("$d" "${DEVINFO_MADE[@]}")
+    done
+    devinfo_cleanup() { local m; for m in "${DEVINFO_MADE[@]}"; do rmdir "$m" 2>/dev/null; done; }
+    trap 'devinfo_cleanup; node_cleanup' EXIT
+    jq 'del(.deviceInfoDir)' "$NODE_CONF" >"$NODE_CONF.new" && mv "$NODE_CONF.new" "$NODE_CONF" && chmod 644 "$NODE_CONF"
+    pod_create pod || return 1
+    rail_create 1 pod net1 0000:0c:00.2 mlx5_2 192.168.0.34/16 192.168.0.1 "" 41 || return 1
+    local net; net="$(rail_write_conf 1 1.0.0 sbr '{"capabilities": {"CNIDeviceInfoFile": true}}')" || return 1
+    local name; name="e2e-$NODE-${R_NET[1]}-$(cnitool_cid pod)_net1"
+    CNI_CAP_ARGS="$(jq -cn --arg f "$dir/$name" '{CNIDeviceInfoFile: $f, deviceID: "0000:0c:00.2"}')" \
+        cnitool_run add "$net" pod net1; expect_rc0 "cnitool add" || return 1
+    expect_eq "device info pci.rdma-device" "$(jq -r '.pci["rdma-device"]' "$dir/$name" 2>&1)" mlx5_2 || return 1
+    expect_eq "device info pci.pci-address" "$(jq -r '.pci["pci-address"]' "$dir/$name" 2>&1)" 0000:0c:00.2 || return 1
+    expect_eq "where the file is" "$(stat -c '%U %a' "/run/k8s.cni.cncf.io/devinfo/cni/$name" 2>&1)" "root 444" || return 1
+    CNI_CAP_ARGS="$(jq -cn --arg f "$dir/$name" '{CNIDeviceInfoFile: $f}')" \
+        cnitool_run del "$net" pod net1; expect_rc0 "cnitool del" || return 1
+    [ ! -e "$dir/$name" ] || { fail "the device-info file roce-tune made outlived its attachment"; return 1; }
 }
 
 # ============================================================== 2. check
@@ -642,7 +676,7 @@ s_agent_netns_gone() {
 }
 
 # ============================================================== runner
-SCENARIOS=(add:s_add check:s_check del:s_del rails-16x2:s_rails gid-timeout:s_gid_timeout
+SCENARIOS=(add:s_add devinfo-default:s_devinfo_default check:s_check del:s_del rails-16x2:s_rails gid-timeout:s_gid_timeout
            gid-late:s_gid_late exclusive-tree:s_exclusive_tree not-the-pods:s_not_the_pods
            del-refused-input:s_del_refused_input version-0.4.0:s_v040 version-1.1.0:s_v110
            agent-prometheus:s_agent_prometheus agent-netns-gone:s_agent_netns_gone)

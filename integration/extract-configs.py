@@ -7,7 +7,7 @@ Sources:
   * NetworkAttachmentDefinition manifests: spec.config (a conflist's "plugins", or a single
     plugin config);
   * *.conflist / *.conf / *.json files: a conflist or a single plugin config (not node.json,
-    roce-tune's node config).
+    roce-tune's node config, and nothing in a Helm chart's directory).
 
 Usage:
   integration/extract-configs.py [--libcni] [--with-source] [CONF_DIR]
@@ -77,6 +77,11 @@ def extract(conf_dir):
     found = []
     for root, dirs, files in os.walk(conf_dir):
         dirs.sort()
+        if "Chart.yaml" in files:
+            # A Helm chart (conf/helm/roce-tune): its templates are YAML only once rendered, and
+            # it embeds no network config.
+            dirs[:] = []
+            continue
         for fn in sorted(files):
             path = os.path.join(root, fn)
             rel = os.path.relpath(path, os.path.dirname(os.path.abspath(conf_dir)))

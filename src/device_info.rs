@@ -55,10 +55,15 @@ pub fn request(
         .and_then(|n| n.to_str())
         .filter(|n| is_file_name(n))
         .ok_or("it does not end in a plain file name")?;
-    if path.parent() != Some(node.device_info_dir.as_path()) {
+    // Multus names the file by the configured path (`/var/run/...`); the
+    // resolved one is the same directory. Any other is not the node's.
+    let parent = path.parent();
+    if parent != Some(node.device_info_dir_named.as_path())
+        && parent != Some(node.device_info_dir.as_path())
+    {
         return Err(format!(
             "it is not directly inside the node's deviceInfoDir {}",
-            node.device_info_dir.display()
+            node.device_info_dir_named.display()
         ));
     }
     let own = format!("-{container_id}_{ifname}");

@@ -31,6 +31,7 @@ pub mod podresources;
 pub mod quote;
 pub mod rdma;
 pub mod safe_dir;
+pub mod settings;
 pub mod state;
 pub mod sysctl;
 pub mod sysfs;

@@ -59,6 +59,9 @@ pub struct NodeConfig {
     /// `None`: every key under `net.` is allowed.
     pub sysctl_allowlist: Option<Vec<String>>,
     pub device_info_dir: PathBuf,
+    /// `deviceInfoDir` as the node config (or the default) names it, before
+    /// its links were resolved: Multus names each file by this path.
+    pub device_info_dir_named: PathBuf,
     pub pod_resources_socket: PathBuf,
     /// `None`: no fallback to the kubelet's checkpoint.
     pub pod_resources_checkpoint: Option<PathBuf>,
@@ -103,6 +106,7 @@ impl NodeConfig {
             log_file: None,
             sysctl_allowlist: None,
             device_info_dir: DEFAULT_DEVICE_INFO_DIR.into(),
+            device_info_dir_named: DEFAULT_DEVICE_INFO_DIR.into(),
             pod_resources_socket: DEFAULT_POD_RESOURCES_SOCKET.into(),
             pod_resources_checkpoint: Some(DEFAULT_POD_RESOURCES_CHECKPOINT.into()),
             pod_resources_timeout: DEFAULT_POD_RESOURCES_TIMEOUT,
@@ -141,7 +145,9 @@ impl NodeConfig {
             .open(path);
         let file = match file {
             Ok(f) => f,
-            Err(e) if crate::is_missing(&e) => return Ok(Self::defaults(path.to_owned())),
+            Err(e) if crate::is_missing(&e) => {
+                return Self::defaults(path.to_owned()).resolve_host_paths()
+            }
             Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
                 return Err(refused("it is a symbolic link".into()))
             }
@@ -173,7 +179,28 @@ impl NodeConfig {
         }
         let bytes = crate::fs_read::whole(&file, meta.len(), MAX_BYTES)
             .map_err(|e| refused(format!("it cannot be read ({e})")))?;
-        Self::parse(path, &bytes)
+        Self::parse(path, &bytes)?.resolve_host_paths()
+    }
+
+    /// Every host path with the links above its last component resolved,
+    /// once, as the node config is read: each later use opens the real path
+    /// with the no-follow rules (`safe_dir::Resolver`, docs/design.md, "Who
+    /// writes what"). A new host path key gets its line here.
+    fn resolve_host_paths(mut self) -> NodeResult<NodeConfig> {
+        let mut paths = HostPaths::new(&self.source);
+        self.state_dir = paths.resolve("stateDir", &self.state_dir)?;
+        self.sysfs_root = paths.resolve("sysfsRoot", &self.sysfs_root)?;
+        if let Some(p) = &self.log_file {
+            self.log_file = Some(paths.resolve("logFile", p)?);
+        }
+        self.device_info_dir = paths.resolve("deviceInfoDir", &self.device_info_dir)?;
+        self.pod_resources_socket =
+            paths.resolve("podResourcesSocket", &self.pod_resources_socket)?;
+        if let Some(p) = &self.pod_resources_checkpoint {
+            self.pod_resources_checkpoint = Some(paths.resolve("podResourcesCheckpoint", p)?);
+        }
+        self.nvidia_gpus_dir = paths.resolve("nvidiaGpusDir", &self.nvidia_gpus_dir)?;
+        Ok(self)
     }
 
     /// Decode and validate the file's content.
@@ -220,6 +247,7 @@ impl NodeConfig {
         }
         node.log_file = abs_path(obj, "logFile").map_err(&bad)?;
         if let Some(p) = abs_path(obj, "deviceInfoDir").map_err(&bad)? {
+            node.device_info_dir_named = p.clone();
             node.device_info_dir = p;
         }
         if let Some(p) = abs_path(obj, "podResourcesSocket").map_err(&bad)? {
@@ -306,6 +334,36 @@ impl NodeConfig {
     /// Whether the sysfs root is a test tree (anything but `/sys`).
     pub fn is_test_tree(&self) -> bool {
         self.sysfs_root != Path::new(DEFAULT_SYSFS_ROOT)
+    }
+}
+
+/// The host paths of one node config, resolved through the links root owns
+/// in directories only root can write (`safe_dir::Resolver`, one for all of
+/// them: they share their first directories). A path that passes through
+/// any other link refuses the node config (104), naming the key, the link
+/// or directory, its owner and the fix.
+pub struct HostPaths<'a> {
+    source: &'a Path,
+    resolver: crate::safe_dir::Resolver,
+}
+
+impl<'a> HostPaths<'a> {
+    pub fn new(source: &'a Path) -> HostPaths<'a> {
+        HostPaths {
+            source,
+            resolver: crate::safe_dir::Resolver::new(),
+        }
+    }
+
+    /// `path`, the value of `key`, with its links resolved.
+    pub fn resolve(&mut self, key: &str, path: &Path) -> NodeResult<PathBuf> {
+        self.resolver.resolve(path).map_err(|why| {
+            NodeError(format!(
+                "node config {}: {key} {} is refused: {why}",
+                self.source.display(),
+                path.display()
+            ))
+        })
     }
 }
 

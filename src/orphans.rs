@@ -8,12 +8,16 @@
 //! Three callers: each ADD repairs a few (`sweep_bounded`), `roce-tune gc
 //! --orphans` repairs all once, and the agent (`crate::agent`) repairs all
 //! every period, so a draining node with no ADDs still gets every class back.
+//! None of them waits on a device lock without a bound: an orphan whose lock
+//! another process holds is skipped (`Report::skipped`) and met again by the
+//! next sweep.
 
 use crate::netns::NsId;
 use crate::node::NodeConfig;
 use crate::ownership::{is_live, release_entry, Done, Place};
 use crate::rdma::reach::Sysfs;
-use crate::state::{Entry, ReadError, StateDir, FORMAT};
+use crate::state::{Entry, LockWait, ReadError, StateDir, FORMAT};
+use std::time::Duration;
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Report {
@@ -22,17 +26,22 @@ pub struct Report {
     /// Orphans that could not be restored yet (they stay for the next sweep),
     /// and sweeps that could not run.
     pub failed: Vec<String>,
+    /// Of `failed`, the orphans whose device lock was held past
+    /// `Place::lock_wait`.
+    pub skipped: usize,
 }
 
 /// Release up to `max_release` orphans, looking at no more than `max_examine`
-/// entries (an ADD must stay cheap on a node with hundreds of entries).
-/// Entries of `skip_container` (the pod being added, whose netns exists) are
-/// passed over by name, without a read.
+/// entries (an ADD must stay cheap on a node with hundreds of entries), each
+/// device's lock waited for as `place.lock_wait` says, until `stopping` says
+/// so (the agent's SIGTERM). Entries of `skip_container` (the pod being
+/// added, whose netns exists) are passed over by name, without a read.
 pub fn sweep(
     place: Place,
     skip_container: Option<&str>,
     max_examine: usize,
     max_release: usize,
+    stopping: &dyn Fn() -> bool,
 ) -> Report {
     let mut report = Report::default();
     let state = place.state;
@@ -56,7 +65,7 @@ pub fn sweep(
     // check.
     let mut live: Vec<(String, Option<NsId>)> = Vec::new();
     for (cid, ifname) in candidates.take(max_examine) {
-        if report.released.len() + report.failed.len() >= max_release {
+        if report.released.len() + report.failed.len() >= max_release || stopping() {
             break;
         }
         report.examined += 1;
@@ -76,7 +85,7 @@ pub fn sweep(
                 live.push((entry.netns.clone(), entry.netns_id));
             }
             if entry.version < FORMAT {
-                upgrade(state, cid, ifname);
+                upgrade(state, place.lock_wait, cid, ifname);
             }
             continue;
         }
@@ -90,6 +99,11 @@ pub fn sweep(
                 crate::warn!("orphan {cid}/{ifname}: not restored yet: {why}");
                 report.failed.push(format!("{cid}/{ifname}: {why}"));
             }
+            Done::Busy(why) => {
+                crate::warn!("orphan {cid}/{ifname}: {why}");
+                report.failed.push(format!("{cid}/{ifname}: {why}"));
+                report.skipped += 1;
+            }
         }
     }
     report
@@ -99,19 +113,20 @@ pub fn sweep(
 /// device's lock: formats 1 and 2 have no mark in the owner index, so a
 /// co-owner would not find them (`StateDir::owners_of`). The repair loop
 /// sweeps every entry each period, so a node is upgraded within one.
-fn upgrade(state: &StateDir, cid: &str, ifname: &str) {
+fn upgrade(state: &StateDir, wait: LockWait, cid: &str, ifname: &str) {
     let Ok(old) = state.read(cid, ifname) else {
         return;
     };
-    let done = state
-        .lock(&old.lock_key())
-        .and_then(|_lock| match state.read(cid, ifname) {
-            Ok(e) if e.version < FORMAT => state.write(&Entry {
-                version: FORMAT,
-                ..e
-            }),
-            _ => Ok(()),
-        });
+    let done =
+        state
+            .lock_waiting(&old.lock_key(), wait)
+            .and_then(|_lock| match state.read(cid, ifname) {
+                Ok(e) if e.version < FORMAT => state.write(&Entry {
+                    version: FORMAT,
+                    ..e
+                }),
+                _ => Ok(()),
+            });
     match done {
         Ok(()) => crate::debug!("{cid}/{ifname}: entry rewritten in format {FORMAT}"),
         Err(e) => {
@@ -121,14 +136,21 @@ fn upgrade(state: &StateDir, cid: &str, ifname: &str) {
 }
 
 /// The share of orphan repair each ADD does before its own work: reading an
-/// entry costs about 6 us (`make bench`), so 16 keep it under 0.1 ms.
+/// entry costs about 6 us (`make bench`), so 16 keep it under 0.1 ms. An
+/// orphan whose device lock is held is left at once: the ADD waits for no
+/// other pod's device.
 pub fn sweep_bounded(place: Place, container_id: &str) {
-    sweep(place, Some(container_id), 16, 4);
+    let place = Place {
+        lock_wait: LockWait::Within(Duration::ZERO),
+        ..place
+    };
+    sweep(place, Some(container_id), 16, 4, &|| false);
 }
 
-/// Every entry. A refused dir (a link, open to others) must not look like a
-/// clean node to the operator.
-pub fn sweep_all(node: &NodeConfig) -> Report {
+/// Every entry, each device's lock waited for at most `LockWait::REPAIR`,
+/// until `stopping` says so. A refused dir (a link, open to others) must not
+/// look like a clean node to the operator.
+pub fn sweep_all(node: &NodeConfig, stopping: &dyn Fn() -> bool) -> Report {
     let failed = |why: String| Report {
         failed: vec![why],
         ..Report::default()
@@ -144,8 +166,9 @@ pub fn sweep_all(node: &NodeConfig) -> Report {
                 state: &state,
                 sysfs: &sysfs,
                 device_info_dir: &node.device_info_dir,
+                lock_wait: LockWait::REPAIR,
             };
-            sweep(place, None, usize::MAX, usize::MAX)
+            sweep(place, None, usize::MAX, usize::MAX, stopping)
         }
         Err(e) => failed(format!("sysfs root {}: {e}", node.sysfs_root.display())),
     }

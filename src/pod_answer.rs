@@ -225,21 +225,13 @@ impl Key<'_> {
     /// while it asks the kubelet and judges the pod.
     fn lock(&self, deadline: Instant) -> Result<nix::fcntl::Flock<File>, &'static str> {
         let path = self.dir.join(format!("{}.lock", self.name()));
-        let mut file =
+        let file =
             crate::state::open_lock_file(&path).map_err(|_| "the pod's lock in the state dir")?;
-        loop {
-            match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-                Ok(held) => return Ok(held),
-                Err((f, nix::errno::Errno::EWOULDBLOCK | nix::errno::Errno::EINTR)) => {
-                    if Instant::now() >= deadline {
-                        return Err("another rail of the pod, asking the kubelet");
-                    }
-                    file = f;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err(_) => return Err("the pod's lock in the state dir"),
-            }
-        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        crate::state::flock_within(file, Some(left)).map_err(|e| match e {
+            crate::state::Flocked::Busy(_) => "another rail of the pod, asking the kubelet",
+            crate::state::Flocked::Os(_) => "the pod's lock in the state dir",
+        })
     }
 
     /// Best effort: a record that cannot be written costs the next rail a

@@ -20,9 +20,9 @@ use crate::cni::env::{is_k8s_name, validate_container_id, validate_ifname};
 use crate::netns::NsId;
 use crate::rdma::device::Identity;
 use crate::rdma::reach::Reach;
-use crate::rdma::setting::by_key;
 use crate::rdma::{is_guid, is_safe_component};
 use crate::safe_dir::DirError;
+use crate::settings::by_key;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,6 +31,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 /// The entry format this binary writes: 3 records owned settings by their
 /// key (`owned`), says how the device is reached (`reach`, was `exclusive`),
@@ -101,7 +102,7 @@ pub struct Entry {
     /// another device, these do not.
     pub pci: Option<String>,
     pub guid: Option<String>,
-    /// Each setting roce-tune owns (`rdma::setting`), by its key.
+    /// Each setting roce-tune owns (`crate::settings`), by its key.
     pub owned: BTreeMap<String, Owned>,
     /// The device-info file roce-tune made for this attachment (it goes on
     /// release); `None` when it made none.
@@ -393,7 +394,8 @@ pub fn parse_entry_name(name: &str) -> Option<(String, String)> {
 }
 
 /// Why the state dir, an entry or a lock could not be used. The CNI edge
-/// turns every one into code 5 (an I/O failure), a bad lock name into 100.
+/// turns every one into code 5 (an I/O failure), a bad lock name into 100,
+/// a lock held past its bound into 11.
 #[derive(Debug)]
 pub enum StateError {
     /// The dir is not the node's own: a link, a parent others can write, not root's.
@@ -408,6 +410,9 @@ pub enum StateError {
     LocksNotADir(PathBuf),
     /// A device lock named from something that is not a file name.
     BadLockName,
+    /// A device lock another process held past the taker's bound
+    /// (`LockWait::Within`).
+    Busy { path: PathBuf, waited: Duration },
 }
 
 impl fmt::Display for StateError {
@@ -423,6 +428,12 @@ impl fmt::Display for StateError {
                 write!(f, "{} is not a directory (a link?): remove it", p.display())
             }
             StateError::BadLockName => f.write_str("the device's lock name is not a safe file name"),
+            StateError::Busy { path, waited } => write!(
+                f,
+                "the device's lock {} was held by another process (an ADD, a DEL, or one that is stuck) for all of {} ms: skipped, tried again later",
+                path.display(),
+                waited.as_millis()
+            ),
         }
     }
 }
@@ -790,18 +801,33 @@ impl StateDir {
         Ok(out)
     }
 
-    /// Take the exclusive lock of a device port (`RdmaPort::lock_key`);
-    /// released when the guard drops or the process dies (flock), so a crash
-    /// never leaves it held.
+    /// Take the exclusive lock of a device port (`RdmaPort::lock_key`),
+    /// waiting until it is free; released when the guard drops or the
+    /// process dies (flock), so a crash never leaves it held.
     pub fn lock(&self, key: &str) -> StateResult<DeviceLock> {
+        self.lock_waiting(key, LockWait::Blocking)
+    }
+
+    /// [`StateDir::lock`], waiting as `wait` says: past a `Within` bound it
+    /// is [`StateError::Busy`]. flock(2) has no timeout, so a bounded wait
+    /// tries `LOCK_NB` again and again, 1 ms apart at first and at most
+    /// [`LOCK_RETRY_MAX`], never sleeping past the bound (a signal to wake a
+    /// blocked flock would be the whole process's, and the agent has threads).
+    pub fn lock_waiting(&self, key: &str, wait: LockWait) -> StateResult<DeviceLock> {
         if !is_safe_component(key) {
             return Err(StateError::BadLockName);
         }
         let path = self.locks_dir()?.join(format!("{key}.lock"));
         let file = open_lock_file(&path).map_err(|e| io_err("open lock", &path, e))?;
-        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-            .map(|f| DeviceLock { _flock: f })
-            .map_err(|(_, e)| io_err("lock", &path, e))
+        let bound = match wait {
+            LockWait::Blocking => None,
+            LockWait::Within(bound) => Some(bound),
+        };
+        match flock_within(file, bound) {
+            Ok(f) => Ok(DeviceLock { _flock: f }),
+            Err(Flocked::Busy(waited)) => Err(StateError::Busy { path, waited }),
+            Err(Flocked::Os(e)) => Err(io_err("lock", &path, e)),
+        }
     }
 
     /// Whether the dir can take a new entry (STATUS).
@@ -881,6 +907,63 @@ pub(crate) fn write_atomically(
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// How long a taker of a device lock waits for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockWait {
+    /// Until it is free: the CNI commands, whose runtime bounds each call
+    /// (it kills the plugin past its timeout).
+    Blocking,
+    /// At most this long, then [`StateError::Busy`]: the agent and the orphan
+    /// repair, which nothing else bounds; `Within(Duration::ZERO)` tries once.
+    Within(Duration),
+}
+
+impl LockWait {
+    /// The agent's and the orphan repair's bound (docs/reliability.md, "A
+    /// device lock held"): far above the longest an ADD or a DEL holds a
+    /// lock here, and a tenth of the second SIGTERM may take.
+    pub const REPAIR: LockWait = LockWait::Within(Duration::from_millis(100));
+}
+
+/// The longest pause between two tries of a bounded lock wait.
+const LOCK_RETRY_MAX: Duration = Duration::from_millis(10);
+
+/// Why `flock_within` got no lock.
+pub(crate) enum Flocked {
+    /// Still held by another when the bound passed, after this long.
+    Busy(Duration),
+    Os(nix::errno::Errno),
+}
+
+/// An exclusive `flock` of `file`, waited for until it is free (`None`) or
+/// for at most `bound`, tried with pauses that double up to
+/// `LOCK_RETRY_MAX` (`Some(Duration::ZERO)` tries once).
+pub(crate) fn flock_within(
+    file: File,
+    bound: Option<Duration>,
+) -> Result<nix::fcntl::Flock<File>, Flocked> {
+    use nix::fcntl::{Flock, FlockArg};
+    let Some(bound) = bound else {
+        return Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| Flocked::Os(e));
+    };
+    let started = std::time::Instant::now();
+    let mut file = file;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(f) => return Ok(f),
+            Err((f, nix::errno::Errno::EWOULDBLOCK | nix::errno::Errno::EINTR)) => file = f,
+            Err((_, e)) => return Err(Flocked::Os(e)),
+        }
+        let left = bound.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Err(Flocked::Busy(started.elapsed()));
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(LOCK_RETRY_MAX);
+    }
 }
 
 /// Nanoseconds since the epoch.
@@ -990,10 +1073,10 @@ mod tests {
         ));
         // A setting only a newer binary knows: left alone as newer, not corrupt.
         let mut later = serde_json::to_value(&e).unwrap();
-        later["owned"]["mtu"] = json!({"original": 1500, "written": 9000});
+        later["owned"]["laterSetting"] = json!({"original": 1500, "written": 9000});
         assert!(matches!(
             decode(later.to_string().as_bytes()),
-            Err(ReadError::Newer(what)) if what == "the setting mtu"
+            Err(ReadError::Newer(what)) if what == "the setting laterSetting"
         ));
         // serde would quote the bad value; the reason must not.
         let mut bad = serde_json::to_value(&e).unwrap();

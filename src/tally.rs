@@ -13,10 +13,12 @@
 //! The agent reads the same counters; they restart from zero when the file
 //! is new (a reboot empties `/run`), which Prometheus reads as a counter
 //! reset. The layout is versioned by its magic: a file that is not this
-//! layout is replaced, never trusted.
+//! layout is replaced by a new one, never trusted, and never truncated
+//! under the processes that map it (`Mapping::open`).
 
 use crate::cni::code;
 use crate::cni::env::Command;
+use nix::errno::Errno;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -77,6 +79,10 @@ pub const OTHER: u32 = u32::MAX;
 /// The commands' counters, in this order: the file's layout.
 pub const COMMANDS: [Command; 6] = Command::ALL;
 
+/// A new layout takes a new magic AND a new file name (`path`): binaries
+/// before issue 25 re-laid out a file of another layout in place, so during
+/// a rollout they would cut a new layout's file short under the new
+/// processes that map it.
 const MAGIC: u64 = u64::from_le_bytes(*b"rt-tal01");
 /// Per command: one counter per code, then one per bucket (+Inf), then the
 /// sum of durations in nanoseconds.
@@ -161,6 +167,20 @@ pub fn read(state_dir: &Path) -> Option<Vec<(Command, Counts)>> {
     )
 }
 
+fn errno(e: std::io::Error) -> Errno {
+    Errno::from_raw(e.raw_os_error().unwrap_or(nix::libc::EIO))
+}
+
+/// What `Mapping::open` found at the path.
+enum Existing {
+    Ours(Mapping),
+    Missing,
+    /// Another layout's file, unlinked (or already replaced by another process).
+    Replaced,
+    /// Not a file of ours, or not this layout where nothing may be made.
+    Refused,
+}
+
 /// The file, mapped shared.
 struct Mapping {
     ptr: *mut AtomicU64,
@@ -171,50 +191,112 @@ impl Mapping {
     /// it is missing or not this layout. The file must be a regular file of
     /// ours (root's, on a node) with one link: the state dir is root's, but a
     /// planted link or a hard link to another file must not become a write
-    /// target. Every process maps the same inode: a new file is laid out in
-    /// place, under an flock of the file itself, never renamed over one that
-    /// another process may already be adding to (that would lose its adds).
+    /// target.
+    ///
+    /// A file is never cut short or rewritten in place: other processes may
+    /// have it mapped, and a mapped page past the end of its file is SIGBUS
+    /// (one DEL in 600 died so, issue 25). A new file is laid out unnamed
+    /// (`O_TMPFILE`) and linked into place only when whole, which fails if a
+    /// file appeared meanwhile, so every process maps the one inode the first
+    /// of them linked and no add is lost. A file of another layout is
+    /// unlinked first, under its own flock and only while the path still
+    /// names it, so two processes never replace each other's new file.
     fn open(path: &Path, create: bool) -> Option<Mapping> {
-        let file = OpenOptions::new()
+        // Each turn is a race lost to another process that linked or
+        // unlinked the file meanwhile; a few are plenty.
+        for _ in 0..4 {
+            match Self::open_existing(path, create) {
+                Existing::Ours(map) => return Some(map),
+                Existing::Refused => return None,
+                Existing::Missing if !create => return None,
+                Existing::Missing | Existing::Replaced => {}
+            }
+            match Self::create_new(path) {
+                Ok(map) => return Some(map),
+                Err(Errno::EEXIST) => continue,
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    fn open_existing(path: &Path, create: bool) -> Existing {
+        let file = match OpenOptions::new()
             .read(true)
             .write(true)
-            .create(create)
-            .truncate(false)
-            .mode(0o600)
             .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
             .open(path)
-            .ok()?;
-        let meta = file.metadata().ok()?;
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Existing::Missing,
+            Err(_) => return Existing::Refused,
+        };
+        let Ok(meta) = file.metadata() else {
+            return Existing::Refused;
+        };
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { nix::libc::geteuid() };
         if !meta.file_type().is_file() || meta.uid() != me || meta.nlink() != 1 {
-            return None;
+            return Existing::Refused;
         }
-        // The fast path: laid out already.
+        // The fast path: laid out already (a file is linked only when whole).
         if meta.len() == SIZE as u64 {
-            let map = Self::map(&file)?;
-            if map.get(0) == MAGIC {
-                return Some(map);
+            if let Some(map) = Self::map(&file) {
+                if map.get(0) == MAGIC {
+                    return Existing::Ours(map);
+                }
             }
         }
         if !create {
-            return None;
+            return Existing::Refused;
         }
-        let file = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).ok()?;
-        // Under the lock, again: another process may have laid it out.
-        let len = file.metadata().ok()?.len();
-        if len == SIZE as u64 {
-            let map = Self::map(&file)?;
-            if map.get(0) == MAGIC {
-                return Some(map);
+        let Ok(locked) = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive) else {
+            return Existing::Refused;
+        };
+        // Under the lock, again: a binary from before issue 25 lays a new
+        // file out in place under this lock, and its file is this layout.
+        if locked.metadata().is_ok_and(|m| m.len() == SIZE as u64) {
+            if let Some(map) = Self::map(&locked) {
+                if map.get(0) == MAGIC {
+                    return Existing::Ours(map);
+                }
             }
         }
-        // New (empty), or another layout: zeroed to this size, then marked.
-        file.set_len(0).ok()?;
-        file.set_len(SIZE as u64).ok()?;
-        let map = Self::map(&file)?;
+        let still = std::fs::symlink_metadata(path)
+            .is_ok_and(|now| now.dev() == meta.dev() && now.ino() == meta.ino());
+        if still && std::fs::remove_file(path).is_err() {
+            return Existing::Refused;
+        }
+        // Unlinked, or someone else's new file is there now: either way the
+        // next turn looks again.
+        Existing::Replaced
+    }
+
+    /// A new file of this layout linked in at `path`, `EEXIST` when another
+    /// process linked one first.
+    fn create_new(path: &Path) -> Result<Mapping, Errno> {
+        let dir = path.parent().ok_or(Errno::EINVAL)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(nix::libc::O_TMPFILE | nix::libc::O_CLOEXEC)
+            .open(dir)
+            .map_err(errno)?;
+        file.set_len(SIZE as u64).map_err(errno)?;
+        let map = Self::map(&file).ok_or(Errno::ENOMEM)?;
         map.word(0).store(MAGIC, Ordering::Release);
-        Some(map)
+        // An unnamed file is linked through its /proc/self/fd entry
+        // (open(2), O_TMPFILE); AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH.
+        let fd = format!("/proc/self/fd/{}", file.as_raw_fd());
+        nix::unistd::linkat(
+            nix::fcntl::AT_FDCWD,
+            fd.as_str(),
+            nix::fcntl::AT_FDCWD,
+            path,
+            nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+        )?;
+        Ok(map)
     }
 
     fn map(file: &File) -> Option<Mapping> {
@@ -320,6 +402,39 @@ mod tests {
             "x",
             "a link is no tally"
         );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_file_of_another_layout_is_never_truncated_under_its_mappers() {
+        // A process of another layout has the file mapped (this layout's
+        // size, so a reader maps it before it can see the magic): cutting
+        // that file short, even for a moment, is SIGBUS in that process.
+        let d = dir("mapped");
+        let mut theirs = vec![0x5au8; SIZE];
+        theirs[..8].copy_from_slice(b"rt-tal00");
+        std::fs::write(path(&d), &theirs).unwrap();
+        let held = File::open(path(&d)).unwrap();
+        let held_ino = held.metadata().unwrap().ino();
+        count(&d, Command::Add, 0, Duration::from_millis(1));
+        let mut now = Vec::new();
+        std::io::Read::read_to_end(&mut &held, &mut now).unwrap();
+        assert!(
+            now == theirs,
+            "the other layout's file was rewritten in place"
+        );
+        let ours = std::fs::metadata(path(&d)).unwrap();
+        assert_ne!(ours.ino(), held_ino, "a new file took its place");
+        assert_eq!(ours.nlink(), 1);
+        let all = read(&d).unwrap();
+        let add = &all.iter().find(|(c, _)| *c == Command::Add).unwrap().1;
+        assert_eq!(add.by_code, [(0, 1)]);
+        // Nothing left behind beside it.
+        let names: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["tally"]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -784,12 +784,25 @@ s_inspect() {
     expect_contains "node view: mode" "$out" "^RDMA netns mode: Y" || return 1
     ndev="$(find /sys/class/infiniband -mindepth 1 -maxdepth 1 | wc -l)"
     expect_contains "node view: device count" "$out" "^RDMA devices: $ndev$" || return 1
-    expect_contains "node view: row of $rxe, no traffic class file" "$(grep -E "^$rxe " <<<"$out")" "n/a$" || return 1
+    # A column per setting: the traffic class (soft-RoCE has no tc/ file), and the rdma_cm ToS,
+    # n/a while configfs has no directory for the device; reading it would take a mkdir, and
+    # inspect makes none. Then one made and set is read back from the real configfs.
+    node_cell() { grep -E "^$rxe " <<<"$out" | sed -E 's/  +/\t/g' | cut -f"$1"; }
+    expect_eq "node view: $rxe's traffic class (no tc/ file)" "$(node_cell 7)" "n/a" || return 1
+    expect_eq "node view: $rxe's rdma_cm ToS (no configfs directory)" "$(node_cell 8)" "n/a" || return 1
+    [ ! -e "$CONFIGFS/$rxe" ] || { fail "inspect made $CONFIGFS/$rxe"; return 1; }
+    mkdir "$CONFIGFS/$rxe" && echo 106 >"$CONFIGFS/$rxe/ports/1/default_roce_tos" \
+        || { fail "setting the ToS of $rxe in $CONFIGFS"; return 1; }
+    out="$("$BIN" inspect --device "$rxe" 2>&1)"
+    fact "inspect node view, ToS 106 set: $(grep -E "^(DEVICE|$rxe) " <<<"$out" | tr -s ' ' | tr '\n' ';')"
+    expect_eq "node view: $rxe's rdma_cm ToS, read from configfs" "$(node_cell 8)" 106 || return 1
 
     out="$("$BIN" inspect --netns "$(pod_path i)" --ifname net1 --gid-index 1 2>&1)"; rc=$?
     log "roce-tune inspect --netns (rc $rc):"$'\n'"$out"
     fact "inspect pod view --gid-index 1: rc $rc; $(grep -E '^(Interface net1|PASS|FAIL|Result)' <<<"$out" | tr -s ' ' | tr '\n' ';')"
     expect_contains "pod view: net1's device" "$(grep '^Interface net1:' <<<"$out")" "rdma_device=$rxe( |$)" || return 1
+    expect_contains "pod view: net1's traffic class" "$(grep '^Interface net1:' <<<"$out")" " traffic_class=n/a( |$)" || return 1
+    expect_contains "pod view: net1's rdma_cm ToS" "$(grep '^Interface net1:' <<<"$out")" " rdma_cm_tos=106( |$)" || return 1
     expect_contains "pod view: the GID check" "$out" "^PASS gid-index" || return 1
     [ "$add_rc" = 0 ] || { fail "cnitool add (the sysctls the pod view checks): $(tail -n1 <<<"$add_err")"; return 1; }
     expect_eq "pod view exit status (output: $(grep -E '^(FAIL|Result)' <<<"$out" | tr '\n' ' '))" "$rc" 0 || return 1

@@ -5,11 +5,17 @@
 //! One thread serves every connection from one poll loop on non-blocking
 //! sockets, so a client costs a buffer and a descriptor, never a thread, and
 //! a slow one cannot hold up another:
-//! - at most `max_connections` at once; beyond that, the connection that has
-//!   waited longest without completing its request is closed at once (a
-//!   finished exchange first), so a crowd of idle or slow clients cannot keep
-//!   a fresh scrape out; when every slot is sending a response, the new
-//!   connection is closed;
+//! - connections are bounded by what they cost. At most `max_waiting` that
+//!   have sent nothing yet (a descriptor each, no buffer): beyond that, the
+//!   one that has waited longest is closed. At most `max_connections` that
+//!   hold bytes (part of a request head, a response being sent): beyond
+//!   that, a finished exchange is closed first, then the oldest partial
+//!   head, and when every one is sending a response, the newest. So a crowd
+//!   of idle or slow clients cannot keep a fresh scrape out, and churn
+//!   (clients opening and dropping connections as fast as they can) cannot
+//!   close a scrape that has connected and not yet sent its request unless
+//!   `max_waiting` newer connections are open at once (docs/reliability.md,
+//!   "Scrapes under connection churn");
 //! - a request head (request line and headers) over `max_head_bytes` gets 431,
 //!   one that is not HTTP/1.x gets 400, any method but GET and HEAD 405, any
 //!   path but the two 404;
@@ -29,7 +35,7 @@
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -58,7 +64,14 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
+    /// Connections holding bytes: part of a request head (up to
+    /// `max_head_bytes` each) or a response being sent (the socket's send
+    /// buffer, when the client does not read).
     pub max_connections: usize,
+    /// Connections that have sent nothing yet: a descriptor and a few dozen
+    /// bytes each. [`Server::bind`] keeps it to half the process's
+    /// descriptor limit, so that the repair always has descriptors of its own.
+    pub max_waiting: usize,
     pub max_head_bytes: usize,
     /// From accept to the end of the request head.
     pub read_deadline: Duration,
@@ -71,10 +84,14 @@ pub struct Limits {
 impl Default for Limits {
     /// A scrape through kube-rbac-proxy is one connection at a time, and its
     /// request head is a few hundred bytes. Prometheus's default scrape
-    /// timeout is 10 s: a response that takes longer is useless.
+    /// timeout is 10 s: a response that takes longer is useless. 512 waiting
+    /// connections: more than the churn test keeps open at once (4 clients,
+    /// 2 of them opening 64 before dropping them), within the 1024
+    /// descriptors a process gets by default.
     fn default() -> Self {
         Limits {
             max_connections: 32,
+            max_waiting: 512,
             max_head_bytes: 8 * 1024,
             read_deadline: Duration::from_secs(5),
             write_deadline: Duration::from_secs(10),
@@ -257,8 +274,25 @@ pub struct Server {
     limits: Limits,
 }
 
+/// The process's soft limit on open descriptors (RLIMIT_NOFILE).
+fn descriptor_limit() -> usize {
+    let mut lim = nix::libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit struct we own.
+    if unsafe { nix::libc::getrlimit(nix::libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return 1024;
+    }
+    usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX)
+}
+
 impl Server {
     pub fn bind(addr: SocketAddr, limits: Limits) -> Result<Server, Error> {
+        let limits = Limits {
+            max_waiting: limits.max_waiting.min(descriptor_limit() / 2).max(1),
+            ..limits
+        };
         let listener = TcpListener::bind(addr).map_err(|source| Error::Bind { addr, source })?;
         listener.set_nonblocking(true).map_err(Error::Listener)?;
         let addr = listener.local_addr().map_err(Error::Listener)?;
@@ -281,9 +315,23 @@ impl Server {
     where
         H: Fn(&str) -> Option<Response>,
     {
+        self.serve(shutdown, None, handler)
+    }
+
+    /// [`Server::run`], also woken by `wake` becoming readable (its writer
+    /// closed), so a shutdown is seen at once rather than after a poll.
+    fn serve<H>(
+        &self,
+        shutdown: &AtomicBool,
+        wake: Option<&OwnedFd>,
+        handler: H,
+    ) -> Result<(), Error>
+    where
+        H: Fn(&str) -> Option<Response>,
+    {
         let mut conns: Vec<Conn> = Vec::new();
         let mut accept_paused_until: Option<Instant> = None;
-        while !shutdown.load(Ordering::Relaxed) {
+        while !shutdown.load(Ordering::Acquire) {
             let now = Instant::now();
             let accepting = accept_paused_until.is_none_or(|t| now >= t);
             let mut wait = self.limits.poll_interval;
@@ -302,6 +350,9 @@ impl Server {
                 ));
                 for c in &conns {
                     fds.push(PollFd::new(c.stream.as_fd(), c.interest()));
+                }
+                if let Some(w) = wake {
+                    fds.push(PollFd::new(w.as_fd(), PollFlags::POLLIN));
                 }
                 // Round up: a timeout of 0 ms before a deadline would spin.
                 let ms = u32::try_from(wait.as_millis() + 1).unwrap_or(u32::MAX);
@@ -329,6 +380,7 @@ impl Server {
                 }
             }
             conns.retain(|c| !matches!(c.phase, Phase::Closed));
+            trim(&mut conns, self.limits.max_connections);
             if ready[0] {
                 accept_paused_until = self.accept(&mut conns, &handler);
             }
@@ -363,13 +415,9 @@ impl Server {
             if stream.set_nonblocking(true).is_err() {
                 continue;
             }
-            if conns.len() >= self.limits.max_connections {
-                match evictable(conns) {
-                    Some(i) => {
-                        conns.swap_remove(i);
-                    }
-                    // Every slot is sending a response: this one waits for none.
-                    None => continue,
+            if conns.iter().filter(|c| c.waiting()).count() >= self.limits.max_waiting {
+                if let Some(i) = oldest(conns, Conn::waiting) {
+                    conns.swap_remove(i);
                 }
             }
             let now = Instant::now();
@@ -384,6 +432,7 @@ impl Server {
             c.step(&self.limits, handler, now);
             if !matches!(c.phase, Phase::Closed) {
                 conns.push(c);
+                trim(conns, self.limits.max_connections);
             }
         }
         None
@@ -406,16 +455,19 @@ impl Server {
         for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
             set.add(s);
         }
+        let (woken, wake) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| Error::Spawn(e.into()))?;
         let old = set.thread_swap_mask(SigmaskHow::SIG_BLOCK).ok();
         let spawned = std::thread::Builder::new()
             .name("roce-tune-http".into())
-            .spawn(move || self.run(&flag, handler));
+            .spawn(move || self.serve(&flag, Some(&woken), handler));
         if let Some(old) = old {
             let _ = old.thread_set_mask();
         }
         let thread = spawned.map_err(Error::Spawn)?;
         Ok(Handle {
             stop,
+            wake: Some(wake),
             thread: Some(thread),
             addr,
         })
@@ -425,6 +477,8 @@ impl Server {
 /// A server running on its own thread.
 pub struct Handle {
     stop: Arc<AtomicBool>,
+    /// Closed to wake the thread's poll: SIGTERM's second is the agent's.
+    wake: Option<OwnedFd>,
     thread: Option<JoinHandle<Result<(), Error>>>,
     addr: SocketAddr,
 }
@@ -434,14 +488,15 @@ impl Handle {
         self.addr
     }
 
-    /// Stop the server and wait for its thread (at most about one
-    /// `poll_interval`); open connections are closed.
+    /// Stop the server and wait for its thread, which is woken at once (it
+    /// finishes the turn it is in); open connections are closed.
     pub fn shutdown(mut self) -> Result<(), Error> {
         self.stop_and_join()
     }
 
     fn stop_and_join(&mut self) -> Result<(), Error> {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Release);
+        self.wake = None;
         match self.thread.take() {
             Some(t) => t.join().map_err(|_| Error::Panicked)?,
             None => Ok(()),
@@ -476,25 +531,47 @@ struct Conn {
     phase: Phase,
 }
 
-/// Which connection to close for a new one: a lingering one (its exchange
-/// is over), else the one that has waited longest for its request.
-fn evictable(conns: &[Conn]) -> Option<usize> {
-    let oldest = |lingering: bool| {
-        conns
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| match c.phase {
-                Phase::Lingering { .. } => lingering,
-                Phase::Reading => !lingering,
-                _ => false,
-            })
-            .min_by_key(|(_, c)| c.accepted)
-            .map(|(i, _)| i)
-    };
-    oldest(true).or_else(|| oldest(false))
+/// The index of the connection accepted first among those `which` picks.
+fn oldest(conns: &[Conn], which: impl Fn(&Conn) -> bool) -> Option<usize> {
+    conns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| which(c))
+        .min_by_key(|(_, c)| c.accepted)
+        .map(|(i, _)| i)
+}
+
+/// Close connections holding bytes beyond `max`: a lingering one first (its
+/// exchange is over), then the one that has waited longest for the rest of
+/// its head; when every one is sending a response, the newest (the others
+/// have the older claim). A connection that has sent nothing is not counted.
+fn trim(conns: &mut Vec<Conn>, max: usize) {
+    while conns.iter().filter(|c| !c.waiting()).count() > max {
+        let victim = oldest(conns, |c| matches!(c.phase, Phase::Lingering { .. }))
+            .or_else(|| oldest(conns, |c| matches!(c.phase, Phase::Reading) && !c.waiting()))
+            .or_else(|| {
+                conns
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| matches!(c.phase, Phase::Writing { .. }))
+                    .max_by_key(|(_, c)| c.accepted)
+                    .map(|(i, _)| i)
+            });
+        match victim {
+            Some(i) => {
+                conns.swap_remove(i);
+            }
+            None => return,
+        }
+    }
 }
 
 impl Conn {
+    /// Connected, nothing received yet: it costs a descriptor, no buffer.
+    fn waiting(&self) -> bool {
+        matches!(self.phase, Phase::Reading) && self.head.is_empty()
+    }
+
     fn interest(&self) -> PollFlags {
         match self.phase {
             Phase::Writing { .. } => PollFlags::POLLOUT,
@@ -529,15 +606,14 @@ impl Conn {
                     self.phase = Phase::Closed;
                     return;
                 }
-                Ok(got) => {
-                    let from = self.head.len().saturating_sub(3);
-                    self.head.extend_from_slice(&buf[..got]);
-                    if let Some(end) = head_end(&self.head, from) {
+                Ok(got) => match feed(&mut self.head, &buf[..got], limits.max_head_bytes) {
+                    Fed::More => {}
+                    Fed::Head(end) => {
                         let response = respond(&self.head[..end], handler);
                         self.start_response(response, limits, now);
                         return;
                     }
-                    if self.head.len() > limits.max_head_bytes {
+                    Fed::TooLarge => {
                         let r = Response::text(
                             Status::HeaderFieldsTooLarge,
                             "request head too large\n",
@@ -545,7 +621,7 @@ impl Conn {
                         self.start_response((r, true), limits, now);
                         return;
                     }
-                }
+                },
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(_) => {
@@ -647,6 +723,31 @@ impl Conn {
     }
 }
 
+/// What a read added to a request head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fed {
+    /// No end yet, and within the cap.
+    More,
+    /// The head ends just before this offset (past its empty line); bytes
+    /// after it (a body the client sent anyway) are not the head's.
+    Head(usize),
+    /// Past `max_head_bytes` with no end: 431.
+    TooLarge,
+}
+
+/// Add `chunk`, one read's bytes, to `head` and say whether the head is
+/// whole. Only the bytes the chunk can complete a terminator with are
+/// searched again, so a head read a byte at a time costs linear time.
+pub fn feed(head: &mut Vec<u8>, chunk: &[u8], max_head_bytes: usize) -> Fed {
+    let from = head.len().saturating_sub(3);
+    head.extend_from_slice(chunk);
+    match head_end(head, from) {
+        Some(end) => Fed::Head(end),
+        None if head.len() > max_head_bytes => Fed::TooLarge,
+        None => Fed::More,
+    }
+}
+
 /// The end of the head (just past its empty line), searching from `from`.
 /// CRLF is the terminator; a bare LF is accepted too (RFC 9112, 2.2).
 fn head_end(buf: &[u8], from: usize) -> Option<usize> {
@@ -672,29 +773,34 @@ fn is_token(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
-/// The response to a complete head, and whether it carries its body.
-fn respond<H>(head: &[u8], handler: &H) -> (Response, bool)
-where
-    H: Fn(&str) -> Option<Response>,
-{
-    let bad = || (Response::text(Status::BadRequest, "bad request\n"), true);
-    let Ok(text) = std::str::from_utf8(head) else {
-        return bad();
-    };
+/// A request head the server answers: GET or HEAD of a path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request<'a> {
+    /// The target without its query: starts with `/`, visible ASCII only.
+    pub path: &'a str,
+    /// GET; HEAD gets the headers of GET alone.
+    pub with_body: bool,
+}
+
+/// Read a whole head (request line and header fields, up to its empty
+/// line): the request, or the status that refuses it (400 for anything
+/// that is not HTTP/1.x, 405 for a method but GET and HEAD).
+pub fn parse_head(head: &[u8]) -> Result<Request<'_>, Status> {
+    let text = std::str::from_utf8(head).map_err(|_| Status::BadRequest)?;
     let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
     let request_line = lines.next().unwrap_or("");
     let mut parts = request_line.split(' ');
     let (Some(method), Some(target), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return bad();
+        return Err(Status::BadRequest);
     };
     if !is_token(method)
         || !matches!(version, "HTTP/1.1" | "HTTP/1.0")
         || !target.starts_with('/')
         || !target.bytes().all(|b| b.is_ascii_graphic())
     {
-        return bad();
+        return Err(Status::BadRequest);
     }
     for field in lines.filter(|l| !l.is_empty()) {
         let ok = field.split_once(':').is_some_and(|(name, value)| {
@@ -704,23 +810,35 @@ where
                     .all(|b| b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80)
         });
         if !ok {
-            return bad();
+            return Err(Status::BadRequest);
         }
     }
     let with_body = match method {
         "GET" => true,
         "HEAD" => false,
-        _ => {
-            return (
-                Response::text(Status::MethodNotAllowed, "only GET and HEAD\n"),
-                true,
-            )
-        }
+        _ => return Err(Status::MethodNotAllowed),
     };
-    let path = target.split_once('?').map_or(target, |(p, _)| p);
-    match handler(path) {
-        Some(r) => (r, with_body),
-        None => (Response::text(Status::NotFound, "not found\n"), with_body),
+    Ok(Request {
+        path: target.split_once('?').map_or(target, |(p, _)| p),
+        with_body,
+    })
+}
+
+/// The response to a complete head, and whether it carries its body.
+fn respond<H>(head: &[u8], handler: &H) -> (Response, bool)
+where
+    H: Fn(&str) -> Option<Response>,
+{
+    match parse_head(head) {
+        Ok(r) => match handler(r.path) {
+            Some(response) => (response, r.with_body),
+            None => (Response::text(Status::NotFound, "not found\n"), r.with_body),
+        },
+        Err(Status::MethodNotAllowed) => (
+            Response::text(Status::MethodNotAllowed, "only GET and HEAD\n"),
+            true,
+        ),
+        Err(_) => (Response::text(Status::BadRequest, "bad request\n"), true),
     }
 }
 

@@ -17,8 +17,19 @@
 //! label is bounded: per rail (a node has as many rails as VFs), per pod, per
 //! setting or CNI command (fixed sets), per error code (a fixed set); nothing
 //! that grows without end (a container ID, a time) is a label.
+//!
+//! Settings come from the one list (`crate::settings`), by key: the drift
+//! counters have a `setting` label per registered setting (a count of
+//! events, summable across settings), and a setting's value on each rail is
+//! a pair of families of its own, `roce_tune_rail_<name>` and `_wanted`
+//! (`settings::snake_name`), found in the catalogue by that name, not a
+//! `setting` label: a class and a ToS added together mean nothing, and the
+//! same naming guide says to split such data into metrics ("either the
+//! `sum()` or the `avg()` over all dimensions of a given metric should be
+//! meaningful").
 
 use super::exposition::{HistogramData, Kind, Value, Writer};
+use crate::settings::{self, SETTINGS};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The families, in the order of [`CATALOGUE`] (a test checks that row `i`
@@ -44,6 +55,7 @@ pub enum Metric {
     DriftRepairs,
     OrphanRepairs,
     OrphansPending,
+    RepairSkipped,
     IdleVfsHoldingClass,
     CniRequests,
     CniRequestDuration,
@@ -209,6 +221,13 @@ pub const CATALOGUE: &[Family] = &[
         help: "State entries whose pod is gone and whose originals could not be given back yet.",
     },
     Family {
+        metric: Metric::RepairSkipped,
+        name: "roce_tune_repair_skipped_total",
+        kind: Kind::Counter,
+        labels: NONE,
+        help: "Live rails and orphans a repair pass skipped because another process held the device's lock past 100 ms; each is tried again next pass.",
+    },
+    Family {
         metric: Metric::IdleVfsHoldingClass,
         name: "roce_tune_idle_vfs_holding_class",
         kind: Kind::Gauge,
@@ -283,18 +302,35 @@ impl Reading {
     }
 }
 
-/// One live rail. `None` leaves the series out: not read (no `tc/` file,
-/// configfs absent, the pod's view unreachable) or not roce-tune's to want.
+/// One live rail. `None` leaves the series out: not read (the pod's view
+/// unreachable) or not known (no GPU found for the pod).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RailSample {
     pub labels: RailLabels,
-    pub traffic_class: Option<Reading>,
-    pub traffic_class_wanted: Option<u8>,
-    pub rdma_cm_tos: Option<u8>,
-    pub rdma_cm_tos_wanted: Option<u8>,
+    /// Each setting the rail owns (its state entry's), in the list's order.
+    pub settings: Vec<SettingSample>,
     pub gid_index: Option<Reading>,
     /// `None`: the topology is unknown (no GPU found for the pod).
     pub placement_near: Option<bool>,
+}
+
+/// One owned setting of a live rail, by its key (`Setting::key()`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SettingSample {
+    pub key: &'static str,
+    /// What the file holds now; `None` leaves the series out: not read (no
+    /// `tc/` file, configfs absent, the lock or the file unreadable).
+    pub now: Option<Reading>,
+    /// What it should hold: what roce-tune wrote for the rail, on a port
+    /// with co-owners the newest live owner's.
+    pub wanted: u32,
+}
+
+impl RailSample {
+    /// The sample of the setting `key`, if the rail owns it.
+    pub fn setting(&self, key: &str) -> Option<&SettingSample> {
+        self.settings.iter().find(|s| s.key == key)
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -304,48 +340,36 @@ pub struct PodSample {
     pub starved_gpus: u32,
 }
 
-/// The settings a repair pass compares and writes back: the files roce-tune
-/// owns on the device. A new one is a variant here and a field in
-/// [`SettingCounts`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Setting {
-    TrafficClass,
-    RdmaCmTos,
-}
-
-impl Setting {
-    pub const ALL: [Setting; 2] = [Setting::TrafficClass, Setting::RdmaCmTos];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Setting::TrafficClass => "traffic_class",
-            Setting::RdmaCmTos => "rdma_cm_tos",
-        }
-    }
-}
-
-/// A counter per [`Setting`]; every setting is rendered, 0 included, so that
-/// `rate()` sees the first increment.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SettingCounts {
-    pub traffic_class: u64,
-    pub rdma_cm_tos: u64,
-}
+/// A counter per registered setting, by its key; every setting is rendered,
+/// 0 included, so that `rate()` sees the first increment. A list, not a
+/// map: a handful of settings, and each map type is code in the binary.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SettingCounts(Vec<(&'static str, u64)>);
 
 impl SettingCounts {
-    pub fn get(&self, s: Setting) -> u64 {
-        match s {
-            Setting::TrafficClass => self.traffic_class,
-            Setting::RdmaCmTos => self.rdma_cm_tos,
-        }
+    pub fn get(&self, key: &str) -> u64 {
+        self.0
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map_or(0, |(_, n)| *n)
     }
 
-    pub fn add(&mut self, s: Setting, n: u64) {
-        let c = match s {
-            Setting::TrafficClass => &mut self.traffic_class,
-            Setting::RdmaCmTos => &mut self.rdma_cm_tos,
-        };
-        *c = c.saturating_add(n);
+    pub fn add(&mut self, key: &'static str, n: u64) {
+        match self.0.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, c)) => *c = c.saturating_add(n),
+            None => self.0.push((key, n)),
+        }
+    }
+}
+
+/// Counts by key, as a test or a snapshot states them.
+impl<const N: usize> From<[(&'static str, u64); N]> for SettingCounts {
+    fn from(counts: [(&'static str, u64); N]) -> SettingCounts {
+        let mut c = SettingCounts::default();
+        for (key, n) in counts {
+            c.add(key, n);
+        }
+        c
     }
 }
 
@@ -435,13 +459,69 @@ pub struct Snapshot {
     pub drift_repairs: SettingCounts,
     pub orphan_repairs: u64,
     pub orphans_pending: u64,
+    pub repair_skipped: u64,
     pub idle_vfs_holding_class: u64,
     pub cni: CniCounts,
     pub agent: AgentSample,
 }
 
-/// A per-rail family's value for one rail, `None` for no series.
-type RailValue = fn(&RailSample) -> Option<Value>;
+/// What a per-rail family shows: one of its own, or a registered setting's
+/// value (`roce_tune_rail_<name>`) or wanted value (`_wanted`), by name.
+#[derive(Clone, Copy)]
+enum RailFamily {
+    Info,
+    GidIndex,
+    PlacementNear,
+    Setting {
+        key: &'static str,
+        wanted: bool,
+    },
+    /// A row no setting names (a test checks there is none): no series.
+    Unknown,
+}
+
+impl RailFamily {
+    fn of(f: &Family) -> RailFamily {
+        match f.metric {
+            Metric::RailInfo => RailFamily::Info,
+            Metric::RailGidIndex => RailFamily::GidIndex,
+            Metric::RailPlacementNear => RailFamily::PlacementNear,
+            _ => setting_family(f.name).map_or(RailFamily::Unknown, |(key, wanted)| {
+                RailFamily::Setting { key, wanted }
+            }),
+        }
+    }
+
+    /// The family's value for one rail, `None` for no series.
+    fn value(self, r: &RailSample) -> Option<Value> {
+        match self {
+            RailFamily::Info => Some(Value::Uint(1)),
+            RailFamily::GidIndex => r.gid_index.map(Reading::value),
+            RailFamily::PlacementNear => r.placement_near.map(|near| Value::Uint(near.into())),
+            RailFamily::Setting { key, wanted: false } => r.setting(key)?.now.map(Reading::value),
+            RailFamily::Setting { key, wanted: true } => {
+                r.setting(key).map(|s| Value::Uint(s.wanted.into()))
+            }
+            RailFamily::Unknown => None,
+        }
+    }
+}
+
+/// The registered setting whose family `name` is, and whether it is the
+/// `_wanted` one.
+pub fn setting_family(name: &str) -> Option<(&'static str, bool)> {
+    let stem = name.strip_prefix("roce_tune_rail_")?;
+    SETTINGS.iter().find_map(|s| {
+        let own = settings::snake_name(s.key());
+        if stem == own {
+            Some((s.key(), false))
+        } else if stem.strip_suffix("_wanted") == Some(own.as_str()) {
+            Some((s.key(), true))
+        } else {
+            None
+        }
+    })
+}
 
 fn open(w: &mut Writer, m: Metric) {
     let f = family(m);
@@ -478,29 +558,11 @@ pub fn render(s: &Snapshot) -> String {
     let mut rails: Vec<&RailSample> = s.rails.iter().collect();
     rails.sort_by(|x, y| x.labels.cmp(&y.labels)); // stable: the first stays
     rails.dedup_by(|x, y| x.labels == y.labels);
-    let per_rail: [(Metric, RailValue); 7] = [
-        (Metric::RailInfo, |_| Some(Value::Uint(1))),
-        (Metric::RailTrafficClass, |r| {
-            r.traffic_class.map(Reading::value)
-        }),
-        (Metric::RailTrafficClassWanted, |r| {
-            r.traffic_class_wanted.map(|v| Value::Uint(v.into()))
-        }),
-        (Metric::RailRdmaCmTos, |r| {
-            r.rdma_cm_tos.map(|v| Value::Uint(v.into()))
-        }),
-        (Metric::RailRdmaCmTosWanted, |r| {
-            r.rdma_cm_tos_wanted.map(|v| Value::Uint(v.into()))
-        }),
-        (Metric::RailGidIndex, |r| r.gid_index.map(Reading::value)),
-        (Metric::RailPlacementNear, |r| {
-            r.placement_near.map(|near| Value::Uint(near.into()))
-        }),
-    ];
-    for (m, value) in per_rail {
-        open(&mut w, m);
+    for f in CATALOGUE.iter().filter(|f| f.labels == RAIL) {
+        open(&mut w, f.metric);
+        let family = RailFamily::of(f);
         for r in &rails {
-            if let Some(v) = value(r) {
+            if let Some(v) = family.value(r) {
                 w.sample(&r.labels.values(), v);
             }
         }
@@ -519,14 +581,17 @@ pub fn render(s: &Snapshot) -> String {
         (Metric::DriftRepairs, &s.drift_repairs),
     ] {
         open(&mut w, m);
-        for setting in Setting::ALL {
-            w.sample(&[setting.as_str()], Value::Uint(counts.get(setting)));
+        for s in SETTINGS {
+            let name = settings::snake_name(s.key());
+            w.sample(&[&name], Value::Uint(counts.get(s.key())));
         }
     }
     open(&mut w, Metric::OrphanRepairs);
     w.sample(&[], Value::Uint(s.orphan_repairs));
     open(&mut w, Metric::OrphansPending);
     w.sample(&[], Value::Uint(s.orphans_pending));
+    open(&mut w, Metric::RepairSkipped);
+    w.sample(&[], Value::Uint(s.repair_skipped));
     open(&mut w, Metric::IdleVfsHoldingClass);
     w.sample(&[], Value::Uint(s.idle_vfs_holding_class));
 
@@ -586,6 +651,10 @@ pub(crate) mod tests {
         }
     }
 
+    fn owned(key: &'static str, now: Option<Reading>, wanted: u32) -> SettingSample {
+        SettingSample { key, now, wanted }
+    }
+
     /// A snapshot in which every family has at least one sample.
     pub(crate) fn full_snapshot() -> Snapshot {
         let mut add = Histogram::default();
@@ -597,17 +666,16 @@ pub(crate) mod tests {
         Snapshot {
             rails: vec![
                 RailSample {
-                    traffic_class: Some(Reading::Value(41)),
-                    traffic_class_wanted: Some(41),
-                    rdma_cm_tos: Some(106),
-                    rdma_cm_tos_wanted: Some(106),
+                    settings: vec![
+                        owned("trafficClass", Some(Reading::Value(41)), 41),
+                        owned("rdmaCmTos", Some(Reading::Value(106)), 106),
+                    ],
                     gid_index: Some(Reading::Value(3)),
                     placement_near: Some(true),
                     ..rail("train-0", "net1", "mlx5_2", "0000:3b:00.2")
                 },
                 RailSample {
-                    traffic_class: Some(Reading::Unset),
-                    traffic_class_wanted: Some(41),
+                    settings: vec![owned("trafficClass", Some(Reading::Unset), 41)],
                     gid_index: Some(Reading::Unset),
                     placement_near: Some(false),
                     ..rail("train-0", "net2", "mlx5_3", "0000:3b:00.3")
@@ -618,16 +686,11 @@ pub(crate) mod tests {
                 pod: "train-0".into(),
                 starved_gpus: 1,
             }],
-            drift: SettingCounts {
-                traffic_class: 2,
-                rdma_cm_tos: 0,
-            },
-            drift_repairs: SettingCounts {
-                traffic_class: 1,
-                rdma_cm_tos: 0,
-            },
+            drift: SettingCounts::from([("trafficClass", 2)]),
+            drift_repairs: SettingCounts::from([("trafficClass", 1)]),
             orphan_repairs: 4,
             orphans_pending: 1,
+            repair_skipped: 3,
             idle_vfs_holding_class: 1,
             cni: CniCounts {
                 requests: vec![
@@ -733,6 +796,7 @@ pub(crate) mod tests {
             "roce_tune_pod_starved_gpus{namespace=\"team-a\",pod=\"train-0\"} 1".into(),
             "roce_tune_drift_total{setting=\"traffic_class\"} 2".into(),
             "roce_tune_drift_total{setting=\"rdma_cm_tos\"} 0".into(),
+            "roce_tune_repair_skipped_total 3".into(),
             "roce_tune_cni_requests_total{command=\"ADD\",code=\"101\"} 2".into(),
             "roce_tune_cni_request_duration_seconds_bucket{command=\"ADD\",le=\"0.005\"} 1".into(),
             "roce_tune_cni_request_duration_seconds_bucket{command=\"ADD\",le=\"0.05\"} 3".into(),
@@ -759,6 +823,58 @@ pub(crate) mod tests {
         assert!(!text.contains("roce_tune_rail_info"), "{text}");
         assert!(!text.contains("roce_tune_repair_pass_duration_seconds"));
         assert!(text.contains("roce_tune_drift_total{setting=\"rdma_cm_tos\"} 0"));
+    }
+
+    /// The counters and families come from the one list of settings: each
+    /// registered setting is a `setting` label of both counters (0 before
+    /// its first drift), and a per-rail row is the agent's own or a
+    /// registered setting's (a row of a setting since renamed would render
+    /// nothing), each setting's two rows together or neither.
+    #[test]
+    fn settings_come_from_the_one_list_by_key() {
+        let text = render(&Snapshot::default());
+        for s in SETTINGS {
+            let name = settings::snake_name(s.key());
+            for counter in ["roce_tune_drift_total", "roce_tune_drift_repairs_total"] {
+                let line = format!("\n{counter}{{setting=\"{name}\"}} 0\n");
+                assert!(text.contains(&line), "{line:?} in\n{text}");
+            }
+            let own = format!("roce_tune_rail_{name}");
+            let rows = [own.clone(), format!("{own}_wanted")]
+                .map(|n| CATALOGUE.iter().any(|f| f.name == n && f.labels == RAIL));
+            assert!(rows[0] == rows[1], "{}: one of its two rows", s.key());
+        }
+        for f in CATALOGUE.iter().filter(|f| f.labels == RAIL) {
+            let own = matches!(
+                f.metric,
+                Metric::RailInfo | Metric::RailGidIndex | Metric::RailPlacementNear
+            );
+            assert!(
+                own || setting_family(f.name).is_some(),
+                "{}: no registered setting is named so (roce_tune_rail_<settings::snake_name>[_wanted])",
+                f.name
+            );
+        }
+        assert_eq!(
+            setting_family("roce_tune_rail_rdma_cm_tos_wanted"),
+            Some(("rdmaCmTos", true))
+        );
+        assert_eq!(
+            setting_family("roce_tune_rail_traffic_class"),
+            Some(("trafficClass", false))
+        );
+        assert_eq!(setting_family("roce_tune_rail_gid_index"), None);
+        // Counted by key: a key no longer registered is kept but not shown.
+        let mut c = SettingCounts::from([("trafficClass", 2), ("laterSetting", 5)]);
+        c.add("trafficClass", 1);
+        assert_eq!((c.get("trafficClass"), c.get("rdmaCmTos")), (3, 0));
+        let s = Snapshot {
+            drift: c,
+            ..Snapshot::default()
+        };
+        let text = render(&s);
+        assert!(text.contains("roce_tune_drift_total{setting=\"traffic_class\"} 3\n"));
+        assert!(!text.contains("later_setting"), "{text}");
     }
 
     #[test]

@@ -10,28 +10,30 @@
 //! - `pass`: one period's work, into a `metrics::Snapshot`;
 //! - `metrics`: the catalogue and the snapshot's text; `exposition` the
 //!   format; `http` the server a scrape reaches (it never waits on a pass:
-//!   a scrape reads the last published text).
+//!   a scrape reads the last published text);
+//! - `stop`: SIGTERM, as the one stop every thread of the agent heeds.
 
 pub mod exposition;
 pub mod http;
 pub mod metrics;
 mod pass;
+pub mod stop;
 
 use crate::node::NodeConfig;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-/// Run until SIGTERM or SIGINT; returns the exit code. The signals are
-/// blocked and waited for between passes, so a signal never interrupts a
-/// repair halfway, and the server's thread (which blocks them too) stops
-/// within its poll interval.
+/// Run until SIGTERM or SIGINT; returns the exit code. The signals become a
+/// [`stop::Stop`] that the passes heed between two steps (a rail, an
+/// orphan) and that ends the wait between passes, so a signal never
+/// interrupts a repair halfway and the agent is gone within a second: no
+/// step waits longer than `LockWait::REPAIR` for a device's lock. Each
+/// thread beside the passes (the metrics server; any added later) is
+/// started after the signals are blocked, and stopped and joined below.
 pub fn run(node: &NodeConfig, every: Duration) -> i32 {
-    use nix::sys::signal::{SigSet, Signal};
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGTERM);
-    set.add(Signal::SIGINT);
-    if let Err(e) = set.thread_block() {
-        crate::error!("cannot block SIGTERM: {e}");
+    let stop = stop::Stop::new();
+    if let Err(e) = stop::on_signals(&stop) {
+        crate::error!("cannot wait for SIGTERM: {e}");
         return 1;
     }
     let mut totals = pass::Totals {
@@ -66,30 +68,20 @@ pub fn run(node: &NodeConfig, every: Duration) -> i32 {
         node.state_dir.display(),
         node.drift_policy
     );
-    let code = loop {
+    while !stop.requested() {
         let started = Instant::now();
-        let snapshot = pass::run(node, &mut totals);
+        let snapshot = pass::run(node, &mut totals, &stop);
         totals.agent.last_pass_duration = Some(started.elapsed());
         published.publish(metrics::render(&metrics::Snapshot {
             agent: totals.agent,
             ..snapshot
         }));
-        let left = every.saturating_sub(started.elapsed());
-        let ts = nix::libc::timespec {
-            tv_sec: left.as_secs() as nix::libc::time_t,
-            tv_nsec: left.subsec_nanos() as nix::libc::c_long,
-        };
-        // SAFETY: a valid signal set and timespec; no siginfo wanted.
-        let sig = unsafe { nix::libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &ts) };
-        if sig == Signal::SIGTERM as i32 || sig == Signal::SIGINT as i32 {
-            crate::info!("signal {sig}: the agent stops");
-            break 0;
-        }
-    };
+        stop.wait(every.saturating_sub(started.elapsed()));
+    }
     if let Some(h) = server {
         if let Err(e) = h.shutdown() {
             crate::warn!("the metrics server did not stop cleanly: {e}");
         }
     }
-    code
+    0
 }

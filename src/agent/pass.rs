@@ -4,7 +4,10 @@
 //!
 //! Drift: a live rail whose owned file no longer holds what roce-tune wrote.
 //! It is judged under the device's lock (the one ADD and DEL take), so an
-//! ADD between its record and its write is never taken for drift; on a port
+//! ADD between its record and its write is never taken for drift. That lock
+//! is waited for at most `LockWait::REPAIR`: a rail whose lock another
+//! process holds longer is skipped this pass and counted
+//! (`Totals::repair_skipped`), as is an orphan the repair skips; on a port
 //! with co-owners the file should hold the newest live owner's value, as
 //! DEL hands it on (`ownership::heirs`). A rail whose device is gone, or
 //! whose file is gone with a re-created device, is not drift: the entry's
@@ -12,8 +15,10 @@
 //! recorded at ADD stays the one DEL restores.
 
 use super::metrics::{
-    self, CniCounts, Histogram, PodSample, RailLabels, RailSample, Reading, SettingCounts, Snapshot,
+    self, CniCounts, Histogram, PodSample, RailLabels, RailSample, Reading, SettingCounts,
+    SettingSample, Snapshot,
 };
+use super::stop::Stop;
 use crate::netns::NetNs;
 use crate::node::{DriftPolicy, NodeConfig};
 use crate::orphans;
@@ -21,9 +26,10 @@ use crate::ownership::{heirs, is_live, Place};
 use crate::rdma::device::{self, Resolved};
 use crate::rdma::gid;
 use crate::rdma::reach::{Reach, Sysfs};
-use crate::rdma::setting::{self, Setting, Views, SETTINGS};
+use crate::rdma::setting::{self, PodIface, Setting, Views};
 use crate::rdma::RdmaPort;
-use crate::state::{Entry, StateDir};
+use crate::settings::SETTINGS;
+use crate::state::{Entry, LockWait, StateDir, StateError};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::SystemTime;
@@ -35,6 +41,9 @@ pub struct Totals {
     pub drift: SettingCounts,
     pub drift_repairs: SettingCounts,
     pub orphan_repairs: u64,
+    /// Rails and orphans a pass skipped: their device's lock was held past
+    /// `LockWait::REPAIR`.
+    pub repair_skipped: u64,
     pub agent: metrics::AgentSample,
     /// The drifted value last counted, per (container ID, ifname, setting
     /// key): a drift left in place (driftPolicy report, or a repair the
@@ -54,12 +63,14 @@ fn same_rail(x: &Seen, key: &(String, String, &'static str)) -> bool {
 }
 
 /// One pass. Every failure is logged and counted as a failed pass; the
-/// snapshot holds what could be read.
-pub fn run(node: &NodeConfig, totals: &mut Totals) -> Snapshot {
+/// snapshot holds what could be read. Once `stop` is asked, the pass ends
+/// after the step it is in.
+pub fn run(node: &NodeConfig, totals: &mut Totals, stop: &Stop) -> Snapshot {
     totals.agent.repair_passes += 1;
     let mut failed = false;
-    let report = orphans::sweep_all(node);
+    let report = orphans::sweep_all(node, &|| stop.requested());
     totals.orphan_repairs += report.released.len() as u64;
+    totals.repair_skipped += report.skipped as u64;
     if !report.released.is_empty() || !report.failed.is_empty() {
         crate::info!(
             "orphan repair: examined {}, released {}, not yet {}",
@@ -85,6 +96,7 @@ pub fn run(node: &NodeConfig, totals: &mut Totals) -> Snapshot {
                 state,
                 sysfs: &sysfs,
                 device_info_dir: &node.device_info_dir,
+                lock_wait: LockWait::REPAIR,
             };
             let entries = state.entries(|_, _, _| {}).unwrap_or_default();
             let live: Vec<&Entry> = entries.iter().filter(|e| is_live(e)).collect();
@@ -93,6 +105,9 @@ pub fn run(node: &NodeConfig, totals: &mut Totals) -> Snapshot {
                     .any(|e| &e.container_id == cid && &e.ifname == ifname)
             });
             for e in &live {
+                if stop.requested() {
+                    break;
+                }
                 snap.rails
                     .extend(rail(place, e, &live, node.drift_policy, totals));
             }
@@ -114,19 +129,11 @@ pub fn run(node: &NodeConfig, totals: &mut Totals) -> Snapshot {
     } else {
         totals.agent.last_success = Some(SystemTime::now());
     }
-    snap.drift = totals.drift;
-    snap.drift_repairs = totals.drift_repairs;
+    snap.drift = totals.drift.clone();
+    snap.drift_repairs = totals.drift_repairs.clone();
     snap.orphan_repairs = totals.orphan_repairs;
+    snap.repair_skipped = totals.repair_skipped;
     snap
-}
-
-/// The metrics' name for a setting.
-fn metric_setting(s: &dyn Setting) -> Option<metrics::Setting> {
-    match s.key() {
-        "trafficClass" => Some(metrics::Setting::TrafficClass),
-        "rdmaCmTos" => Some(metrics::Setting::RdmaCmTos),
-        _ => None,
-    }
 }
 
 /// One live rail: its drift judged (and repaired), its state read. `None`
@@ -153,35 +160,49 @@ fn rail(
     let at = Views {
         device: device_view,
         host: place.sysfs.host(),
+        pod: Some(PodIface {
+            netns: &ns,
+            ifname: &entry.ifname,
+        }),
     };
     let mut sample = RailSample {
         labels: labels(entry),
         placement_near: entry.placement.as_ref().map(|p| p.near),
         ..RailSample::default()
     };
+    // One lock for all the rail's settings. A rail whose lock is held is
+    // skipped this pass, and counted: nothing of it is read (what a file
+    // holds while another process writes it says nothing).
+    let lock = match place.state.lock_waiting(&entry.lock_key(), place.lock_wait) {
+        Ok(l) => l,
+        Err(e) => {
+            if let StateError::Busy { .. } = e {
+                totals.repair_skipped += 1;
+            }
+            crate::warn!(
+                "rail {}/{} ({} port {}) not checked this pass: {e}",
+                entry.container_id,
+                entry.ifname,
+                port.device,
+                port.port
+            );
+            return Some(sample);
+        }
+    };
     for s in SETTINGS {
         let Some(owned) = entry.owned.get(s.key()) else {
             continue;
         };
         let judged = judge_drift(place.state, entry, live, *s, at, &port, policy, totals);
-        let Some(name) = metric_setting(*s) else {
-            continue;
-        };
         // What the file should hold: on a port with co-owners the newest
         // live owner's value, which need not be this rail's own.
-        let wanted = u8::try_from(judged.map_or(owned.written, |(_, w)| w)).ok();
-        let now = judged.map(|(v, _)| v);
-        match name {
-            metrics::Setting::TrafficClass => {
-                sample.traffic_class = now.map(|v| v.map_or(Reading::Unset, Reading::Value));
-                sample.traffic_class_wanted = wanted;
-            }
-            metrics::Setting::RdmaCmTos => {
-                sample.rdma_cm_tos = now.flatten().and_then(|v| u8::try_from(v).ok());
-                sample.rdma_cm_tos_wanted = wanted;
-            }
-        }
+        sample.settings.push(SettingSample {
+            key: s.key(),
+            now: judged.map(|(v, _)| v.map_or(Reading::Unset, Reading::Value)),
+            wanted: judged.map_or(owned.written, |(_, w)| w),
+        });
     }
+    drop(lock);
     // Where the pod's RoCE v2 GID is now, read from inside the pod netns
     // (MLNX_OFED shows zeros for a GID whose netdev is in another netns).
     if let Some(want) = entry.gid.as_deref().and_then(|g| g.parse().ok()) {
@@ -195,7 +216,8 @@ fn rail(
 }
 
 /// What the file holds now and what it should hold (`None`: unreadable),
-/// after repairing drift under the device's lock when the policy says so.
+/// after repairing drift when the policy says so; the caller holds the
+/// device's lock.
 #[allow(clippy::too_many_arguments)]
 fn judge_drift(
     state: &StateDir,
@@ -207,7 +229,6 @@ fn judge_drift(
     policy: DriftPolicy,
     totals: &mut Totals,
 ) -> Option<(setting::Value, u32)> {
-    let _lock = state.lock(&entry.lock_key()).ok()?;
     // Under the lock, from the entry as it is now: an ADD or DEL that ran
     // since the pass began has the last word.
     let now = state.read(&entry.container_id, &entry.ifname).ok()?;
@@ -237,17 +258,12 @@ fn judge_drift(
             true
         }
     };
-    let counter = metric_setting(s);
-    if let (Some(c), true) = (counter, new) {
-        totals.drift.add(c, 1);
+    if new {
+        totals.drift.add(s.key(), 1);
     }
-    let who = match (s.key(), current) {
-        (_, None) => "unset: a driver reset or a re-created VF unsets it (the class lives in driver memory)",
-        ("trafficClass", Some(0)) => {
-            "0: what NVIDIA's rdma CNI fork writes when rdmaQoS.tc is unset, and what the RDMA CNI leaves on DEL"
-        }
-        _ => "set by someone else: another plugin or an admin's script",
-    };
+    let who = s
+        .suspect(current)
+        .unwrap_or("set by someone else: another plugin or an admin's script");
     let pod = entry.pod.as_ref().map_or_else(
         || "?".to_string(),
         |p| format!("{}/{}", p.namespace, p.name),
@@ -272,9 +288,7 @@ fn judge_drift(
         .and_then(|()| s.verify(at, port, Some(wanted.written)))
     {
         Ok(()) => {
-            if let Some(c) = counter {
-                totals.drift_repairs.add(c, 1);
-            }
+            totals.drift_repairs.add(s.key(), 1);
             totals.seen.retain(|x| !same_rail(x, &key));
             crate::warn!("{what}; repaired: it holds {} again", wanted.written);
             Some((Some(w), w))

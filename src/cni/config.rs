@@ -389,7 +389,7 @@ impl NetConf {
     }
 
     /// The device settings this config asks ADD to own, by their keys
-    /// (`rdma::setting`): each is recorded, written and given back.
+    /// (`crate::settings`): each is recorded, written and given back.
     pub fn owned(&self) -> Vec<(&'static str, u32)> {
         [
             self.traffic_class.map(|v| ("trafficClass", u32::from(v))),

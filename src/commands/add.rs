@@ -17,7 +17,8 @@ use crate::pod_answer::{self, PodAnswer};
 use crate::rdma::gid::{self, Verdict, Want};
 use crate::rdma::lookup::Found;
 use crate::rdma::reach::{PodSide, Reach};
-use crate::rdma::setting::{self, Views};
+use crate::rdma::setting::{PodIface, Views};
+use crate::settings;
 use crate::state::{DeviceInfoFile, PlacementRecord, PodRecord, StateDir};
 use crate::sysctl;
 use crate::sysfs::View;
@@ -43,7 +44,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     let wants: Vec<Wanted> = conf
         .owned()
         .into_iter()
-        .filter_map(|(key, value)| setting::by_key(key).map(|s| (s, value)))
+        .filter_map(|(key, value)| settings::by_key(key).map(|s| (s, value)))
         .collect();
     // The device-info file is judged by its name now, by its content once
     // the pod's device is known; a refusal is logged, never fatal.
@@ -160,6 +161,10 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     let views = sysfs.as_ref().map(|s| Views {
         device: pod_view.as_ref().unwrap_or(s.host()),
         host: s.host(),
+        pod: Some(PodIface {
+            netns: &netns,
+            ifname,
+        }),
     });
     let mut undo = Undo::new();
     undo.push(|| {
@@ -395,7 +400,7 @@ fn release_previous_device(
         old.port
     );
     match ownership::release_entry(place, &old) {
-        ownership::Done::Kept(why) => Err(CniError::new(
+        ownership::Done::Kept(why) | ownership::Done::Busy(why) => Err(CniError::new(
             code::TRY_AGAIN_LATER,
             format!(
                 "this attachment's previous device {} cannot be given back yet ({why}); its original is kept, retry the ADD",

@@ -9,7 +9,8 @@ use crate::cni::{code, CniError, CniResult};
 use crate::node::NodeConfig;
 use crate::rdma::gid::{self, Verdict};
 use crate::rdma::reach::{PodSide, Reach};
-use crate::rdma::setting::{by_key, show, Views};
+use crate::rdma::setting::{show, PodIface, Views};
+use crate::settings::by_key;
 use crate::sysctl;
 use std::time::Duration;
 
@@ -46,8 +47,15 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
                     .unwrap_or(host),
                 Reach::Host => host,
             };
-            // Every owned setting, as ADD wrote it (`rdma::setting::SETTINGS`).
-            let at = Views { device: view, host };
+            // Every owned setting, as ADD wrote it (`crate::settings`).
+            let at = Views {
+                device: view,
+                host,
+                pod: Some(PodIface {
+                    netns: &netns,
+                    ifname,
+                }),
+            };
             for (key, want) in conf.owned() {
                 let setting = by_key(key).expect("NetConf::owned names registered settings");
                 let live = setting.read(at, &port)?;

@@ -80,7 +80,7 @@ pub fn run(env: &CniEnv, node: &NodeConfig) -> CniResult<()> {
         Err(e) => Done::Kept(format!("sysfs root {}: {e}", node.sysfs_root.display())),
     };
     match &done {
-        Done::Kept(_) => crate::warn!("DEL on {}: {done}", entry.device),
+        Done::Kept(_) | Done::Busy(_) => crate::warn!("DEL on {}: {done}", entry.device),
         Done::Released(_) => {
             crate::info!("DEL on {}: {done}", entry.device);
             crate::pod_answer::release_if_last(&state, env.container_id());

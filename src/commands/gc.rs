@@ -57,7 +57,7 @@ pub fn run(conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
                 );
                 crate::pod_answer::release_if_last(&state, &entry.container_id);
             }
-            Done::Kept(why) => {
+            Done::Kept(why) | Done::Busy(why) => {
                 failures.push(format!("{}/{}: {why}", entry.container_id, entry.ifname))
             }
         }

@@ -18,7 +18,7 @@ use crate::ownership::{OwnError, Place};
 use crate::rdma::lookup::{self, CrossCheck, Found, LookupError, Names};
 use crate::rdma::reach::{PodSide, Reach, Sysfs};
 use crate::rdma::setting::SettingError;
-use crate::state::{StateDir, StateError};
+use crate::state::{LockWait, StateDir, StateError};
 use std::path::Path;
 
 /// CNI_NETNS of ADD and CHECK: it must exist and be a network namespace.
@@ -61,12 +61,14 @@ pub fn sysfs(node: &NodeConfig) -> CniResult<Sysfs> {
     })
 }
 
-/// How the entries of this node are given back.
+/// How the entries of this node are given back by a CNI command: waiting
+/// for a device's lock as long as it takes (the runtime bounds the call).
 pub fn place<'a>(state: &'a StateDir, sysfs: &'a Sysfs, node: &'a NodeConfig) -> Place<'a> {
     Place {
         state,
         sysfs,
         device_info_dir: &node.device_info_dir,
+        lock_wait: LockWait::Blocking,
     }
 }
 
@@ -107,6 +109,7 @@ impl From<StateError> for CniError {
     fn from(e: StateError) -> CniError {
         let code = match e {
             StateError::BadLockName => code::RDMA_DEVICE,
+            StateError::Busy { .. } => code::TRY_AGAIN_LATER,
             _ => code::IO_FAILURE,
         };
         CniError::new(code, e.to_string())

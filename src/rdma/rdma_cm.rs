@@ -60,6 +60,15 @@ impl Setting for Tos {
     fn show_path(&self, at: Views, port: &RdmaPort) -> String {
         at.host.show(&tos_path(port))
     }
+
+    /// Without the device's configfs directory there is nothing to read
+    /// short of making it (`present`): `inspect` changes nothing.
+    fn peek(&self, at: Views, port: &RdmaPort) -> SettingResult<Option<Value>> {
+        if !is_safe_component(&port.device) || !at.host.exists(&group(port)) {
+            return Ok(None);
+        }
+        self.read(at, port).map(Some)
+    }
 }
 
 fn group(port: &RdmaPort) -> PathBuf {

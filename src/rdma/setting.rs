@@ -4,11 +4,13 @@
 //! and compared, and where its file lives; `ownership` does the rest (the
 //! record before the write, co-owners, the restore rules) for all of them.
 //!
-//! Adding one (an MTU, say): an implementation of `Setting` in a file of its
-//! own, a line in `SETTINGS`, its config key in `cni::config` (and its line
-//! in `NetConf::owned`), and its tests (README, "Contributing").
+//! This file is the trait only. The list of settings, which everything else
+//! iterates, is `crate::settings`, a layer above the implementations, so an
+//! implementation and the list never import each other (README,
+//! "Contributing", says what a new one takes).
 
 use super::RdmaPort;
+use crate::netns::NetNs;
 use crate::sysfs::View;
 use std::fmt;
 
@@ -17,11 +19,38 @@ use std::fmt;
 pub type Value = Option<u32>;
 
 /// Where a rail's files are reached: its device's sysfs (the pod's in
-/// exclusive mode) and the node's configfs (always the host's).
+/// exclusive mode), the node's configfs (always the host's), and the pod's
+/// end of the rail, for a setting of the pod's interface (an MTU).
 #[derive(Clone, Copy)]
 pub struct Views<'a> {
     pub device: &'a View,
     pub host: &'a View,
+    /// `None` when there is no pod to reach: its netns is gone (a DEL after
+    /// the sandbox died, the orphan repair), or there never was one (an idle
+    /// VF reset by `reset-idle`). A setting of the interface then has nothing
+    /// to read or give back: the interface went with the netns.
+    pub pod: Option<PodIface<'a>>,
+}
+
+/// The pod's interface of a rail: CNI_IFNAME in the pod's netns, the one
+/// the command opened (and proved: `NetNs::lookup`, or the recorded nsfs
+/// identity). A setting works on it from a thread inside (`NetNs::run`):
+/// rtnetlink and `/proc/sys/net` answer for the caller's netns.
+#[derive(Clone, Copy)]
+pub struct PodIface<'a> {
+    pub netns: &'a NetNs,
+    pub ifname: &'a str,
+}
+
+impl<'a> Views<'a> {
+    /// The host's sysfs for everything, no pod: an idle VF, a unit test.
+    pub fn host_only(host: &'a View) -> Views<'a> {
+        Views {
+            device: host,
+            host,
+            pod: None,
+        }
+    }
 }
 
 /// Why a setting's file could not be used, with the CNI code the edge gives
@@ -74,6 +103,19 @@ pub trait Setting: Sync {
     }
     /// Where the file is, as a message shows it.
     fn show_path(&self, at: Views, port: &RdmaPort) -> String;
+    /// What the file holds, changing nothing: `None` when there is nothing
+    /// to read without a change (no file). `inspect` shows it. `read_present`
+    /// unless `present` or `read` change anything (the ToS's `present` makes
+    /// its configfs directory).
+    fn peek(&self, at: Views, port: &RdmaPort) -> SettingResult<Option<Value>> {
+        self.read_present(at, port)
+    }
+    /// Who likely wrote `found` over roce-tune's value, when the setting
+    /// knows its usual suspects: the agent's drift line says "likely" and
+    /// this, else "set by someone else".
+    fn suspect(&self, _found: Value) -> Option<&'static str> {
+        None
+    }
 
     /// Read back what was written: drivers reject some writes silently.
     fn verify(&self, at: Views, port: &RdmaPort, value: Value) -> SettingResult<()> {
@@ -94,14 +136,6 @@ pub trait Setting: Sync {
     }
 }
 
-/// Every setting roce-tune can own, in the order ADD writes them.
-pub static SETTINGS: &[&dyn Setting] = &[&super::traffic_class::CLASS, &super::rdma_cm::TOS];
-
-/// The setting a config key or a state entry names.
-pub fn by_key(key: &str) -> Option<&'static dyn Setting> {
-    SETTINGS.iter().copied().find(|s| s.key() == key)
-}
-
 /// A value as logs and messages say it.
 pub fn show(v: Value) -> String {
     match v {
@@ -115,14 +149,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_are_unique_and_found() {
-        for s in SETTINGS {
-            assert!(std::ptr::eq(
-                by_key(s.key()).unwrap() as *const dyn Setting as *const u8,
-                *s as *const dyn Setting as *const u8
-            ));
-        }
-        assert!(by_key("mtu").is_none());
+    fn values_show_as_messages_say_them() {
         assert_eq!(show(None), "unset");
         assert_eq!(show(Some(41)), "41");
     }

@@ -103,6 +103,14 @@ impl Setting for Class {
     fn show_path(&self, at: Views, port: &RdmaPort) -> String {
         at.device.show(&port.traffic_class_path())
     }
+
+    fn suspect(&self, found: Value) -> Option<&'static str> {
+        match found {
+            None => Some("a driver reset or a re-created VF: either unsets it (the class lives in driver memory)"),
+            Some(0) => Some("NVIDIA's rdma CNI fork, which writes 0 when rdmaQoS.tc is unset, or the RDMA CNI, which leaves 0 on DEL"),
+            Some(_) => None,
+        }
+    }
 }
 
 fn error(msg: String) -> SettingError {
@@ -147,10 +155,7 @@ fn read_error(view: &View, port: &RdmaPort, e: SysfsError) -> SettingError {
 
 /// Write `tc` and read it back.
 pub fn write_verified(view: &View, port: &RdmaPort, tc: TrafficClass) -> SettingResult<()> {
-    let at = Views {
-        device: view,
-        host: view,
-    };
+    let at = Views::host_only(view);
     CLASS.write(at, port, tc.map(u32::from))?;
     CLASS.verify(at, port, tc.map(u32::from))
 }

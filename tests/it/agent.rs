@@ -1021,6 +1021,334 @@ fn hostile_clients_neither_stop_the_scrape_nor_the_repair_nor_sigterm() {
     });
 }
 
+// ------------------------------------------------------------ a device lock held
+
+/// How long the test holds the device locks: what the issue measured (one
+/// lock held 8 s made every repair wait, and SIGTERM take 5.5 s).
+const HELD_SECS: u64 = 8;
+
+/// A process holding each of `locks` (`flock`, exclusive) for `HELD_SECS`,
+/// as a stuck ADD or DEL would: util-linux's `flock`, each running the next,
+/// the last `sleep`, in a process group of their own. Returned once every
+/// lock is taken.
+fn hold_locks(locks: &[PathBuf]) -> Child {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new("flock");
+    for (i, l) in locks.iter().enumerate() {
+        if i > 0 {
+            cmd.arg("flock");
+        }
+        cmd.arg("-x").arg(l);
+    }
+    let child = cmd
+        .args(["sleep", &HELD_SECS.to_string()])
+        .process_group(0)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while !locks.iter().all(|l| is_held(l)) {
+        assert!(t.elapsed() < Duration::from_secs(5), "flock took no lock");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
+}
+
+/// Whether another process holds `lock`: this one's LOCK_NB try fails.
+fn is_held(lock: &Path) -> bool {
+    use nix::fcntl::{Flock, FlockArg};
+    let f = std::fs::File::open(lock).unwrap();
+    Flock::lock(f, FlockArg::LockExclusiveNonblock).is_err()
+}
+
+/// The bounded wait itself (`StateDir::lock_waiting`): busy at its bound and
+/// not long after, once at zero, and a lock freed meanwhile is taken.
+#[test]
+fn a_bounded_lock_wait_gives_up_at_its_bound_and_takes_a_lock_freed_meanwhile() {
+    use roce_tune::state::{LockWait, StateDir, StateError};
+    needs!(root);
+    let path = StateDirPath::new();
+    let state = StateDir::create(&path.0).unwrap();
+    drop(state.lock("0000:0c:00.2.1").unwrap());
+    let file = path.0.join("locks/0000:0c:00.2.1.lock");
+    let mut holder = hold_locks(std::slice::from_ref(&file));
+    for (wait, at_least) in [
+        (Duration::ZERO, Duration::ZERO),
+        (Duration::from_millis(100), Duration::from_millis(100)),
+    ] {
+        let t = Instant::now();
+        match state.lock_waiting("0000:0c:00.2.1", LockWait::Within(wait)) {
+            Err(StateError::Busy { path, waited }) => {
+                assert_eq!(path, file);
+                assert!(waited >= at_least, "{waited:?}");
+            }
+            other => panic!("{:?}", other.map(|_| "locked")),
+        }
+        let took = t.elapsed();
+        assert!(
+            took >= at_least && took < at_least * 2 + Duration::from_millis(200),
+            "{took:?}"
+        );
+    }
+    // Freed 300 ms into a wait of 5 s: taken then, not at the bound.
+    let freer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(holder.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        holder.wait().unwrap();
+    });
+    let t = Instant::now();
+    let lock = state.lock_waiting("0000:0c:00.2.1", LockWait::Within(Duration::from_secs(5)));
+    let took = t.elapsed();
+    freer.join().unwrap();
+    assert!(lock.is_ok(), "{:?}", lock.err());
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    assert!(is_held(&file), "this process holds it now");
+}
+
+#[test]
+fn a_lock_held_eight_seconds_is_skipped_and_counted_and_sigterm_still_stops_within_a_second() {
+    needs!(root);
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    agent_node(&state, &tree, "repair");
+    // Six live rails, each drifted to 0, and an orphan on a seventh device.
+    let rails: Vec<(Pod, String)> = (0..7)
+        .map(|i| {
+            let (pci, dev, ip) = (
+                format!("0000:2{i}:00.2"),
+                format!("mlx5_2{i}"),
+                format!("192.168.{i}.34"),
+            );
+            tree.add_device(&pci, &dev, "Global tclass=106\n");
+            tree.set_ipv4_gids(&dev, &ip);
+            let pod = Pod::new("net1", Some(&format!("{ip}/16")));
+            let c = rail(&tree, &pod, "net1", &pci, &ip, json!({"trafficClass": 41}));
+            cni(
+                &state,
+                "ADD",
+                &format!("p{i}"),
+                &pod,
+                "net1",
+                &format!("pod-{i}"),
+                &c,
+            )
+            .ok();
+            assert_eq!(tree.tc(&dev), "tclass=41");
+            (pod, dev)
+        })
+        .collect();
+    let (orphan_pod, orphan_dev) = &rails[6];
+    let live = &rails[..6];
+    orphan_pod.delete();
+    for (_, dev) in live {
+        kernel_write(&tree.tc_path(dev), "Global tclass=0\n");
+    }
+    let locks: Vec<PathBuf> = (0..7)
+        .map(|i| state.0.join(format!("locks/0000:2{i}:00.2.1.lock")))
+        .collect();
+    let mut holder = hold_locks(&locks);
+    let held_at = Instant::now();
+
+    // Every pass skips every rail and the orphan, and counts them: 7 a pass.
+    let mut agent = Agent::start(&state, 1);
+    let skipped = |m: &Metrics| m.get("roce_tune_repair_skipped_total", &[]);
+    let (m, ok) = agent.wait_for(Duration::from_secs(4), |m| {
+        skipped(m).is_some_and(|n| n >= 14.0)
+    });
+    assert!(ok, "not two passes of skips: {}\n{}", m.text, agent.log());
+    assert!(m.get("roce_tune_repair_passes_total", &[]).unwrap() >= 2.0);
+    for (_, dev) in live {
+        assert_eq!(
+            tree.tc(dev),
+            "Global tclass=0\n",
+            "{dev}: written under a held lock"
+        );
+    }
+    assert_eq!(
+        tree.tc(orphan_dev),
+        "tclass=41",
+        "the orphan, restored under a held lock"
+    );
+    assert_eq!(m.get("roce_tune_orphans_pending", &[]), Some(1.0));
+    assert_eq!(m.get("roce_tune_orphan_repairs_total", &[]), Some(0.0));
+    assert_eq!(
+        m.drift("traffic_class"),
+        0.0,
+        "a skipped rail is not judged"
+    );
+    assert!(agent.log().contains("lock"), "{}", agent.log());
+
+    // `gc --orphans` does not wait for the lock either: the orphan is one
+    // it could not restore yet.
+    let gc = gc_orphans(&state);
+    assert_eq!(gc.status, 1, "{} {}", gc.stdout, gc.stderr);
+    assert!(
+        gc.stdout.contains("released 0 orphans, 1 failed") && gc.stdout.contains("lock"),
+        "{}",
+        gc.stdout
+    );
+    assert!(
+        gc.elapsed < Duration::from_secs(2),
+        "gc --orphans took {:?}",
+        gc.elapsed
+    );
+
+    // SIGTERM while every lock is still held: within a second (the test
+    // allows twice that, for two busy shared cores).
+    assert!(
+        holder.try_wait().unwrap().is_none(),
+        "the locks were let go too soon"
+    );
+    let (status, took) = agent.terminate();
+    assert!(
+        holder.try_wait().unwrap().is_none(),
+        "the locks were let go too soon"
+    );
+    eprintln!(
+        "locks held {:?}: {} skips, a pass {} s, gc --orphans {:?}, SIGTERM {took:?}",
+        held_at.elapsed(),
+        skipped(&m).unwrap(),
+        m.get("roce_tune_repair_pass_duration_seconds", &[])
+            .unwrap(),
+        gc.elapsed
+    );
+    assert!(status.success(), "{status}\n{}", agent.log());
+    assert!(took < Duration::from_secs(2), "SIGTERM took {took:?}");
+
+    // Once the locks are free, the next agent repairs everything within two
+    // periods and skips nothing.
+    let agent = Agent::start(&state, 1);
+    // `sleep` ran its course: the locks were held all of HELD_SECS.
+    assert!(holder.wait().unwrap().success());
+    let repaired = within(TWO_PERIODS + PERIOD, || {
+        live.iter().all(|(_, dev)| tree.tc(dev) == "tclass=41")
+            && tree.tc(orphan_dev) == "tclass=106"
+    });
+    assert!(
+        repaired.is_some(),
+        "not repaired once the locks were free\n{}",
+        agent.log()
+    );
+    let before = skipped(&agent.scrape());
+    std::thread::sleep(TWO_PERIODS);
+    let m = agent.scrape();
+    assert_eq!(skipped(&m), before, "skips with no lock held: {}", m.text);
+    assert_eq!(m.get("roce_tune_orphans_pending", &[]), Some(0.0));
+    assert_eq!(m.repairs("traffic_class"), 6.0, "{}", m.text);
+    assert_eq!(state.entries().len(), 6);
+}
+
+// ------------------------------------------------------------ connection churn
+
+/// Until `stop`: open `burst` connections, drop them all, and again, as
+/// fast as it can; how many connections were made.
+fn churn(addr: SocketAddr, burst: usize, stop: &std::sync::atomic::AtomicBool) -> usize {
+    use std::sync::atomic::Ordering;
+    let mut made = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let open: Vec<TcpStream> = (0..burst)
+            .filter_map(|_| TcpStream::connect(addr).ok())
+            .collect();
+        made += open.len();
+    }
+    made
+}
+
+/// A scrape that connects, waits `delay`, then sends its request: whether it
+/// was answered 200 with the exposition.
+fn late_scrape(addr: SocketAddr, delay: Duration) -> Result<(), String> {
+    let mut s =
+        TcpStream::connect_timeout(&addr, Duration::from_secs(5)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    std::thread::sleep(delay);
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .map_err(|e| format!("send: {e}"))?;
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).map_err(|e| format!("read: {e}"))?;
+    let text = String::from_utf8_lossy(&all);
+    if text.starts_with("HTTP/1.1 200 ") && text.contains("\nroce_tune_build_info{") {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} bytes: {:?}",
+            all.len(),
+            text.chars().take(80).collect::<String>()
+        ))
+    }
+}
+
+/// The issue's measurement: local clients opening and dropping connections
+/// as fast as they can evicted every scrape whose request came 50 ms after
+/// its connection (0 of 54 served), and 144 of 358 at 5 ms. A client that
+/// sends within 100 ms must be served.
+#[test]
+fn scrapes_sending_within_100_ms_are_served_while_local_clients_churn_connections() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    needs!(root);
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    agent_node(&state, &tree, "repair");
+    let mut agent = Agent::start(&state, 1);
+    let addr = agent.addr;
+    let stop = AtomicBool::new(false);
+    let delays = [5, 50, 90].map(Duration::from_millis);
+    let (made, took, failures, scrapes) = std::thread::scope(|s| {
+        let stop = &stop;
+        // Two clients connect and drop one at a time, two open 64 and drop them.
+        let churners: Vec<_> = [1, 1, 64, 64]
+            .into_iter()
+            .map(|burst| s.spawn(move || churn(addr, burst, stop)))
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let t = Instant::now();
+        let mut failures = Vec::new();
+        let mut scrapes = 0;
+        for round in 0..20 {
+            for d in delays {
+                scrapes += 1;
+                if let Err(e) = late_scrape(addr, d) {
+                    failures.push(format!("round {round}, request after {d:?}: {e}"));
+                }
+            }
+        }
+        let took = t.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        let made: Vec<usize> = churners.into_iter().map(|c| c.join().unwrap()).collect();
+        (made, took, failures, scrapes)
+    });
+    let total: usize = made.iter().sum();
+    let rate = total as f64 / (took.as_secs_f64() + 0.3);
+    eprintln!(
+        "churn: {total} connections ({rate:.0}/s; {made:?} by client); {} of {scrapes} late scrapes served in {took:?}",
+        scrapes - failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {scrapes} not served:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // Every client churned (a burst of 64, 20 single connections, at least:
+    // two busy shared cores starve them at times). The rate is the
+    // agent's: a client stalls whenever the listen backlog (128) is full,
+    // until its dropped SYN is sent again 1 s later.
+    for (n, burst) in made.iter().zip([1, 1, 64, 64]) {
+        assert!(*n >= burst.max(20), "{made:?}: a client did not churn");
+    }
+    let (status, took) = agent.terminate();
+    assert!(
+        status.success() && took < Duration::from_secs(1),
+        "{status} after {took:?}"
+    );
+}
+
 // ------------------------------------------------------------ promtool
 
 #[test]

@@ -13,7 +13,7 @@ use roce_tune::agent::exposition::CONTENT_TYPE;
 use roce_tune::agent::http::{routes, Limits, Published, Server};
 use roce_tune::agent::metrics::{
     render, AgentSample, CniCounts, Command, Histogram, PodSample, RailLabels, RailSample, Reading,
-    SettingCounts, Snapshot, CATALOGUE,
+    SettingCounts, SettingSample, Snapshot, CATALOGUE,
 };
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -32,6 +32,10 @@ fn rail(pod: &str, ifname: &str, dev: &str, pci: &str, network: &str) -> RailLab
     }
 }
 
+fn owned(key: &'static str, now: Option<Reading>, wanted: u32) -> SettingSample {
+    SettingSample { key, now, wanted }
+}
+
 fn snapshot() -> Snapshot {
     let mut add = Histogram::default();
     for ms in [3, 20, 20, 400, 3100, 61_000] {
@@ -43,10 +47,10 @@ fn snapshot() -> Snapshot {
         rails: vec![
             RailSample {
                 labels: rail("train-0", "net1", "mlx5_2", "0000:3b:00.2", "rdma-vf"),
-                traffic_class: Some(Reading::Value(41)),
-                traffic_class_wanted: Some(41),
-                rdma_cm_tos: Some(106),
-                rdma_cm_tos_wanted: Some(106),
+                settings: vec![
+                    owned("trafficClass", Some(Reading::Value(41)), 41),
+                    owned("rdmaCmTos", Some(Reading::Value(106)), 106),
+                ],
                 gid_index: Some(Reading::Value(3)),
                 placement_near: Some(true),
             },
@@ -60,10 +64,7 @@ fn snapshot() -> Snapshot {
                     "0000:3b:00.3",
                     "réseau\nsecond line",
                 ),
-                traffic_class: Some(Reading::Unset),
-                traffic_class_wanted: Some(41),
-                rdma_cm_tos: None,
-                rdma_cm_tos_wanted: None,
+                settings: vec![owned("trafficClass", Some(Reading::Unset), 41)],
                 gid_index: Some(Reading::Unset),
                 placement_near: Some(false),
             },
@@ -73,16 +74,11 @@ fn snapshot() -> Snapshot {
             pod: "train-0".into(),
             starved_gpus: 2,
         }],
-        drift: SettingCounts {
-            traffic_class: 3,
-            rdma_cm_tos: 1,
-        },
-        drift_repairs: SettingCounts {
-            traffic_class: 3,
-            rdma_cm_tos: 0,
-        },
+        drift: SettingCounts::from([("trafficClass", 3), ("rdmaCmTos", 1)]),
+        drift_repairs: SettingCounts::from([("trafficClass", 3)]),
         orphan_repairs: 7,
         orphans_pending: 1,
+        repair_skipped: 4,
         idle_vfs_holding_class: 2,
         cni: CniCounts {
             requests: vec![

@@ -33,7 +33,7 @@ const SEED_EXCLUSIVE: (&str, &str, [(&str, &str); 4]) = (
 fn inspect(args: &[&str]) -> Run {
     let r = Exec::new(BIN).arg("inspect").args(args).run();
     // docs/inspect.md is pasted from these runs:
-    // INSPECT_SHOW=1 cargo test --test inspect -- --nocapture --test-threads=1
+    // INSPECT_SHOW=1 cargo test --test it inspect:: -- --nocapture --test-threads=1
     if std::env::var_os("INSPECT_SHOW").is_some() {
         eprintln!(
             "$ roce-tune inspect {}\n{}{}[exit {}]\n",
@@ -261,18 +261,31 @@ fn wrong_sysctl_names_the_key() {
     assert!(row.ends_with("DIFFERS"), "{row}");
 }
 
-#[test]
-fn all_good_exits_0() {
-    needs!(root);
+/// The seed's shared rail as roce-tune leaves it: the sysctls set, class 41
+/// and rdma_cm ToS 106.
+fn right_rail() -> (Tree, Pod) {
     let (tree, pod) = seed_case(&SEED_SHARED, "Y");
     set_recommended(&pod);
     tree.set_tc("mlx5_26", "tclass=41");
+    set_tos(&tree, "mlx5_26", 106);
+    (tree, pod)
+}
+
+#[test]
+fn all_good_exits_0() {
+    needs!(root);
+    let (tree, pod) = right_rail();
     let path = pod.path();
     let mut a = pod_args(&path, &tree, "mlx5_26");
     a.extend_from_slice(&["--traffic-class", "41"]);
     let r = inspect(&a);
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
     assert!(lines_starting(&r, "FAIL").is_empty());
+    let line = lines_starting(&r, "Interface net1:")[0];
+    assert!(
+        line.contains(" traffic_class=41") && line.contains(" rdma_cm_tos=106"),
+        "{line}"
+    );
     assert_eq!(lines_starting(&r, "PASS").len(), 3, "{}", r.stdout);
     assert!(r.stdout.contains("Result: PASS (3 checks)"));
     // Sanity: the case really depends on what the test set (not a tool that
@@ -379,18 +392,22 @@ fn json_carries_the_same_verdicts_as_the_table() {
     assert_eq!(j["view"], "pod");
     let i = &j["interfaces"][0];
     assert_eq!(i["device"], "mlx5_26");
-    assert_eq!(i["traffic_class"]["value"], 0);
+    assert_eq!(i["settings"]["trafficClass"]["value"], 0);
     assert_eq!(i["addresses"][0]["address"], "192.168.0.34/24");
     assert_eq!(i["addresses"][0]["roce_v2_index"], 5);
 }
 
 /// A node: a PF 0000:0c:00.0 (mlx5_0) with a netdev and an ACTIVE port, a VF
-/// 0000:0c:00.2 (mlx5_2) whose physfn links to the PF, and a non-mlx5
-/// device without a tc file. No netns: runs without root.
+/// 0000:0c:00.2 (mlx5_2) whose physfn links to the PF and whose rdma_cm ToS
+/// is 106, and a non-mlx5 device without a tc file. configfs is mounted
+/// with rdma_cm loaded; only mlx5_2 has a directory in it. No netns: runs
+/// without root.
 fn node_tree() -> Tree {
     let tree = Tree::new();
     tree.add_device("0000:0c:00.0", "mlx5_0", "");
     tree.add_device("0000:0c:00.2", "mlx5_2", "tclass=41");
+    std::fs::create_dir_all(tree.root.join("kernel/config/rdma_cm")).unwrap();
+    set_tos(&tree, "mlx5_2", 106);
     let pci = tree.root.join("bus/pci/devices");
     std::os::unix::fs::symlink("../0000:0c:00.0", pci.join("0000:0c:00.2/physfn")).unwrap();
     std::fs::create_dir_all(pci.join("0000:0c:00.0/net/ens1f0np0")).unwrap();
@@ -400,15 +417,42 @@ fn node_tree() -> Tree {
     tree
 }
 
-fn row<'a>(r: &'a Run, dev: &str) -> Vec<&'a str> {
-    r.stdout
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(dev))
-        .unwrap_or_else(|| panic!("no row for {dev}:\n{}", r.stdout))
-        .split("  ")
+/// The cells of a table line: columns are two spaces or more apart, and no
+/// cell holds two spaces.
+fn cells(line: &str) -> Vec<&str> {
+    line.split("  ")
         .map(str::trim)
         .filter(|c| !c.is_empty())
         .collect()
+}
+
+fn row<'a>(r: &'a Run, dev: &str) -> Vec<&'a str> {
+    cells(
+        r.stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(dev))
+            .unwrap_or_else(|| panic!("no row for {dev}:\n{}", r.stdout)),
+    )
+}
+
+/// The node view's header: the device's own columns, then one per
+/// registered setting (its key in snake case, upper case, spaced).
+fn node_header() -> Vec<String> {
+    ["DEVICE", "PCI", "PF", "NETDEV", "PORT", "STATE"]
+        .map(String::from)
+        .into_iter()
+        .chain(roce_tune::settings::SETTINGS.iter().map(|s| {
+            roce_tune::settings::snake_name(s.key())
+                .replace('_', " ")
+                .to_uppercase()
+        }))
+        .collect()
+}
+
+/// `dev`'s row of the node view, by column.
+fn columns<'a>(r: &'a Run, dev: &str) -> std::collections::BTreeMap<&'a str, &'a str> {
+    let header = r.stdout.lines().find(|l| l.starts_with("DEVICE")).unwrap();
+    cells(header).into_iter().zip(row(r, dev)).collect()
 }
 
 #[test]
@@ -419,49 +463,51 @@ fn node_view_lists_devices_with_pci_pf_and_class() {
     assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("RDMA devices: 3"));
     let header = r.stdout.lines().find(|l| l.starts_with("DEVICE")).unwrap();
-    assert_eq!(
-        header
-            .split("  ")
-            .map(str::trim)
-            .filter(|c| !c.is_empty())
-            .collect::<Vec<_>>(),
-        [
-            "DEVICE",
-            "PCI",
-            "PF",
-            "NETDEV",
-            "PORT",
-            "STATE",
-            "TRAFFIC CLASS"
-        ]
-    );
-    assert_eq!(
-        row(&r, "mlx5_0"),
-        [
+    assert_eq!(cells(header), node_header());
+    let expect = |dev: &str, want: &[(&str, &str)]| {
+        let got = columns(&r, dev);
+        assert_eq!(got.len(), node_header().len(), "{dev}: {got:?}");
+        for (column, cell) in want {
+            assert_eq!(got[column], *cell, "{dev} {column}: {got:?}");
+        }
+    };
+    let own = ["DEVICE", "PCI", "PF", "NETDEV", "PORT", "STATE"];
+    let cells_of = |values: [&'static str; 8]| -> Vec<(&'static str, &'static str)> {
+        own.iter()
+            .copied()
+            .chain(["TRAFFIC CLASS", "RDMA CM TOS"])
+            .zip(values)
+            .collect()
+    };
+    expect(
+        "mlx5_0",
+        &cells_of([
             "mlx5_0",
             "0000:0c:00.0",
             "-",
             "ens1f0np0",
             "1",
             "4: ACTIVE",
-            "unset"
-        ]
+            "unset",
+            "n/a",
+        ]),
     );
-    assert_eq!(
-        row(&r, "mlx5_2"),
-        [
+    expect(
+        "mlx5_2",
+        &cells_of([
             "mlx5_2",
             "0000:0c:00.2",
             "0000:0c:00.0",
             "-",
             "1",
             "-",
-            "41"
-        ]
+            "41",
+            "106",
+        ]),
     );
-    assert_eq!(
-        row(&r, "rxe0"),
-        ["rxe0", "0000:3b:00.0", "-", "-", "1", "-", "n/a"]
+    expect(
+        "rxe0",
+        &cells_of(["rxe0", "0000:3b:00.0", "-", "-", "1", "-", "n/a", "n/a"]),
     );
     // Columns line up: each row's PCI starts where the header's does.
     let col = header.find("PCI").unwrap();
@@ -477,7 +523,7 @@ fn node_view_lists_devices_with_pci_pf_and_class() {
     assert_eq!(devs.len(), 1);
     assert_eq!(devs[0]["device"], "mlx5_2");
     assert_eq!(devs[0]["pf"], "0000:0c:00.0");
-    assert_eq!(devs[0]["traffic_class"]["value"], 41);
+    assert_eq!(devs[0]["settings"]["trafficClass"]["value"], 41);
     assert_eq!(j["view"], "node");
 
     let r = inspect(&["--sysfs-root", root, "--device", "mlx5_2"]);
@@ -512,6 +558,105 @@ fn node_view_checks_the_class_when_asked() {
         "{}",
         r.stdout
     );
+}
+
+/// The rdma_cm default ToS of `dev`'s port 1, as configfs holds it once
+/// someone made the device's directory (a test tree's `kernel/config`).
+fn set_tos(tree: &Tree, dev: &str, tos: u8) {
+    let port = tree
+        .root
+        .join(format!("kernel/config/rdma_cm/{dev}/ports/1"));
+    std::fs::create_dir_all(&port).unwrap();
+    std::fs::write(port.join("default_roce_tos"), format!("{tos}\n")).unwrap();
+}
+
+/// The registered settings' keys, as the JSON keys them.
+fn setting_keys() -> Vec<&'static str> {
+    roce_tune::settings::SETTINGS
+        .iter()
+        .map(|s| s.key())
+        .collect()
+}
+
+/// Every registered setting is a column of the node view and an object of
+/// its JSON, the rdma_cm ToS included; a device whose configfs directory
+/// nobody made shows n/a, and inspect does not make it (reading only).
+#[test]
+fn node_view_shows_every_setting_the_rdma_cm_tos_included() {
+    let tree = node_tree();
+    let root = tree.root.to_str().unwrap();
+    let before = snapshot(&tree.root);
+    let r = inspect(&["--sysfs-root", root]);
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    let header = r.stdout.lines().find(|l| l.starts_with("DEVICE")).unwrap();
+    assert_eq!(cells(header), node_header(), "a column per setting");
+    let vf = columns(&r, "mlx5_2");
+    assert_eq!((vf["TRAFFIC CLASS"], vf["RDMA CM TOS"]), ("41", "106"));
+    let pf = columns(&r, "mlx5_0");
+    assert_eq!((pf["TRAFFIC CLASS"], pf["RDMA CM TOS"]), ("unset", "n/a"));
+    let j = inspect(&["--sysfs-root", root, "--json"]).json();
+    let devs = j["devices"].as_array().unwrap();
+    let vf = devs.iter().find(|d| d["device"] == "mlx5_2").unwrap();
+    let settings = vf["settings"].as_object().expect("settings, by key");
+    let keys: Vec<&str> = settings.keys().map(String::as_str).collect();
+    let mut want = setting_keys();
+    want.sort();
+    assert_eq!(keys, want, "every registered setting, by its key");
+    assert_eq!(vf["settings"]["rdmaCmTos"]["state"], "set");
+    assert_eq!(vf["settings"]["rdmaCmTos"]["value"], 106);
+    assert!(vf["settings"]["rdmaCmTos"]["path"]
+        .as_str()
+        .unwrap()
+        .ends_with("kernel/config/rdma_cm/mlx5_2/ports/1/default_roce_tos"));
+    assert_eq!(vf["settings"]["trafficClass"]["value"], 41);
+    let pf = devs.iter().find(|d| d["device"] == "mlx5_0").unwrap();
+    assert_eq!(pf["settings"]["rdmaCmTos"]["state"], "n/a");
+    assert_eq!(pf["settings"]["trafficClass"]["state"], "unset");
+    assert_eq!(
+        snapshot_diff(&before, &snapshot(&tree.root)),
+        Vec::<String>::new(),
+        "inspect changed the tree (made a configfs directory?)"
+    );
+}
+
+/// The pod view's rail line names every registered setting, and its JSON
+/// carries each by key: the rdma_cm ToS as much as the traffic class.
+#[test]
+fn pod_view_shows_every_setting_the_rdma_cm_tos_included() {
+    needs!(root);
+    let (tree, pod) = right_rail();
+    let path = pod.path();
+    let r = inspect(&pod_args(&path, &tree, "mlx5_26"));
+    assert_eq!(r.status, 0, "{}{}", r.stdout, r.stderr);
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("Interface net1:"))
+        .unwrap();
+    assert!(
+        line.contains(" traffic_class=41") && line.contains(" rdma_cm_tos=106"),
+        "{line}"
+    );
+    for s in roce_tune::settings::SETTINGS {
+        let name = roce_tune::settings::snake_name(s.key());
+        assert!(line.contains(&format!(" {name}=")), "every setting: {line}");
+    }
+    let mut a = pod_args(&path, &tree, "mlx5_26");
+    a.push("--json");
+    let j = inspect(&a).json();
+    let i = &j["interfaces"][0];
+    let keys: Vec<&str> = i["settings"]
+        .as_object()
+        .expect("settings, by key")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut want = setting_keys();
+    want.sort();
+    assert_eq!(keys, want);
+    assert_eq!(i["settings"]["rdmaCmTos"]["value"], 106);
+    assert_eq!(i["settings"]["trafficClass"]["value"], 41);
+    assert_eq!(i["settings"]["trafficClass"]["state"], "set");
 }
 
 #[test]

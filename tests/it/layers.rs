@@ -9,6 +9,13 @@
 //! group, and the logging macros (`error!`, `warn!`, `info!`, `debug!`,
 //! `log_at!`), which are `log`'s. Comments are dropped first: a comment may
 //! point anywhere (`crate::agent` in orphans.rs says who calls it).
+//!
+//! Inside a module the map says nothing, so a second rule holds there: the
+//! files of one module import each other in no circle (`rdma/setting.rs`
+//! once listed the settings that `traffic_class.rs` and `rdma_cm.rs`
+//! implement, and each of those imported it). A file's uses of its own
+//! `mod.rs` (`super::RdmaPort`) and a `mod.rs`'s of its own files are the
+//! module's face, not a circle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -284,4 +291,252 @@ fn the_readme_lists_the_same_layers() {
         map_order(),
         "README.md's layers and docs/design.md's Module map disagree"
     );
+}
+
+/// The module path of a file of src/: `rdma/setting.rs` is `rdma::setting`,
+/// `rdma/nldev/mod.rs` is `rdma::nldev`, `lib.rs` the crate root.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The paths a `use` tree or an expression path names, from the text just
+/// after its `crate::`, `super::` or `self::`: `rdma::{gid, lookup::Found}`
+/// is `rdma::gid` and `rdma::lookup::Found`. `self` in a group is the group's
+/// own path; a rename (`as x`) and a glob end a path.
+fn use_tree(s: &[u8], i: &mut usize) -> Vec<Vec<String>> {
+    let skip_ws = |i: &mut usize| {
+        while *i < s.len() && s[*i].is_ascii_whitespace() {
+            *i += 1;
+        }
+    };
+    skip_ws(i);
+    match s.get(*i) {
+        Some(b'{') => {
+            *i += 1;
+            let mut out = Vec::new();
+            loop {
+                skip_ws(i);
+                match s.get(*i) {
+                    Some(b'}') => {
+                        *i += 1;
+                        break;
+                    }
+                    None => break,
+                    _ => {}
+                }
+                let before = *i;
+                out.extend(use_tree(s, i));
+                skip_ws(i);
+                match s.get(*i) {
+                    Some(b',') => *i += 1,
+                    Some(b'}') => {
+                        *i += 1;
+                        break;
+                    }
+                    _ if *i == before => break,
+                    _ => {}
+                }
+            }
+            out
+        }
+        Some(b'*') => {
+            *i += 1;
+            vec![Vec::new()]
+        }
+        _ => {
+            let start = *i;
+            while *i < s.len() && (s[*i].is_ascii_alphanumeric() || s[*i] == b'_') {
+                *i += 1;
+            }
+            let id = String::from_utf8_lossy(&s[start..*i]).into_owned();
+            if id.is_empty() {
+                return vec![Vec::new()];
+            }
+            let head = if id == "self" { Vec::new() } else { vec![id] };
+            if s[*i..].starts_with(b"::") {
+                *i += 2;
+                use_tree(s, i)
+                    .into_iter()
+                    .map(|tail| head.iter().cloned().chain(tail).collect())
+                    .collect()
+            } else {
+                vec![head]
+            }
+        }
+    }
+}
+
+/// Every path `code` (comments stripped) names through `crate::`, `super::`
+/// or `self::`, as written in the file of module `me`.
+fn named_paths(code: &str, me: &[String]) -> Vec<Vec<String>> {
+    let s = code.as_bytes();
+    // `self` is the module the file is; `super` its parent.
+    let here: Vec<String> = me.to_vec();
+    let mut out = Vec::new();
+    for prefix in ["crate::", "super::", "self::"] {
+        for (at, _) in code.match_indices(prefix) {
+            if code[..at]
+                .ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$' || c == ':')
+            {
+                continue; // `$crate::`, `super::super::`'s second half, a longer path
+            }
+            let mut i = at + prefix.len();
+            let mut base: Vec<String> = match prefix {
+                "crate::" => Vec::new(),
+                "self::" => here.clone(),
+                _ => here[..here.len().saturating_sub(1)].to_vec(),
+            };
+            while code[i..].starts_with("super::") {
+                base.pop();
+                i += "super::".len();
+            }
+            for tail in use_tree(s, &mut i) {
+                out.push(base.iter().cloned().chain(tail).collect());
+            }
+        }
+    }
+    out
+}
+
+/// Module path to the module paths it uses.
+type Graph = BTreeMap<Vec<String>, BTreeSet<Vec<String>>>;
+
+/// The import graph between sibling files (and sibling folders) of each
+/// module: an edge from `rdma::setting` to `rdma::traffic_class` for every
+/// name one takes from the other. A use between a file and its own `mod.rs`
+/// is dropped (the face); a use that crosses into another folder is lifted
+/// to the two siblings it joins (`rdma::nldev::socket` using `rdma::lookup`
+/// is `rdma::nldev` using `rdma::lookup`).
+fn sibling_edges(files: &[(Vec<String>, String)]) -> Graph {
+    let known: BTreeSet<Vec<String>> = files.iter().map(|(m, _)| m.clone()).collect();
+    let mut edges = Graph::new();
+    for (me, text) in files {
+        let code = strip_comments(text);
+        for path in named_paths(&code, me) {
+            // The longest prefix that is a module of the crate.
+            let Some(target) = (0..=path.len())
+                .rev()
+                .map(|n| path[..n].to_vec())
+                .find(|p| known.contains(p))
+            else {
+                continue;
+            };
+            let common = me.iter().zip(&target).take_while(|(a, b)| a == b).count();
+            if common == me.len() || common == target.len() {
+                continue; // one contains the other: a file and its own mod.rs
+            }
+            edges
+                .entry(me[..=common].to_vec())
+                .or_default()
+                .insert(target[..=common].to_vec());
+        }
+    }
+    edges
+}
+
+/// A circle of the graph, if there is one, as the modules along it.
+fn a_circle(edges: &Graph) -> Option<Vec<String>> {
+    fn visit(
+        at: &Vec<String>,
+        edges: &Graph,
+        path: &mut Vec<Vec<String>>,
+        done: &mut BTreeSet<Vec<String>>,
+    ) -> Option<Vec<String>> {
+        if let Some(start) = path.iter().position(|p| p == at) {
+            let mut circle: Vec<String> = path[start..].iter().map(|p| p.join("::")).collect();
+            circle.push(at.join("::"));
+            return Some(circle);
+        }
+        if done.contains(at) {
+            return None;
+        }
+        path.push(at.clone());
+        for next in edges.get(at).into_iter().flatten() {
+            if let Some(c) = visit(next, edges, path, done) {
+                return Some(c);
+            }
+        }
+        path.pop();
+        done.insert(at.clone());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|k| visit(k, edges, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn the_files_of_a_module_import_each_other_in_no_circle() {
+    let src = root().join("src");
+    let mut paths = Vec::new();
+    rust_files(&src, &mut paths);
+    paths.sort();
+    let files: Vec<(Vec<String>, String)> = paths
+        .iter()
+        .map(|p| (module_path(&src, p), std::fs::read_to_string(p).unwrap()))
+        .collect();
+    let edges = sibling_edges(&files);
+    let inside: usize = edges
+        .iter()
+        .filter(|(from, _)| from.len() > 1)
+        .map(|(_, to)| to.len())
+        .sum();
+    assert!(
+        inside > 30,
+        "only {inside} uses between sibling files: the reader is broken"
+    );
+    if let Some(circle) = a_circle(&edges) {
+        panic!(
+            "files that import each other in a circle: {}. Move what they share into a file \
+             of its own below them, or what needs them all (a registry) into a module above them",
+            circle.join(" -> ")
+        );
+    }
+}
+
+#[test]
+fn the_circle_reader_sees_groups_super_and_self() {
+    let me = vec!["rdma".to_string(), "setting".to_string()];
+    let code = "use super::{traffic_class::CLASS, RdmaPort};\n\
+                use crate::rdma::{gid, lookup::{self, Found}};\n\
+                let x = self::inner::f(); super::super::quote::x();\n";
+    let got: Vec<String> = named_paths(code, &me)
+        .into_iter()
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "rdma::gid",
+            "rdma::lookup",
+            "rdma::lookup::Found",
+            "rdma::traffic_class::CLASS",
+            "rdma::RdmaPort",
+            "quote::x",
+            "rdma::setting::inner::f"
+        ]
+    );
+    let files = vec![
+        (me.clone(), "use super::traffic_class::CLASS;".to_string()),
+        (
+            vec!["rdma".into(), "traffic_class".into()],
+            "use super::setting::Setting; use super::RdmaPort;".to_string(),
+        ),
+        (vec!["rdma".into()], "pub mod setting;".to_string()),
+    ];
+    let circle = a_circle(&sibling_edges(&files)).expect("the circle is found");
+    assert_eq!(circle.first(), circle.last());
+    assert_eq!(circle.len(), 3, "{circle:?}");
 }

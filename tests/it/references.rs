@@ -4,6 +4,13 @@
 //! by Markdown link (`[x](docs/deploy.md#uninstall)`). A rename or a moved
 //! file leaves such a pointer dangling without any build noticing; this test
 //! notices. No root needed: it reads files.
+//!
+//! The same holds for a test command a comment or a doc tells the reader to
+//! run (`cargo test --test it inspect::`): its binary and its filter must
+//! name tests that exist. And every file a reader meets is read: the fuzz
+//! workspace, the make fragments and the requirement lists too (a path in
+//! `fuzz/run.sh`'s comment and one in a `.txt` once pointed at test files
+//! that had moved into `tests/it/`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -30,6 +37,10 @@ fn citing_files() -> Vec<PathBuf> {
                         "testdata",
                         "node_modules",
                         "__pycache__",
+                        // The fuzz workspace's build tree, its corpus and
+                        // crash inputs (.gitignore): not ours to cite from.
+                        "corpus",
+                        "artifacts",
                     ]
                     .contains(&name.as_str());
                 if !skip {
@@ -39,9 +50,10 @@ fn citing_files() -> Vec<PathBuf> {
                 let ext = p.extension().map(|x| x.to_string_lossy().to_string());
                 let texty = matches!(
                     ext.as_deref(),
-                    Some("rs" | "md" | "sh" | "py" | "yaml" | "yml" | "json" | "toml")
-                ) || name == "Makefile"
-                    || name == "run";
+                    Some(
+                        "rs" | "md" | "sh" | "py" | "yaml" | "yml" | "json" | "toml" | "mk" | "txt"
+                    )
+                ) || ["Makefile", "run", "Containerfile"].contains(&name.as_str());
                 if texty {
                     out.push(p);
                 }
@@ -57,6 +69,8 @@ fn citing_files() -> Vec<PathBuf> {
         "bench",
         "conf",
         ".ci",
+        "fuzz",
+        "mk",
     ] {
         walk(&root().join(top), &mut out);
     }
@@ -139,24 +153,30 @@ fn section_citations(text: &str) -> Vec<(String, String)> {
     out
 }
 
+/// A file's text with its lines joined and comment markers dropped: a
+/// citation or a command may wrap inside a comment.
+fn joined_text(file: &Path) -> String {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| {
+            l.trim_start()
+                .trim_start_matches("//!")
+                .trim_start_matches("///")
+                .trim_start_matches("//")
+                .trim_start_matches('#')
+                .trim()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[test]
 fn every_cited_section_exists() {
     let mut dangling = Vec::new();
     let mut seen = 0;
     for file in citing_files() {
-        let text = std::fs::read_to_string(&file).unwrap_or_default();
-        // Joined lines: a citation may wrap inside a comment.
-        let joined = text
-            .lines()
-            .map(|l| {
-                l.trim_start()
-                    .trim_start_matches("//!")
-                    .trim_start_matches("///")
-            })
-            .map(|l| l.trim_start_matches("//").trim_start_matches('#').trim())
-            .collect::<Vec<_>>()
-            .join(" ");
-        for (doc, section) in section_citations(&joined) {
+        for (doc, section) in section_citations(&joined_text(&file)) {
             seen += 1;
             let heads = headings(&cited_doc(&doc));
             // "Who writes what" names "Who writes what (the trust boundary)".
@@ -180,7 +200,7 @@ fn every_cited_section_exists() {
 /// starting at a top directory, ending in a file name with an extension or
 /// a '/'. Placeholders (`<dev>`), globs and host paths are not paths here.
 fn repo_paths(text: &str) -> BTreeSet<String> {
-    const TOPS: [&str; 7] = [
+    const TOPS: [&str; 9] = [
         "src/",
         "tests/",
         "docs/",
@@ -188,6 +208,8 @@ fn repo_paths(text: &str) -> BTreeSet<String> {
         "bench/",
         "conf/",
         ".ci/",
+        "fuzz/",
+        "mk/",
     ];
     let is_path_char = |c: char| c.is_alphanumeric() || "/._-".contains(c);
     let mut out = BTreeSet::new();
@@ -253,6 +275,8 @@ fn every_named_path_exists() {
             // Build products and per-run outputs are named before they exist.
             let generated = path.contains(".build")
                 || path.starts_with("bench/results")
+                || path.starts_with("fuzz/corpus")
+                || path.starts_with("fuzz/artifacts")
                 || path.ends_with(".log")
                 || path.starts_with("integration/kernel/.cache");
             let external = EXTERNAL.iter().any(|(prefix, _)| path.starts_with(prefix))
@@ -333,4 +357,136 @@ fn the_readers_find_what_they_should() {
         "who-writes-what-the-trust-boundary"
     );
     assert_eq!(anchor("`roce-tune inspect`"), "roce-tune-inspect");
+}
+
+/// The integration binary's tests, as `cargo test` names them
+/// (`inspect::help_and_bad_options`): every `#[test]` fn of each module of
+/// tests/it/main.rs.
+fn it_test_names() -> Vec<String> {
+    let it = root().join("tests/it");
+    let main = std::fs::read_to_string(it.join("main.rs")).unwrap();
+    let mut names = Vec::new();
+    for module in main
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("mod "))
+        .map(|m| m.trim_end_matches(';'))
+    {
+        let text = std::fs::read_to_string(it.join(format!("{module}.rs")))
+            .or_else(|_| std::fs::read_to_string(it.join(module).join("mod.rs")))
+            .unwrap_or_default();
+        let mut after_test = false;
+        for line in text.lines().map(str::trim) {
+            if line.starts_with("#[test]") {
+                after_test = true;
+            } else if after_test {
+                if let Some(rest) = line.strip_prefix("fn ") {
+                    let name: String = rest
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    names.push(format!("{module}::{name}"));
+                    after_test = false;
+                } else if !line.starts_with("#[") {
+                    after_test = false;
+                }
+            }
+        }
+    }
+    names
+}
+
+/// Every `--test <binary> [filter]` of a `cargo test` command in `text`:
+/// the binary and the first argument after it, if that is a filter (not an
+/// option, not `--`).
+fn test_commands(text: &str) -> Vec<(String, Option<String>)> {
+    let word = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || "_:".contains(*c))
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (at, _) in text.match_indices("cargo test") {
+        // One command: up to the end of its line or of its code span.
+        let rest = &text[at..];
+        let end = rest.find(['\n', '`', '"', ')']).unwrap_or(rest.len());
+        let cmd = &rest[..end];
+        let Some(i) = cmd.find("--test ") else {
+            continue;
+        };
+        let after = cmd[i + "--test ".len()..].trim_start();
+        let binary = word(after);
+        let next = after[binary.len()..].split_whitespace().next();
+        let filter = next
+            .filter(|n| !n.starts_with('-') && !n.starts_with('<'))
+            .map(word)
+            .filter(|f| !f.is_empty());
+        out.push((binary, filter));
+    }
+    out
+}
+
+#[test]
+fn every_cited_test_command_runs_tests_that_exist() {
+    let names = it_test_names();
+    assert!(
+        names.len() > 100,
+        "only {} tests found in tests/it: the reader is broken",
+        names.len()
+    );
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    for file in citing_files() {
+        for (binary, filter) in test_commands(&joined_text(&file)) {
+            seen += 1;
+            // One [[test]] target: tests/it (Cargo.toml's autotests find
+            // tests/<name>.rs or tests/<name>/main.rs).
+            let target = root().join("tests").join(&binary);
+            if !target.join("main.rs").exists() && !target.with_extension("rs").exists() {
+                wrong.push(format!(
+                    "{}: --test {binary}: no such test binary (the integration tests are one, `--test it`)",
+                    rel(&file)
+                ));
+                continue;
+            }
+            if let Some(f) = filter.filter(|_| binary == "it") {
+                if !names.iter().any(|n| n.contains(&f)) {
+                    wrong.push(format!(
+                        "{}: --test it {f}: the filter names no test of tests/it",
+                        rel(&file)
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        seen > 5,
+        "only {seen} test commands found: the reader is broken"
+    );
+    assert!(
+        wrong.is_empty(),
+        "test commands that run nothing:\n  {}",
+        wrong.join("\n  ")
+    );
+}
+
+#[test]
+fn the_command_reader_finds_binary_and_filter() {
+    // Built with concat!: this file is read too, and a literal of a wrong
+    // command would be one.
+    let text = concat!(
+        "run `cargo",
+        " test --test inspect -- --nocapture` or\n",
+        "cargo",
+        " test --locked --test it -- --test-threads=2 x, and `cargo",
+        " test --test it placement::cost -- --ignored`"
+    );
+    let got = test_commands(text);
+    assert_eq!(
+        got,
+        [
+            ("inspect".to_string(), None),
+            ("it".to_string(), None),
+            ("it".to_string(), Some("placement::cost".to_string())),
+        ]
+    );
 }

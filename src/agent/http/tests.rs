@@ -19,6 +19,7 @@ const BODY: &str = "# HELP t_info test\n# TYPE t_info gauge\nt_info 1\n";
 fn test_limits() -> Limits {
     Limits {
         max_connections: 32,
+        max_waiting: 32,
         max_head_bytes: 8 * 1024,
         read_deadline: Duration::from_secs(2),
         write_deadline: Duration::from_secs(2),
@@ -334,7 +335,8 @@ fn five_hundred_connections_at_once_leave_room_for_a_scrape() {
         .collect();
     let held: Vec<Vec<TcpStream>> = holders.into_iter().map(|h| h.join().unwrap()).collect();
     assert_eq!(opened.load(Ordering::Relaxed), 500);
-    // All 500 still open on the client side: the server has at most 32.
+    // All 500 still open on the client side: the server keeps at most 32
+    // of those that sent nothing (max_waiting).
     let took = good_scrape(srv.addr, "500 idle connections held open");
     eprintln!("with 500 connections held open: a scrape took {took:?}");
     assert_eq!(srv.threads(), 1, "the server spawned threads");
@@ -354,11 +356,92 @@ fn five_hundred_connections_at_once_leave_room_for_a_scrape() {
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(
         answered <= 32,
-        "{answered} answered: more than max_connections were held"
+        "{answered} answered: more than max_waiting were held"
     );
     done.store(true, Ordering::Relaxed);
     assert!(scraper.join().unwrap() >= 1);
     good_scrape(srv.addr, "after the flood");
+    assert_eq!(srv.threads(), 1);
+}
+
+/// Connection churn evicted a scrape whose request came late: it was the
+/// oldest connection waiting for a request, so the first one past the
+/// table's size closed it. A client that connects and has not sent yet
+/// costs a descriptor and no buffer; hundreds of newer ones must not cost
+/// it its request.
+#[test]
+fn a_request_sent_late_outlives_hundreds_of_newer_idle_connections() {
+    let srv = start("http-late", Limits::default());
+    let mut late = TcpStream::connect(srv.addr).unwrap();
+    late.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    thread::sleep(Duration::from_millis(50));
+    let newer: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect_timeout(&srv.addr, Duration::from_secs(5)).unwrap())
+        .collect();
+    // Time for the server to accept them all (it takes 16 a turn).
+    thread::sleep(Duration::from_millis(300));
+    late.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut all = Vec::new();
+    late.read_to_end(&mut all).unwrap();
+    assert!(
+        all.starts_with(b"HTTP/1.1 200 ") && all.ends_with(BODY.as_bytes()),
+        "the late request: {:?}",
+        String::from_utf8_lossy(&all)
+    );
+    good_scrape(srv.addr, "300 newer idle connections");
+    drop(newer);
+    assert_eq!(srv.threads(), 1);
+}
+
+/// The two bounds count different connections: part of a head costs a
+/// buffer (`max_connections` of them, the oldest closed first); a connection
+/// that has sent nothing costs none and is not counted there.
+#[test]
+fn partial_heads_past_max_connections_close_the_oldest_and_idle_ones_do_not_count() {
+    let limits = Limits {
+        max_connections: 4,
+        max_waiting: 64,
+        ..test_limits()
+    };
+    let srv = start("http-classes", limits);
+    let connect = || {
+        let s = TcpStream::connect_timeout(&srv.addr, Duration::from_secs(5)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s
+    };
+    let idle: Vec<TcpStream> = (0..20).map(|_| connect()).collect();
+    let partial: Vec<TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = connect();
+            s.write_all(b"GET /met").unwrap();
+            // One at a time, so the server sees them in this order.
+            thread::sleep(Duration::from_millis(30));
+            s
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(200));
+    let answered = |mut s: TcpStream, rest: &[u8]| {
+        let _ = s.write_all(rest);
+        let mut all = Vec::new();
+        let _ = s.read_to_end(&mut all);
+        all.starts_with(b"HTTP/1.1 200 ")
+    };
+    let served: Vec<bool> = partial
+        .into_iter()
+        .map(|s| answered(s, b"rics HTTP/1.1\r\n\r\n"))
+        .collect();
+    assert_eq!(
+        served,
+        [false, false, false, false, true, true, true, true],
+        "the four oldest partial heads closed, the four newest kept"
+    );
+    for s in idle {
+        assert!(
+            answered(s, b"GET /healthz HTTP/1.1\r\n\r\n"),
+            "an idle connection was closed"
+        );
+    }
     assert_eq!(srv.threads(), 1);
 }
 
@@ -546,6 +629,27 @@ fn spawn_blocks_termination_signals_in_its_thread_and_stops_within_a_second() {
     assert!(TcpStream::connect(addr).is_err(), "still listening");
 }
 
+/// The agent's SIGTERM budget is a second: a server thread asleep in its
+/// poll is woken by the shutdown, not found at its next poll timeout.
+#[test]
+fn shutdown_wakes_the_server_thread_whatever_its_poll_interval() {
+    let limits = Limits {
+        poll_interval: Duration::from_secs(60),
+        ..Limits::default()
+    };
+    let server = Server::bind("127.0.0.1:0".parse().unwrap(), limits).unwrap();
+    let addr = server.local_addr();
+    let handle = server
+        .spawn(routes(Arc::new(Published::new(BODY.into()))))
+        .unwrap();
+    assert_eq!(get(addr, "/metrics").status, 200);
+    // Idle now: the thread is in a poll of up to 60 s.
+    thread::sleep(Duration::from_millis(100));
+    let t = Instant::now();
+    handle.shutdown().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
 #[test]
 fn bind_and_address_errors_are_typed_and_quote_nothing() {
     let taken = Server::bind("127.0.0.1:0".parse().unwrap(), Limits::default()).unwrap();
@@ -577,6 +681,36 @@ fn bind_and_address_errors_are_typed_and_quote_nothing() {
         );
         assert!(!msg.contains("secret"), "{msg}");
     }
+}
+
+/// The two functions the fuzz target `http_head` drives (fuzz/run.sh).
+#[test]
+fn feed_and_parse_head_as_the_fuzz_target_drives_them() {
+    let mut head = Vec::new();
+    assert_eq!(
+        feed(&mut head, b"GET /metrics?x HTTP/1.1\r\nA: b\r", 64),
+        Fed::More
+    );
+    assert_eq!(feed(&mut head, b"\n\r", 64), Fed::More);
+    assert_eq!(feed(&mut head, b"\nbody", 64), Fed::Head(33));
+    assert_eq!(
+        parse_head(&head[..33]),
+        Ok(Request {
+            path: "/metrics",
+            with_body: true
+        })
+    );
+    let mut big = Vec::new();
+    assert_eq!(feed(&mut big, &[b'a'; 65], 64), Fed::TooLarge);
+    assert_eq!(
+        parse_head(b"HEAD / HTTP/1.0\n\n").map(|r| r.with_body),
+        Ok(false)
+    );
+    assert_eq!(
+        parse_head(b"PUT / HTTP/1.1\r\n\r\n"),
+        Err(Status::MethodNotAllowed)
+    );
+    assert_eq!(parse_head(b"GET /\r\n\r\n"), Err(Status::BadRequest));
 }
 
 #[test]

