@@ -716,6 +716,18 @@ mod tests {
         }
     }
 
+    /// Found by fuzz/fuzz_targets/checkpoint.rs against its plain reading
+    /// (`serde_json::Value`, which refuses a number past f64's range): such a
+    /// number in a field skipped unread is valid JSON (RFC 8259 §6 lets a
+    /// reader limit numbers) and decides nothing, so the file is read.
+    #[test]
+    fn a_number_past_f64_in_a_skipped_field_is_no_reason_to_refuse() {
+        let file = r#"{"Data":{"PodDeviceEntries":[{"PodUID":"u","ResourceName":"r","DeviceIDs":["d"]}]},"Checksum":38e54436179}"#;
+        assert!(serde_json::from_str::<serde_json::Value>(file).is_err());
+        let got = parse(file.as_bytes(), "u").unwrap().unwrap();
+        assert_eq!(ids(&got), [("r", "d")]);
+    }
+
     #[test]
     fn file_errors() {
         let dir = std::env::temp_dir().join(format!("rt-ckpt-{}", std::process::id()));

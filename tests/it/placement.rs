@@ -1340,6 +1340,34 @@ fn a_corrupt_stale_or_foreign_pod_record_is_never_believed() {
     assert_eq!(kubelet.calls().len(), calls);
 }
 
+/// GC (spec 1.1.0) releases the record with the entry of the pod's last
+/// rail, once no attachment of the sandbox is valid.
+#[test]
+fn gc_releases_the_pods_record_with_its_last_rail() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let site = Site::new();
+    let pod = small_pod(&site, "team-g", "collected", 0);
+    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &[]);
+    let conf = site.with_kubelet(&kubelet, json!({}));
+    pod.add(&conf, 0, &json!({})).ok();
+    assert_eq!(pod_records(&site).len(), 1);
+    let gc = |valid: Value| {
+        let c = json!({"cniVersion": "1.1.0", "name": "rdma-rail", "type": "roce-tune",
+                       "cni.dev/valid-attachments": valid});
+        Exec::new(BIN)
+            .env("CNI_COMMAND", "GC")
+            .env("ROCE_TUNE_NODE_CONFIG", &conf)
+            .stdin(c.to_string())
+            .run()
+    };
+    gc(json!([{"containerID": pod.container_id, "ifname": "net1"}])).ok();
+    assert_eq!(pod_records(&site).len(), 1, "a valid attachment keeps it");
+    gc(json!([])).ok();
+    assert!(site.state.entries().is_empty());
+    assert!(pod_records(&site).is_empty(), "{:?}", pod_records(&site));
+}
+
 /// The orphan repair releases the record of a pod whose netns went without
 /// a DEL, with the entry of its last rail.
 #[test]
