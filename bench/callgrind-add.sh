@@ -12,7 +12,11 @@
 # on a one-device test tree, for a pod netns with net1. It runs twice per binary: with every
 # node config path real ("plain"), and with the state dir, log file and device-info dir behind
 # <base>/var/run -> ../run, root's link in a root-only dir, as /var/run is on Debian, Ubuntu
-# and RHEL ("linked"; a binary that refuses such paths says so in its row).
+# and RHEL ("linked"; a binary that refuses such paths says so in its row). A third row ("rail")
+# is an ADD of a rail that owns nothing (no class, no device-info file: the default GID check
+# alone), plain paths, in a state dir an earlier ADD of the node already made: before state
+# format 4 such an ADD wrote nothing, now it records its rail (docs/performance.md, "The job
+# environment").
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "callgrind-add: run as root (a netns, a root-owned state dir)" >&2; exit 2; }
 [ $# -gt 0 ] || { echo "usage: $0 BINARY..." >&2; exit 2; }
@@ -60,7 +64,14 @@ node_config() {
 plain="$(node_config "$base/run" plain)"
 linked="$(node_config "$base/var/run" linked)"
 
+# conf <dir of the paths> [rail]: the full ADD's config, or the rail's that owns nothing.
 conf() {
+    if [ "${2:-}" = rail ]; then
+        jq -cn --arg ns "/var/run/netns/$ns" '{cniVersion: "1.0.0", name: "rail", type: "roce-tune",
+            prevResult: {cniVersion: "1.0.0", interfaces: [{name: "net1", sandbox: $ns}],
+                         ips: [{address: "192.168.0.34/16", interface: 0}]}}'
+        return
+    fi
     jq -cn --arg ns "/var/run/netns/$ns" --arg f "$1/devinfo/default-rail-cg1_net1" '{
         cniVersion: "1.0.0", name: "rail", type: "roce-tune", trafficClass: 41,
         capabilities: {CNIDeviceInfoFile: true}, runtimeConfig: {CNIDeviceInfoFile: $f},
@@ -101,17 +112,19 @@ calls() {
 reset() {
     rm -rf "$base/run/state" "$base/run/devinfo" "$base/run/roce-tune.log"
     : >"$d/tc/1/traffic_class"
+    [ "${1:-}" != rail ] || mkdir -p -m 700 "$base/run/state/locks"
 }
 
 printf '%-40s %-7s %12s %12s %9s %9s\n' binary paths "ADD Ir" "DEL Ir" "ADD calls" "DEL calls"
 for bin in "$@"; do
-    for layout in plain linked; do
+    for layout in plain linked rail; do
         node="$plain" at="$base/run"
-        [ "$layout" = plain ] || { node="$linked"; at="$base/var/run"; }
-        c="$(conf "$at")"
+        [ "$layout" != linked ] || { node="$linked"; at="$base/var/run"; }
+        c="$(conf "$at" "$layout")"
+        reset "$layout"
         add="$(ir "$bin" ADD "$node" "$c")"
         del="$(ir "$bin" DEL "$node" "$c")"
-        reset
+        reset "$layout"
         add_calls="$(calls "$bin" ADD "$node" "$c")"
         del_calls="$(calls "$bin" DEL "$node" "$c")"
         reset

@@ -19,6 +19,7 @@ pub mod device_info;
 pub mod fault;
 pub mod fs_read;
 pub mod idle;
+pub mod job_env;
 pub mod netlink;
 pub mod netns;
 pub mod node;

@@ -70,6 +70,51 @@ pub struct NodeConfig {
     pub nvidia_gpus_dir: PathBuf,
     pub metrics_address: SocketAddr,
     pub drift_policy: DriftPolicy,
+    /// `jobEnvFamilies`: the variable families a pod's job environment gets.
+    pub job_env_families: Vec<EnvFamily>,
+    /// `jobEnvOmit`: variables never injected (another NRI plugin sets them).
+    pub job_env_omit: Vec<String>,
+}
+
+/// A family of job environment variables (`jobEnvFamilies`), computed from
+/// a pod's rails by `crate::job_env`. Here because the node config names
+/// them and what may be left out (`jobEnvOmit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvFamily {
+    /// NCCL's IB transport (NVIDIA/nccl `src/transport/net_ib/`).
+    Nccl,
+    /// UCX (Open MPI, UCC): `UCX_NET_DEVICES` and the IB transport's.
+    Ucx,
+}
+
+impl EnvFamily {
+    pub const ALL: [EnvFamily; 2] = [EnvFamily::Nccl, EnvFamily::Ucx];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            EnvFamily::Nccl => "nccl",
+            EnvFamily::Ucx => "ucx",
+        }
+    }
+
+    /// Every variable of the family, in injection order: what `jobEnvOmit`
+    /// may name (docs/design.md, "NCCL's and UCX's variables").
+    pub fn variables(self) -> &'static [&'static str] {
+        match self {
+            EnvFamily::Nccl => &[
+                "NCCL_IB_HCA",
+                "NCCL_IB_GID_INDEX",
+                "NCCL_IB_ROCE_VERSION_NUM",
+                "NCCL_IB_ADDR_FAMILY",
+                "NCCL_IB_TC",
+            ],
+            EnvFamily::Ucx => &[
+                "UCX_NET_DEVICES",
+                "UCX_IB_GID_INDEX",
+                "UCX_IB_TRAFFIC_CLASS",
+            ],
+        }
+    }
 }
 
 /// What the agent does with a live rail whose owned file no longer holds
@@ -117,6 +162,8 @@ impl NodeConfig {
             nvidia_gpus_dir: DEFAULT_NVIDIA_GPUS_DIR.into(),
             metrics_address: DEFAULT_METRICS_ADDRESS.parse().expect("a socket address"),
             drift_policy: DriftPolicy::Repair,
+            job_env_families: vec![EnvFamily::Nccl],
+            job_env_omit: Vec::new(),
         }
     }
 
@@ -229,6 +276,8 @@ impl NodeConfig {
             "nvidiaGpusDir",
             "metricsAddress",
             "driftPolicy",
+            "jobEnvFamilies",
+            "jobEnvOmit",
         ];
         if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
             // A typo here would silently fall back to a default host path.
@@ -312,6 +361,7 @@ impl NodeConfig {
             Some("report") => DriftPolicy::Report,
             _ => return Err(bad("driftPolicy must be \"repair\" or \"report\"".into())),
         };
+        job_env(obj, &mut node).map_err(&bad)?;
         node.sysctl_allowlist = match obj.get("sysctlAllowlist") {
             None | Some(Value::Null) => None,
             Some(Value::Array(a)) if a.len() <= MAX_PATTERNS => Some(
@@ -335,6 +385,63 @@ impl NodeConfig {
     pub fn is_test_tree(&self) -> bool {
         self.sysfs_root != Path::new(DEFAULT_SYSFS_ROOT)
     }
+}
+
+/// `jobEnvFamilies` and `jobEnvOmit`: names from the lists above only, so a
+/// typo cannot leave in a variable another NRI plugin sets (the runtime then
+/// fails the container: two plugins adjusting one variable).
+fn job_env(obj: &Map<String, Value>, node: &mut NodeConfig) -> Result<(), String> {
+    let names = |key: &str| -> Result<Option<Vec<&str>>, String> {
+        match obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(a)) if a.len() <= 64 => a
+                .iter()
+                .map(|v| v.as_str().ok_or(format!("{key} holds a non-string")))
+                .collect::<Result<_, _>>()
+                .map(Some),
+            Some(_) => Err(format!("{key} must be an array of at most 64 names")),
+        }
+    };
+    if let Some(list) = names("jobEnvFamilies")? {
+        let mut families = Vec::new();
+        for name in list {
+            let f = EnvFamily::ALL
+                .into_iter()
+                .find(|f| f.name() == name)
+                .ok_or_else(|| {
+                    format!(
+                        "jobEnvFamilies: {} is not a family: the families are \"nccl\" and \"ucx\"",
+                        crate::quote::input(name)
+                    )
+                })?;
+            if !families.contains(&f) {
+                families.push(f);
+            }
+        }
+        if families.is_empty() {
+            return Err("jobEnvFamilies names no family: list \"nccl\", \"ucx\" or both (to inject nothing, turn the NRI plugin's environment off)".into());
+        }
+        node.job_env_families = families;
+    }
+    if let Some(list) = names("jobEnvOmit")? {
+        let known = || {
+            EnvFamily::ALL
+                .into_iter()
+                .flat_map(|f| f.variables().iter())
+        };
+        for name in list {
+            if !known().any(|v| *v == name) {
+                let all: Vec<&str> = known().copied().collect();
+                return Err(format!(
+                    "jobEnvOmit: {} is not a variable roce-tune sets: they are {}",
+                    crate::quote::input(name),
+                    all.join(", ")
+                ));
+            }
+            node.job_env_omit.push(name.to_owned());
+        }
+    }
+    Ok(())
 }
 
 /// The host paths of one node config, resolved through the links root owns
@@ -514,6 +621,12 @@ mod tests {
         assert_eq!(n.drift_policy, DriftPolicy::Report);
         assert_eq!(n.pod_resources_checkpoint, None);
         assert_eq!(n.gpu_resources, ["example.com/gpu"]);
+        assert_eq!(n.job_env_families, [EnvFamily::Nccl], "the default");
+        assert!(n.job_env_omit.is_empty());
+        let n = parse(r#"{"jobEnvFamilies":["ucx","nccl","ucx"],"jobEnvOmit":["NCCL_IB_TC"]}"#)
+            .unwrap();
+        assert_eq!(n.job_env_families, [EnvFamily::Ucx, EnvFamily::Nccl]);
+        assert_eq!(n.job_env_omit, ["NCCL_IB_TC"]);
     }
 
     #[test]
@@ -544,6 +657,12 @@ mod tests {
                 r#"{"podResourcesSocket":"kubelet.sock"}"#,
                 "podResourcesSocket",
             ),
+            (r#"{"jobEnvFamilies":["mpi"]}"#, "not a family"),
+            (r#"{"jobEnvFamilies":[]}"#, "names no family"),
+            (r#"{"jobEnvFamilies":"nccl"}"#, "array"),
+            (r#"{"jobEnvFamilies":[1]}"#, "non-string"),
+            (r#"{"jobEnvOmit":["NCCL_IB_TCX"]}"#, "NCCL_IB_TC,"),
+            (r#"{"jobEnvOmit":["PATH"]}"#, "not a variable"),
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.0.contains(needle), "{text}: {}", e.0);

@@ -16,7 +16,7 @@ use crate::netns::NsId;
 use crate::node::NodeConfig;
 use crate::ownership::{is_live, release_entry, Done, Place};
 use crate::rdma::reach::Sysfs;
-use crate::state::{Entry, LockWait, ReadError, StateDir, FORMAT};
+use crate::state::{Entry, LockWait, ReadError, StateDir, FORMAT, OWNER_INDEX_FORMAT};
 use std::time::Duration;
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -84,7 +84,7 @@ pub fn sweep(
             if !seen_live {
                 live.push((entry.netns.clone(), entry.netns_id));
             }
-            if entry.version < FORMAT {
+            if entry.version < OWNER_INDEX_FORMAT {
                 upgrade(state, place.lock_wait, cid, ifname);
             }
             continue;
@@ -109,10 +109,11 @@ pub fn sweep(
     report
 }
 
-/// A live entry of an older format is rewritten in this one, under its
-/// device's lock: formats 1 and 2 have no mark in the owner index, so a
-/// co-owner would not find them (`StateDir::owners_of`). The repair loop
-/// sweeps every entry each period, so a node is upgraded within one.
+/// A live entry of formats 1 and 2 is rewritten in this one, under its
+/// device's lock: they have no mark in the owner index, so a co-owner would
+/// not find them (`StateDir::owners_of`). The repair loop sweeps every entry
+/// each period, so a node is upgraded within one. A format 3 entry is marked
+/// and stays as it is (a rewrite would add no rail record: its ADD is past).
 fn upgrade(state: &StateDir, wait: LockWait, cid: &str, ifname: &str) {
     let Ok(old) = state.read(cid, ifname) else {
         return;
@@ -121,7 +122,7 @@ fn upgrade(state: &StateDir, wait: LockWait, cid: &str, ifname: &str) {
         state
             .lock_waiting(&old.lock_key(), wait)
             .and_then(|_lock| match state.read(cid, ifname) {
-                Ok(e) if e.version < FORMAT => state.write(&Entry {
+                Ok(e) if e.version < OWNER_INDEX_FORMAT => state.write(&Entry {
                     version: FORMAT,
                     ..e
                 }),

@@ -16,6 +16,7 @@
 //! read and replaced; 0.1.0 itself never opens a `.state` file, so a rollback
 //! to it leaves newer entries untouched too.
 
+use crate::cni::config::MAX_GID_INDEX;
 use crate::cni::env::{is_k8s_name, validate_container_id, validate_ifname};
 use crate::netns::NsId;
 use crate::rdma::device::Identity;
@@ -33,10 +34,14 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-/// The entry format this binary writes: 3 records owned settings by their
-/// key (`owned`), says how the device is reached (`reach`, was `exclusive`),
-/// and records a device-info file roce-tune made.
-pub const FORMAT: u32 = 3;
+/// The entry format this binary writes: 4 records every RDMA ADD's rail
+/// (`rail`), whether or not it owns a file; 3 recorded owned settings by
+/// their key (`owned`), how the device is reached (`reach`, was
+/// `exclusive`), and a device-info file roce-tune made.
+pub const FORMAT: u32 = 4;
+/// The first format whose entries are marked in the owner index: older ones
+/// are rewritten while their pod lives (`orphans::sweep`).
+pub const OWNER_INDEX_FORMAT: u32 = 3;
 /// A state entry is a few hundred bytes; anything larger is not ours.
 const MAX_ENTRY_BYTES: u64 = 64 * 1024;
 const SUFFIX: &str = ".state";
@@ -117,8 +122,30 @@ pub struct Entry {
     /// check ran: the agent reports where it sits now.
     #[serde(default)]
     pub gid: Option<String>,
+    /// What the pod's jobs need of this rail (`job_env`); format 4 on.
+    #[serde(default)]
+    pub rail: Option<RailRecord>,
     /// Nanoseconds since the epoch: orders co-owners.
     pub created_ns: u64,
+}
+
+/// What an RDMA ADD verified of its rail and what the network asked of it,
+/// recorded whether or not the ADD owns a file: the job environment's
+/// source (`job_env`: NCCL_IB_GID_INDEX, NCCL_IB_TC), read by the NRI plugin
+/// and `inspect --env`, never by a CNI command. The device and port are the
+/// entry's own; the interface's place among the pod's is its name
+/// (docs/design.md, "State entries").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RailRecord {
+    /// The index holding the RoCE v2 GID of the pod's address: the one
+    /// `gidCheck: enforce` verified, the one `present` or `warn` found;
+    /// `None` when the check was off or found it nowhere.
+    pub gid_index: Option<u32>,
+    /// The class the network (or the pod's pick) asked for, owned or not.
+    pub traffic_class: Option<u8>,
+    /// The rdma_cm default ToS the network asked for.
+    pub rdma_cm_tos: Option<u8>,
 }
 
 /// The Kubernetes pod of an attachment, from CNI_ARGS at ADD: what the
@@ -195,6 +222,7 @@ impl From<EntryV2> for Entry {
             pod: None,
             placement: None,
             gid: None,
+            rail: None,
             created_ns: v.created_ns,
         }
     }
@@ -255,6 +283,7 @@ impl From<EntryV1> for Entry {
             pod: None,
             placement: None,
             gid: None,
+            rail: None,
             created_ns: v.created.saturating_mul(1_000_000_000),
         }
     }
@@ -315,8 +344,15 @@ impl Entry {
                 return Err("its placement level is not a GDR level".into());
             }
         }
-        if self.owned.is_empty() && self.device_info.is_none() {
-            return Err("it records nothing to restore".into());
+        if self
+            .rail
+            .is_some_and(|r| r.gid_index.is_some_and(|i| i > MAX_GID_INDEX))
+        {
+            return Err("its GID index is out of range".into());
+        }
+        // Before format 4 an ADD recorded only what it had to give back.
+        if self.owned.is_empty() && self.device_info.is_none() && self.rail.is_none() {
+            return Err("it records no rail and nothing to restore".into());
         }
         Ok(())
     }
@@ -362,6 +398,26 @@ pub enum ReadError {
     Newer(String),
     /// The OS error, kept so DEL can tell a passing failure from a lasting one.
     Io(std::io::Error),
+}
+
+/// What tells one version of an entry file from the next without reading
+/// it: every write renames a new file into place (a new inode); the size and
+/// the mtime catch a file changed in place (by hand).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i128,
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Stamp {
+        Stamp {
+            ino: meta.ino(),
+            size: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        }
+    }
 }
 
 pub struct StateDir {
@@ -501,6 +557,8 @@ fn decode_any(bytes: &[u8]) -> Result<Entry, ReadError> {
     Ok(match version {
         1 => Entry::from(serde_json::from_value::<EntryV1>(v).map_err(not_entry)?),
         2 => Entry::from(serde_json::from_value::<EntryV2>(v).map_err(not_entry)?),
+        // Format 3 is format 4 without `rail`.
+        3 => serde_json::from_value::<Entry>(v).map_err(not_entry)?,
         n if n == u64::from(FORMAT) => serde_json::from_value::<Entry>(v).map_err(not_entry)?,
         n if n > u64::from(FORMAT) => return Err(ReadError::Newer(format!("format {n}"))),
         _ => return Err(ReadError::Corrupt("its format version is 0".into())),
@@ -657,8 +715,11 @@ impl StateDir {
     /// new one, never half of one. A version 1 file of the attachment goes.
     /// The entry is first marked in its device's owner index (a mark without
     /// an entry is harmless; an entry without its mark would hide a co-owner).
+    /// A rail that owns no setting is nobody's co-owner: it gets no mark.
     pub fn write(&self, entry: &Entry) -> StateResult<()> {
-        self.mark_owner(&entry.lock_key(), &entry.container_id, &entry.ifname)?;
+        if !entry.owned.is_empty() {
+            self.mark_owner(&entry.lock_key(), &entry.container_id, &entry.ifname)?;
+        }
         let name = entry_name(&entry.container_id, &entry.ifname);
         let path = self.dir.join(&name);
         let body = serde_json::to_vec_pretty(entry)
@@ -678,8 +739,8 @@ impl StateDir {
         Ok(())
     }
 
-    /// Remove an attachment's entry (both formats) and then its owner mark;
-    /// a missing one is fine.
+    /// Remove an attachment's entry (both formats) and then its owner mark
+    /// (a rail that owns nothing has none); a missing one is fine.
     pub fn remove(&self, entry: &Entry) -> StateResult<()> {
         let (container_id, ifname) = (&entry.container_id, &entry.ifname);
         for name in [
@@ -694,7 +755,9 @@ impl StateDir {
             }
         }
         let _ = File::open(&self.dir).and_then(|d| d.sync_all());
-        self.unmark_owner(&entry.lock_key(), container_id, ifname);
+        if !entry.owned.is_empty() {
+            self.unmark_owner(&entry.lock_key(), container_id, ifname);
+        }
         Ok(())
     }
 
@@ -784,6 +847,64 @@ impl StateDir {
         out.sort();
         out.dedup();
         Ok(out)
+    }
+
+    /// Every file named like an entry, and its stamp (a version 1 name only
+    /// where there is no current one), from one listing and one `fstatat`
+    /// beside it per file: what a long-running reader compares to know
+    /// which entries changed without reading them (`job_env::Rails`). A
+    /// name is not validated here: `parse_entry_name` does, before a read.
+    pub fn stamps(&self) -> StateResult<Vec<(String, Stamp)>> {
+        let fail = |e| io_err("list state dir", &self.dir, e);
+        let dir: std::os::fd::OwnedFd = OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
+            .open(&self.dir)
+            .map_err(fail)?
+            .into();
+        let names = crate::fs_read::names(&dir).map_err(fail)?;
+        // By suffix only: the caller validates a name it has not seen before
+        // it reads it (`parse_entry_name`), and a stat opens nothing.
+        let names: Vec<String> = names
+            .into_iter()
+            .filter_map(|n| n.into_string().ok())
+            .filter(|n| n.ends_with(SUFFIX) || n.ends_with(LEGACY_SUFFIX))
+            .collect();
+        // Which names a current one shadows: none unless 0.1.0 left some.
+        let shadowed: Vec<bool> = names
+            .iter()
+            .map(|name| {
+                name.strip_suffix(LEGACY_SUFFIX)
+                    .is_some_and(|stem| names.iter().any(|n| n.strip_suffix(SUFFIX) == Some(stem)))
+            })
+            .collect();
+        let mut out = Vec::with_capacity(names.len());
+        for (name, shadowed) in names.into_iter().zip(shadowed) {
+            if shadowed {
+                continue;
+            }
+            // Gone since the listing: a DEL between the two calls.
+            let Ok(st) = nix::sys::stat::fstatat(
+                &dir,
+                name.as_str(),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            ) else {
+                continue;
+            };
+            let stamp = Stamp {
+                ino: st.st_ino,
+                size: u64::try_from(st.st_size).unwrap_or(0),
+                mtime_ns: i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec),
+            };
+            out.push((name, stamp));
+        }
+        Ok(out)
+    }
+
+    /// The stamp of the dir itself: every write renames an entry into it
+    /// and every release unlinks one, so its mtime moves with either.
+    pub fn dir_stamp(&self) -> std::io::Result<Stamp> {
+        std::fs::symlink_metadata(&self.dir).map(|m| Stamp::of(&m))
     }
 
     /// Every readable entry; unreadable ones are reported through `skipped`.
@@ -974,11 +1095,13 @@ pub fn now_ns() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn entry(cid: &str) -> Entry {
+    /// A format 4 entry of a rail that owns its class (other modules' tests
+    /// start from it too).
+    pub(crate) fn entry(cid: &str) -> Entry {
         Entry {
             version: FORMAT,
             network: "rdma-vf".into(),
@@ -1005,7 +1128,12 @@ mod tests {
             device_info: None,
             pod: None,
             placement: None,
-            gid: None,
+            gid: Some("0000:0000:0000:0000:0000:ffff:c0a8:0022".into()),
+            rail: Some(RailRecord {
+                gid_index: Some(3),
+                traffic_class: Some(41),
+                rdma_cm_tos: None,
+            }),
             created_ns: 1,
         }
     }
@@ -1055,8 +1183,16 @@ mod tests {
         // Format 2: each setting a field of its own, `exclusive` for the reach.
         let mut v2 = serde_json::to_value(&e).unwrap();
         let m = v2.as_object_mut().unwrap();
-        for new_in_3 in ["reach", "deviceInfo", "owned", "pod", "placement", "gid"] {
-            m.remove(new_in_3);
+        for new_in_3_or_4 in [
+            "reach",
+            "deviceInfo",
+            "owned",
+            "pod",
+            "placement",
+            "gid",
+            "rail",
+        ] {
+            m.remove(new_in_3_or_4);
         }
         v2["version"] = json!(2);
         v2["exclusive"] = json!(true);
@@ -1066,10 +1202,10 @@ mod tests {
         assert_eq!((two.version, two.reach), (2, Reach::Pod));
         assert_eq!(two.owned["trafficClass"], e.owned["trafficClass"]);
         assert_eq!(two.owned["rdmaCmTos"].written, 106);
-        let newer = json!({"version": 4, "whatever": "a later binary wrote"});
+        let newer = json!({"version": 5, "whatever": "a later binary wrote"});
         assert!(matches!(
             decode(newer.to_string().as_bytes()),
-            Err(ReadError::Newer(what)) if what == "format 4"
+            Err(ReadError::Newer(what)) if what == "format 5"
         ));
         // A setting only a newer binary knows: left alone as newer, not corrupt.
         let mut later = serde_json::to_value(&e).unwrap();
@@ -1089,6 +1225,41 @@ mod tests {
         bad["device"] = json!("../../etc");
         assert!(matches!(
             decode(bad.to_string().as_bytes()),
+            Err(ReadError::Corrupt(_))
+        ));
+    }
+
+    /// Format 4 records a rail that owns nothing; format 3 (no `rail`) is
+    /// read as it is; an entry with neither a rail nor anything to give back
+    /// is not one of ours.
+    #[test]
+    fn a_rail_record_alone_is_an_entry() {
+        let mut rail_only = entry("c1");
+        rail_only.owned.clear();
+        let bytes = serde_json::to_vec(&rail_only).unwrap();
+        assert_eq!(decode(&bytes).unwrap(), rail_only);
+        let mut v3 = serde_json::to_value(entry("c1")).unwrap();
+        v3["version"] = json!(3);
+        v3.as_object_mut().unwrap().remove("rail");
+        let three = decode(v3.to_string().as_bytes()).unwrap();
+        assert_eq!((three.version, three.rail), (3, None));
+        assert_eq!(three.owned["trafficClass"].written, 41);
+        let mut nothing = rail_only.clone();
+        nothing.rail = None;
+        assert!(matches!(
+            decode(&serde_json::to_vec(&nothing).unwrap()),
+            Err(ReadError::Corrupt(why)) if why.contains("no rail")
+        ));
+        let mut far = serde_json::to_value(&rail_only).unwrap();
+        far["rail"]["gidIndex"] = json!(1024);
+        assert!(matches!(
+            decode(far.to_string().as_bytes()),
+            Err(ReadError::Corrupt(why)) if why.contains("GID index")
+        ));
+        let mut odd = serde_json::to_value(&rail_only).unwrap();
+        odd["rail"]["ncclIbHca"] = json!("mlx5_0");
+        assert!(matches!(
+            decode(odd.to_string().as_bytes()),
             Err(ReadError::Corrupt(_))
         ));
     }

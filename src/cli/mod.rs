@@ -26,6 +26,8 @@ its network config on stdin. Without CNI_COMMAND it is an operator's tool:
                     [--sysfs-root DIR] [--json]
       Show the node's RDMA devices, or a pod's rails, and PASS/FAIL each check
       (exit 0 all pass, 1 a check failed, 2 usage error); inspect --help for more.
+  roce-tune inspect (--netns PATH | --pid PID) --env [--json]
+      The pod's job environment (NCCL_IB_HCA, GID index, class), KEY=VALUE.
   roce-tune agent [--every SECONDS] [--node-config PATH]
       The node's agent (the DaemonSet's long-running container): every SECONDS
       (default 10) repair orphans and drift (driftPolicy), read every rail; serve

@@ -2,6 +2,7 @@
 //! included, so an empty value means "absent" (docs/design.md, "The CNI protocol").
 
 use super::error::{CniError, CniResult};
+use std::cmp::Ordering;
 use std::ffi::OsString;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -219,9 +220,11 @@ fn missing(name: &str) -> CniError {
 /// SPEC.md: "must start with an alphanumeric character, optionally followed by any
 /// combination of one or more alphanumeric characters, underscore, period or hyphen".
 pub fn validate_container_id(id: &str) -> CniResult<()> {
-    let mut chars = id.chars();
-    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphanumeric());
-    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')) {
+    // Bytes, not chars: only ASCII passes either way, and the NRI plugin
+    // checks every entry name of the state dir per request with it.
+    let mut bytes = id.bytes();
+    let first_ok = bytes.next().is_some_and(|c| c.is_ascii_alphanumeric());
+    if !first_ok || !bytes.all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-')) {
         return Err(CniError::env(format!(
             "CNI_CONTAINERID {id:?} is invalid: it must start with a letter or digit and hold only letters, digits, '_', '.', '-'"
         )));
@@ -284,6 +287,43 @@ pub fn parse_args(s: &str) -> CniResult<Vec<(String, String)>> {
         }
     }
     Ok(out)
+}
+
+/// Kernel names as a person orders them, mlx5_2 before mlx5_10 and net2
+/// before net10: compared by their digit runs.
+pub fn natural_cmp(a: &str, b: &str) -> Ordering {
+    // The next run of digits or of non-digits from `at`, without a
+    // collection: the NRI plugin orders a pod's rails inside a request.
+    fn chunk(s: &str, at: usize) -> Option<(bool, &str)> {
+        let bytes = s.as_bytes();
+        let digit = bytes.get(at)?.is_ascii_digit();
+        let len = bytes[at..]
+            .iter()
+            .position(|b| b.is_ascii_digit() != digit)
+            .unwrap_or(bytes.len() - at);
+        Some((digit, &s[at..at + len]))
+    }
+    let (mut i, mut j) = (0, 0);
+    loop {
+        let (x, y) = match (chunk(a, i), chunk(b, j)) {
+            (Some(x), Some(y)) => (x, y),
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+        };
+        i += x.1.len();
+        j += y.1.len();
+        let o = match (x, y) {
+            ((true, p), (true, q)) => {
+                let (p, q) = (p.trim_start_matches('0'), q.trim_start_matches('0'));
+                p.len().cmp(&q.len()).then(p.cmp(q))
+            }
+            ((_, p), (_, q)) => p.cmp(q),
+        };
+        if o != Ordering::Equal {
+            return o;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use crate::rdma::lookup::Found;
 use crate::rdma::reach::{PodSide, Reach};
 use crate::rdma::setting::{PodIface, Views};
 use crate::settings;
-use crate::state::{DeviceInfoFile, PlacementRecord, PodRecord, StateDir};
+use crate::state::{DeviceInfoFile, PlacementRecord, PodRecord, RailRecord, StateDir};
 use crate::sysctl;
 use crate::sysfs::View;
 use crate::topology::PathType;
@@ -59,12 +59,13 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
                 })
                 .ok()
         });
-    // Opened once for the record and the orphan sweep; without anything to
-    // record, a missing or refused dir only means nothing to sweep.
-    let state = if wants.is_empty() && info_request.is_none() {
-        StateDir::existing(&node.state_dir).ok().flatten()
-    } else {
+    // Opened once for the record and the orphan sweep. Every RDMA ADD
+    // records its rail; without one, a missing or refused dir only means
+    // nothing to sweep.
+    let state = if conf.needs_rdma() {
         Some(StateDir::create(&node.state_dir)?)
+    } else {
+        StateDir::existing(&node.state_dir).ok().flatten()
     };
     let sysfs = if conf.needs_rdma() || state.is_some() {
         Some(super::sysfs(node)?)
@@ -121,7 +122,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
             || -> CniResult<_> {
                 let Some(sysfs) = sysfs.as_ref().filter(|_| conf.needs_rdma()) else {
                     let undo = sysctl::apply(&sysctls)?;
-                    return Ok((None, None, undo, None));
+                    return Ok((None, None, undo, (None, None)));
                 };
                 let label = format!("<sysfs of netns {}>", netns.path().display());
                 let mut side = PodSide::new(sysfs, netns.id(), label);
@@ -144,20 +145,24 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
                         .map_err(|e| CniError::io("the pod's sysfs", e))?,
                     Reach::Host => None,
                 };
+                let mut gid_index = None;
                 if let Some((want, addr)) = &expected {
                     let view = pod_view.as_ref().unwrap_or(sysfs.host());
-                    if let Err(e) = check_gid(conf, view, &found.port, want, addr) {
-                        sysctl::revert(&undo);
-                        return Err(e);
+                    match check_gid(conf, view, &found.port, want, addr) {
+                        Ok(index) => gid_index = index,
+                        Err(e) => {
+                            sysctl::revert(&undo);
+                            return Err(e);
+                        }
                     }
                 }
-                Ok((Some(found), pod_view, undo, placed))
+                Ok((Some(found), pod_view, undo, (placed, gid_index)))
             },
             sweep,
         )
         .map_err(super::ns_error)?;
     let trip = trip?;
-    let (found, pod_view, applied, placed) = trip;
+    let (found, pod_view, applied, (placed, gid_index)) = trip;
     let views = sysfs.as_ref().map(|s| Views {
         device: pod_view.as_ref().unwrap_or(s.host()),
         host: s.host(),
@@ -181,32 +186,36 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     let info = info_request.and_then(|r| plan_device_info(node, r, found));
     if let Some(state) = &state {
         let created = info.as_ref().filter(|(_, plan, _)| *plan == Plan::Create);
-        if !wants.is_empty() || created.is_some() {
-            let claim = Claim {
-                network: &conf.name,
-                container_id: env.container_id(),
-                ifname,
-                netns: &netns,
-                reach,
-                device_info: created.map(|(r, _, pci)| DeviceInfoFile {
-                    name: r.name.clone(),
-                    pci: pci.clone(),
-                }),
-                pod: pod.map(|p| PodRecord {
-                    namespace: p.namespace,
-                    name: p.name,
-                    uid: p.uid,
-                }),
-                placement: placed,
-                gid: expected.map(|(g, _)| gid::format_gid(&g)),
-            };
-            release_previous_device(super::place(state, sysfs, node), env, &found.port)?;
-            // Recorded before the first write; a failure gives back what
-            // this ADD wrote (the entry says what), before the sysctls.
-            let port = &found.port;
-            undo.push(move || ownership::undo_take(state, views, port, env.container_id(), ifname));
-            ownership::take(state, views, &found.port, &claim, &wants)?;
-        }
+        let claim = Claim {
+            network: &conf.name,
+            container_id: env.container_id(),
+            ifname,
+            netns: &netns,
+            reach,
+            device_info: created.map(|(r, _, pci)| DeviceInfoFile {
+                name: r.name.clone(),
+                pci: pci.clone(),
+            }),
+            pod: pod.map(|p| PodRecord {
+                namespace: p.namespace,
+                name: p.name,
+                uid: p.uid,
+            }),
+            placement: placed,
+            gid: expected.map(|(g, _)| gid::format_gid(&g)),
+            rail: RailRecord {
+                gid_index,
+                traffic_class: conf.traffic_class,
+                rdma_cm_tos: conf.rdma_cm_tos,
+            },
+        };
+        release_previous_device(super::place(state, sysfs, node), env, &found.port)?;
+        // Recorded before the first write; a failure gives back what this
+        // ADD wrote (the entry says what) and drops the record, before the
+        // sysctls.
+        let port = &found.port;
+        undo.push(move || ownership::undo_take(state, views, port, env.container_id(), ifname));
+        ownership::take(state, views, &found.port, &claim, &wants)?;
     }
     if let Some((req, plan, pci)) = &info {
         device_info::apply(node, req, plan, &found.port, pci);
@@ -340,13 +349,15 @@ pub fn wanted_index(conf: &NetConf) -> Want {
     }
 }
 
+/// The index that holds the pod's RoCE v2 GID, as the rail record keeps it:
+/// the one verified, or (warn) the one found elsewhere, if any.
 fn check_gid(
     conf: &NetConf,
     view: &View,
     port: &crate::rdma::RdmaPort,
     want: &Ipv6Addr,
     addr: &IpAddr,
-) -> CniResult<()> {
+) -> CniResult<Option<u32>> {
     let timeout = Duration::from_millis(conf.gid_timeout_ms);
     let at = wanted_index(conf);
     match gid::wait_for(view, port, at, want, timeout) {
@@ -356,13 +367,13 @@ fn check_gid(
                 port.device,
                 gid::format_gid(want)
             );
-            Ok(())
+            Ok(Some(index))
         }
         Verdict::Mismatch { found, located } => {
             let err = super::gid_mismatch(port, at, want, addr, found.as_ref(), located);
             if conf.gid_check == GidCheck::Warn {
                 crate::warn!("{} (gidCheck is warn: ADD goes on)", err.msg);
-                Ok(())
+                Ok(located)
             } else {
                 crate::error!("{}", err.msg);
                 Err(err)

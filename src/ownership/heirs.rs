@@ -61,6 +61,7 @@ mod tests {
             pod: None,
             placement: None,
             gid: None,
+            rail: None,
             created_ns,
         }
     }

@@ -17,8 +17,8 @@ use crate::rdma::setting::{self, PodIface, Setting, SettingError, Views};
 use crate::rdma::RdmaPort;
 use crate::settings::SETTINGS;
 use crate::state::{
-    self, DeviceInfoFile, Entry, LockWait, Owned, PlacementRecord, PodRecord, ReadError, StateDir,
-    StateError, FORMAT,
+    self, DeviceInfoFile, Entry, LockWait, Owned, PlacementRecord, PodRecord, RailRecord,
+    ReadError, StateDir, StateError, FORMAT,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -77,13 +77,16 @@ pub struct Claim<'a> {
     pub placement: Option<PlacementRecord>,
     /// The RoCE v2 GID the check proved, sysfs's form.
     pub gid: Option<String>,
+    /// What the job environment needs of the rail.
+    pub rail: RailRecord,
 }
 
 /// A setting ADD writes, and its value.
 pub type Wanted = (&'static dyn Setting, u32);
 
-/// Record the originals, then write each wanted value and read it back. On
-/// error the entry may exist: the caller gives back with `undo_take`.
+/// Record the rail and the originals, then write each wanted value and read
+/// it back; with nothing wanted, the record is the whole take (one write).
+/// On error the entry may exist: the caller gives back with `undo_take`.
 pub fn take(
     state: &StateDir,
     at: Views,
@@ -138,6 +141,7 @@ pub fn take(
         pod: claim.pod.clone(),
         placement: claim.placement.clone(),
         gid: claim.gid.clone(),
+        rail: Some(claim.rail),
         created_ns: state::now_ns(),
     };
     let own = own.filter(|e| e.same_device(&entry));
@@ -370,6 +374,16 @@ impl fmt::Display for Done {
 /// its netns dies). Never fails: what cannot be done now is `Kept`. DEL, GC,
 /// the orphan repair and a repeated ADD all release through here.
 pub fn release_entry(place: Place, entry: &Entry) -> Done {
+    if entry.owned.is_empty() && entry.device_info.is_none() {
+        // A rail record alone: no file to give back, wherever the device is
+        // now (even one still invisible in an exiting netns), so no lock.
+        #[cfg(feature = "fault-injection")]
+        crate::fault::point("del-before-state-remove");
+        return match place.state.remove(entry) {
+            Ok(()) => Done::Released(Vec::new()),
+            Err(e) => Done::Kept(e.to_string()),
+        };
+    }
     // The pod's netns while it lives (the recorded one, by its nsfs
     // identity): where a device reached inside it is, and where a setting
     // of the pod's interface is given back. Gone, a setting of the

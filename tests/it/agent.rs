@@ -613,12 +613,15 @@ fn every_rail_metric_is_what_the_tree_holds() {
     needs!(root);
     const B: (&str, &str, &str) = ("0000:0c:00.3", "mlx5_3", "192.168.1.34");
     const C: (&str, &str, &str) = ("0000:0c:00.4", "mlx5_4", "192.168.2.34");
+    const D: (&str, &str, &str) = ("0000:0c:00.6", "mlx5_6", "192.168.3.34");
     let tree = Tree::new();
     let state = StateDirPath::new();
     agent_node(&state, &tree, "report");
-    // train-0: net1 (class 41, ToS 106, its GID at 3), net2 (class 7).
+    // train-0: net1 (class 41, ToS 106, its GID at 3), net2 (class 7),
+    // net3 (no class: a rail that owns nothing, still a live rail).
     let train = Pod::new("net1", Some(&format!("{IP}/16")));
     train.add_rail("net2", Some(&format!("{}/16", B.2)));
+    train.add_rail("net3", Some(&format!("{}/16", D.2)));
     tree.add_device(PCI, DEV, "Global tclass=106\n");
     tree.set_ipv4_gids(DEV, IP);
     with_configfs(&tree, DEV, "0\n");
@@ -635,6 +638,10 @@ fn every_rail_metric_is_what_the_tree_holds() {
     let b = rail(&tree, &train, "net2", B.0, B.2, json!({"trafficClass": 7}));
     cni(&state, "ADD", "t0", &train, "net1", "train-0", &a).ok();
     cni(&state, "ADD", "t0", &train, "net2", "train-0", &b).ok();
+    tree.add_device(D.0, D.1, "");
+    tree.set_ipv4_gids(D.1, D.2);
+    let d = rail(&tree, &train, "net3", D.0, D.2, json!({}));
+    cni(&state, "ADD", "t0", &train, "net3", "train-0", &d).ok();
     // serve-1: one rail, no placement record; its pod goes without a DEL.
     let serve = Pod::new("net1", Some(&format!("{}/16", C.2)));
     tree.add_device(C.0, C.1, "Global tclass=106\n");
@@ -650,11 +657,16 @@ fn every_rail_metric_is_what_the_tree_holds() {
     let la = labels_of("train-0", "net1", DEV, PCI);
     let lb = labels_of("train-0", "net2", B.1, B.0);
     let lc = labels_of("serve-1", "net1", C.1, C.0);
+    let ld = labels_of("train-0", "net3", D.1, D.0);
     let (m, ok) = agent.wait_for(TWO_PERIODS, |m| m.get("roce_tune_rail_info", &lc).is_some());
     assert!(ok, "{}\n{}", m.text, agent.log());
     let want: &[(&str, Labels, Option<f64>)] = &[
         ("roce_tune_rail_info", &la, Some(1.0)),
         ("roce_tune_rail_info", &lb, Some(1.0)),
+        ("roce_tune_rail_info", &ld, Some(1.0)),
+        ("roce_tune_rail_traffic_class", &ld, None),
+        ("roce_tune_rail_traffic_class_wanted", &ld, None),
+        ("roce_tune_rail_gid_index", &ld, Some(3.0)),
         ("roce_tune_rail_traffic_class", &la, Some(41.0)),
         ("roce_tune_rail_traffic_class_wanted", &la, Some(41.0)),
         ("roce_tune_rail_traffic_class", &lb, Some(7.0)),
@@ -685,14 +697,14 @@ fn every_rail_metric_is_what_the_tree_holds() {
         (
             "roce_tune_cni_requests_total",
             &[("command", "ADD"), ("code", "0")],
-            Some(3.0),
+            Some(4.0),
         ),
         ("roce_tune_repair_interval_seconds", &[], Some(1.0)),
     ];
     for (name, labels, value) in want {
         assert_eq!(m.get(name, labels), *value, "{name} {labels:?}\n{}", m.text);
     }
-    assert_eq!(m.all("roce_tune_rail_info", &[]).len(), 3);
+    assert_eq!(m.all("roce_tune_rail_info", &[]).len(), 4);
     let version = env!("CARGO_PKG_VERSION");
     assert_eq!(
         m.get("roce_tune_build_info", &[("version", version)]),
@@ -719,7 +731,10 @@ fn every_rail_metric_is_what_the_tree_holds() {
         "the orphan is no rail"
     );
     assert_eq!(tree.tc(C.1), "tclass=106", "the orphan's original, back");
-    assert_eq!(state.entries(), ["t0:net1.state", "t0:net2.state"]);
+    assert_eq!(
+        state.entries(),
+        ["t0:net1.state", "t0:net2.state", "t0:net3.state"]
+    );
     tree.set_gid(B.1, 5, ZERO_GID, "");
     let (m, ok) = agent.wait_for(TWO_PERIODS, |m| {
         m.get("roce_tune_rail_gid_index", &lb) == Some(-1.0)

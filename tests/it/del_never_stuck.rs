@@ -268,7 +268,7 @@ fn an_entry_from_a_newer_release_is_left_alone() {
     let (pod, tree, state, c) = setup("Global tclass=106\n");
     run_conf(&state, "ADD", "c1", &pod, &c).ok();
     let mut e = state.entry("c1", "net1").unwrap();
-    e["version"] = json!(4);
+    e["version"] = json!(roce_tune::state::FORMAT + 1);
     e["somethingNew"] = json!({"a": 1});
     state.plant(&e);
     let planted = std::fs::read(state.0.join("c1:net1.state")).unwrap();

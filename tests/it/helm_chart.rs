@@ -192,6 +192,23 @@ const PROBES: &[(&str, &str, Verdict)] = &[
     ("driftPolicy", "null", Accepted),
     ("driftPolicy", r#""fix""#, Refused),
     ("driftPolicy", "1", Refused),
+    ("jobEnvFamilies", r#"["nccl"]"#, Accepted),
+    ("jobEnvFamilies", r#"["ucx", "nccl", "ucx"]"#, Accepted),
+    ("jobEnvFamilies", "null", Accepted),
+    ("jobEnvFamilies", "[]", Refused),
+    ("jobEnvFamilies", r#"["mpi"]"#, Refused),
+    ("jobEnvFamilies", r#""nccl""#, Refused),
+    ("jobEnvFamilies", "[1]", Refused),
+    (
+        "jobEnvOmit",
+        r#"["NCCL_IB_TC", "UCX_IB_TRAFFIC_CLASS"]"#,
+        Accepted,
+    ),
+    ("jobEnvOmit", "[]", Accepted),
+    ("jobEnvOmit", "null", Accepted),
+    ("jobEnvOmit", r#"["NCCL_IB_TCX"]"#, Refused),
+    ("jobEnvOmit", r#"["PATH"]"#, Refused),
+    ("jobEnvOmit", r#""NCCL_IB_TC""#, Refused),
     ("statedir", r#""/run/cni/x""#, Refused),
 ];
 
@@ -214,6 +231,26 @@ fn built_probes() -> Vec<(&'static str, String, Verdict)> {
         ("gpuResources", gpus(65).to_string(), Refused),
         ("gpuResources", part(63).to_string(), Accepted),
         ("gpuResources", part(64).to_string(), Refused),
+        (
+            "jobEnvFamilies",
+            json!(vec!["nccl"; 64]).to_string(),
+            Accepted,
+        ),
+        (
+            "jobEnvFamilies",
+            json!(vec!["nccl"; 65]).to_string(),
+            Refused,
+        ),
+        (
+            "jobEnvOmit",
+            json!(vec!["NCCL_IB_TC"; 64]).to_string(),
+            Accepted,
+        ),
+        (
+            "jobEnvOmit",
+            json!(vec!["NCCL_IB_TC"; 65]).to_string(),
+            Refused,
+        ),
     ]
 }
 

@@ -26,6 +26,7 @@ mod harness;
 mod helm_chart;
 mod host_paths;
 mod inspect;
+mod job_env;
 mod layers;
 mod netlink_route;
 mod orphans;

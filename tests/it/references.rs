@@ -237,9 +237,16 @@ fn repo_paths(text: &str) -> BTreeSet<String> {
 /// Paths of other repositories that the code cites as sources, by the
 /// prefix they start with. Each prefix must not exist here, so this list
 /// can never hide a path of our own.
-const EXTERNAL: [(&str, &str); 7] = [
+const EXTERNAL: [(&str, &str); 11] = [
     ("src/graph/", "NVIDIA/nccl (docs/topology.md)"),
     ("src/include/graph.h", "NVIDIA/nccl"),
+    (
+        "src/misc/",
+        "NVIDIA/nccl (docs/design.md, NCCL's and UCX's variables)",
+    ),
+    ("src/ucp/", "openucx/ucx"),
+    ("src/uct/", "openucx/ucx"),
+    ("docs/source/", "openucx/ucx"),
     ("src/os/linux.cc", "NVIDIA/nccl"),
     ("src/transport/", "NVIDIA/nccl"),
     ("docs/instrumenting/", "prometheus/docs"),

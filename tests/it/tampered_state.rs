@@ -46,6 +46,17 @@ fn entry_json(_p: &Place, cid: &str) -> String {
     .to_string()
 }
 
+/// A format 4 entry of a rail that owns nothing (no class asked), with
+/// `rail` as its rail record.
+fn rail_json(cid: &str, rail: Value) -> Value {
+    json!({
+        "version": 4, "network": "rail", "containerId": cid, "ifname": "net1",
+        "netns": "/var/run/netns/none", "netnsId": {"dev": 4, "ino": 1},
+        "reach": "host", "device": DEV, "port": 1, "pci": PCI, "guid": null,
+        "owned": {}, "deviceInfo": null, "rail": rail, "createdNs": 1,
+    })
+}
+
 /// What DEL of a corrupt entry must do: succeed, say so, leave the class
 /// roce-tune wrote (it cannot know what to restore) and move the entry aside.
 fn corrupt_on_del(p: &Place, out: &Run) -> Result<(), String> {
@@ -301,6 +312,77 @@ fn cases() -> Vec<Case> {
             |p, out| {
                 corrupt_on_del(p, out)?;
                 canary_intact(p)
+            },
+        ),
+        Case::planted(
+            "a rail record alone (DEL: dropped, the class not ours left)",
+            "DEL",
+            |p| {
+                private_state(p);
+                let e = rail_json(
+                    CID,
+                    json!({"gidIndex": 3, "trafficClass": null, "rdmaCmTos": 106}),
+                );
+                std::fs::write(p.entry(CID), e.to_string()).unwrap();
+                p.tree.set_tc(DEV, "tclass=41");
+            },
+            0,
+            |p, _| {
+                expect(
+                    p.tree.tc(DEV) == "tclass=41",
+                    "a class it never owned was written",
+                )?;
+                expect(
+                    std::fs::symlink_metadata(p.entry(CID)).is_err(),
+                    "the rail record was not dropped",
+                )
+            },
+        ),
+        Case::planted(
+            "a rail record's GID index out of range (DEL)",
+            "DEL",
+            |p| {
+                private_state(p);
+                let e = rail_json(
+                    CID,
+                    json!({"gidIndex": 4096, "trafficClass": 41, "rdmaCmTos": null}),
+                );
+                std::fs::write(p.entry(CID), e.to_string()).unwrap();
+                p.tree.set_tc(DEV, "tclass=41");
+            },
+            0,
+            corrupt_on_del,
+        ),
+        Case::planted(
+            "format 4, neither a rail nor anything to give back (DEL)",
+            "DEL",
+            |p| {
+                private_state(p);
+                let e = rail_json(CID, Value::Null);
+                std::fs::write(p.entry(CID), e.to_string()).unwrap();
+                p.tree.set_tc(DEV, "tclass=41");
+            },
+            0,
+            corrupt_on_del,
+        ),
+        Case::planted(
+            "a rail record of format 5 (DEL: left alone)",
+            "DEL",
+            |p| {
+                private_state(p);
+                let mut e = rail_json(CID, json!({"gidIndex": 3, "ncclIbHca": "=mlx5_2:1"}));
+                e["version"] = json!(5);
+                std::fs::write(p.entry(CID), e.to_string()).unwrap();
+                p.tree.set_tc(DEV, "tclass=41");
+            },
+            0,
+            |p, out| {
+                expect(
+                    out.stderr.contains("newer roce-tune"),
+                    format!("stderr does not say newer: {}", out.stderr),
+                )?;
+                expect(p.tree.tc(DEV) == "tclass=41", "tc written")?;
+                expect(p.entry(CID).exists(), "the newer entry was not left alone")
             },
         ),
         Case::planted(

@@ -13,6 +13,7 @@ roce-tune inspect [--netns PATH | --pid PID] [--ifname NAME] [--device DEV]
                   [--gid-index N] [--traffic-class N] [--port N]
                   [--pod NAMESPACE/NAME] [--gdr-level LEVEL]
                   [--sysfs-root DIR] [--json]
+roce-tune inspect (--netns PATH | --pid PID) --env [--json]
 
 Without --netns/--pid: the node view. Every RDMA device under
 <sysfs-root>/class/infiniband with its PCI function, the PF of a VF, its
@@ -33,6 +34,15 @@ inside the pod netns, else the netdev's parent device. When the pod is known
 PodResources API (the node config's podResourcesSocket) gives its GPUs and
 VFs: a matrix of its rails against its GPUs with NCCL's path types, as
 `nvidia-smi topo -m` shows them, and the placement check.
+
+With --env: the pod's job environment, one KEY=VALUE line each, as the NRI
+plugin injects it at CreateContainer: NCCL_IB_HCA (=<device>:<port> of each
+rail, in the order of the pod's interfaces), NCCL_IB_GID_INDEX (or, when the
+rails disagree, NCCL_IB_ROCE_VERSION_NUM and NCCL_IB_ADDR_FAMILY), NCCL_IB_TC,
+and the UCX_* variables when the node config's jobEnvFamilies names \"ucx\",
+computed from what each rail's ADD recorded in the state dir (the node
+config's stateDir) for this netns. Why a variable is absent goes to stderr.
+Exit 0 with the lines, 1 when the pod gets nothing (the reason on stderr).
 
 Options:
   --netns PATH         the pod's network namespace (e.g. /var/run/netns/<id>)
@@ -58,6 +68,7 @@ Options:
                        level ADD judged at, else PXB)
   --sysfs-root DIR     sysfs to read (default /sys); another directory is a
                        test tree, read as is for both views, nothing mounted
+  --env                pod view: only the job environment (above)
   --json               one JSON object on stdout instead of the tables:
                        {view, mode, netns_mode, devices | interfaces
                         (each with settings: {<config key>: {path, state,
@@ -97,6 +108,8 @@ pub struct Options {
     pub pod: Option<PodRef>,
     /// `--gdr-level`.
     pub gdr_level: Option<PathType>,
+    /// `--env`: the pod's job environment only.
+    pub env: bool,
 }
 
 /// The port when nothing says which: the first, and on a VF the only one.
@@ -131,6 +144,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     let mut json = false;
     let mut pod = None;
     let mut gdr_level = None;
+    let mut env = false;
 
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -143,6 +157,11 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
             "--json" if inline.is_some() => return Err("--json takes no value".into()),
             "--json" => {
                 json = true;
+                continue;
+            }
+            "--env" if inline.is_some() => return Err("--env takes no value".into()),
+            "--env" => {
+                env = true;
                 continue;
             }
             "--netns" | "--pid" | "--ifname" | "--device" | "--gid-index" | "--traffic-class"
@@ -247,6 +266,26 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                 .into(),
         );
     }
+    if env {
+        if !in_pod {
+            return Err("--env needs --netns or --pid: the environment is a pod's".into());
+        }
+        let checks = [
+            ("--ifname", ifname.is_some()),
+            ("--device", device.is_some()),
+            ("--gid-index", gid_index.is_some()),
+            ("--traffic-class", traffic_class.is_some()),
+            ("--port", port.is_some()),
+            ("--pod", pod.is_some()),
+            ("--gdr-level", gdr_level.is_some()),
+            ("--sysfs-root", sysfs_root.is_some()),
+        ];
+        if let Some((name, _)) = checks.iter().find(|(_, given)| *given) {
+            return Err(format!(
+                "--env takes no {name}: it prints what the pod's rails recorded at ADD"
+            ));
+        }
+    }
     Ok(Parsed::Run(Options {
         netns,
         pid,
@@ -259,6 +298,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
         json,
         pod,
         gdr_level,
+        env,
     }))
 }
 
@@ -317,6 +357,8 @@ mod tests {
         assert_eq!(o.sysfs_root, PathBuf::from("/sys"));
         assert!(o.json);
         assert_eq!((o.pod.clone(), o.gdr_level), (None, None));
+        assert!(!o.env);
+        assert!(opts("--netns /var/run/netns/p --env --json").env);
         let o = opts("--netns /a --pod team-a/trainer-0 --gdr-level=2");
         let pod = o.pod.unwrap();
         assert_eq!(
@@ -365,6 +407,14 @@ mod tests {
             ("--netns /a --gdr-level NET", "NCCL_NET_GDR_LEVEL"),
             ("--netns /a --gdr-level pxb", "NCCL_NET_GDR_LEVEL"),
             ("--netns /a --pod a/b --pod a/c", "twice"),
+            ("--env", "needs --netns"),
+            ("--env=1 --pid 3", "no value"),
+            ("--pid 3 --env --ifname net1", "--env takes no --ifname"),
+            ("--pid 3 --env --gid-index 3", "--env takes no --gid-index"),
+            (
+                "--netns /a --env --sysfs-root /t",
+                "--env takes no --sysfs-root",
+            ),
         ] {
             let e = error(line);
             assert!(e.contains(says), "{line}: {e}");

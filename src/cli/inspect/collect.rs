@@ -9,7 +9,7 @@
 use super::args::{Options, DEFAULT_PORT};
 use crate::cli::errors::{cause, message};
 use crate::cni::config::{SysctlSetting, DEFAULT_SYSCTLS};
-use crate::cni::env::PodRef;
+use crate::cni::env::{natural_cmp, PodRef};
 use crate::cni::{CniError, CniResult};
 use crate::idle::{self, Idle};
 use crate::netlink::{Link, Netlink};
@@ -592,36 +592,6 @@ fn sorted_safe(names: Vec<String>) -> Vec<String> {
         }
     }
     v
-}
-
-/// mlx5_2 before mlx5_10: names are compared by their digit runs.
-pub fn natural_cmp(a: &str, b: &str) -> Ordering {
-    fn chunks(s: &str) -> Vec<(bool, &str)> {
-        let mut out = Vec::new();
-        let mut start = 0;
-        let bytes = s.as_bytes();
-        for i in 1..=bytes.len() {
-            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
-                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
-                start = i;
-            }
-        }
-        out
-    }
-    let (ca, cb) = (chunks(a), chunks(b));
-    for (x, y) in ca.iter().zip(cb.iter()) {
-        let o = match (x, y) {
-            ((true, p), (true, q)) => {
-                let (p, q) = (p.trim_start_matches('0'), q.trim_start_matches('0'));
-                p.len().cmp(&q.len()).then(p.cmp(q))
-            }
-            ((_, p), (_, q)) => p.cmp(q),
-        };
-        if o != Ordering::Equal {
-            return o;
-        }
-    }
-    ca.len().cmp(&cb.len()).then(a.cmp(b))
 }
 
 #[cfg(test)]

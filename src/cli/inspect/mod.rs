@@ -5,7 +5,8 @@
 //!   port state and traffic class, and the idle VFs left holding a class;
 //! - pod (`--netns`/`--pid`): each RDMA interface of the pod with its
 //!   addresses, GID table, rail sysctls and traffic class, and a PASS/FAIL
-//!   line per check with the reason and the fix.
+//!   line per check with the reason and the fix; with `--env`, only the
+//!   pod's job environment (`env`, from the state entries: `job_env`).
 //!
 //! A run is four steps, one module each:
 //! - `args`: the options, all validated before anything is read;
@@ -19,6 +20,7 @@
 
 mod args;
 mod collect;
+mod env;
 mod json;
 mod render;
 mod verdicts;
@@ -42,21 +44,43 @@ pub fn run(args: &[String]) -> i32 {
             return 2;
         }
     };
+    if opts.env {
+        return job_env(&opts);
+    }
     match inspect(&opts) {
         Ok((out, checks)) => {
             print!("{}", terminal_safe(&out));
             verdicts::exit_code(&checks)
         }
-        Err(e) => {
-            // `{:#}`: the whole chain, outermost context first.
-            let msg = format!("{e:#}");
-            if opts.json {
-                print!("{}", json::stopped(&msg));
-            }
-            eprintln!("roce-tune inspect: {}", crate::log::escape(&msg));
-            2
-        }
+        Err(e) => stopped(&opts, &e),
     }
+}
+
+/// `--env`: the pod's job environment on stdout, the notes on stderr.
+fn job_env(opts: &Options) -> i32 {
+    let netns = opts.netns_path().unwrap_or_default();
+    match env::collect(&netns, opts.pid) {
+        Ok(found) => {
+            let (out, notes, code) = env::render(&found, opts.json);
+            print!("{}", terminal_safe(&out));
+            for n in notes {
+                eprintln!("roce-tune inspect: {}", crate::log::escape(&n));
+            }
+            code
+        }
+        Err(e) => stopped(opts, &e),
+    }
+}
+
+/// What stopped the inspection: on stderr, and on stdout for `--json`.
+fn stopped(opts: &Options, e: &anyhow::Error) -> i32 {
+    // `{:#}`: the whole chain, outermost context first.
+    let msg = format!("{e:#}");
+    if opts.json {
+        print!("{}", json::stopped(&msg));
+    }
+    eprintln!("roce-tune inspect: {}", crate::log::escape(&msg));
+    2
 }
 
 /// A pod names its interfaces itself, with any byte but '/', ':',
