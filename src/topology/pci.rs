@@ -589,7 +589,9 @@ impl<'v> Placer<'v> {
     }
 
     fn ids_of(&self, dir: &Path) -> PciIds {
-        self.ids.get_or(dir, || read_ids(self.view, dir))
+        // A verdict reads a switch's IDs for Broadcom's fusing alone, which
+        // packs no class.
+        self.ids.get_or(dir, || read_ids(self.view, dir, self.full))
     }
 
     /// Read apart from the IDs: of a function's parent port only these count.
@@ -641,10 +643,13 @@ fn hex_attr(view: &View, dir: &Path, name: &str) -> Option<u32> {
     u32::from_str_radix(s.strip_prefix("0x").unwrap_or(&s), 16).ok()
 }
 
-fn read_ids(view: &View, dir: &Path) -> PciIds {
+fn read_ids(view: &View, dir: &Path, class: bool) -> PciIds {
     let h16 = |n| hex_attr(view, dir, n).and_then(|v| u16::try_from(v).ok());
     PciIds {
-        class: hex_attr(view, dir, "class").filter(|c| *c <= 0xff_ffff),
+        class: class
+            .then(|| hex_attr(view, dir, "class"))
+            .flatten()
+            .filter(|c| *c <= 0xff_ffff),
         vendor: h16("vendor"),
         device: h16("device"),
         subsystem_vendor: h16("subsystem_vendor"),
