@@ -26,6 +26,12 @@
 #   BENCH_HF_BATCHES [4] BENCH_HF_RUNS [40]   alternating hyperfine batches x runs
 #   ROCE_TUNE_BIN [target/release/roce-tune]  TUNING_BIN [/usr/lib/cni/tuning]
 #   BENCH_RESULTS [bench/results]  where latest.md and raw/ go (experiments elsewhere)
+#   BENCH_PLACEMENT [1]     rows 6 and 7: the 16-rail pod with placementCheck warn and off
+#                           against the fake kubelet, and an ADD against a kubelet that never
+#                           stops sending (the fake's python: integration/.build/venv-grpc,
+#                           made by `make setup`; 0 = skip them)
+#   BENCH_PHASES [all]      only the phases whose names hold one of these (comma-separated,
+#                           e.g. "placement,hostile"): their figures, no report written
 #   BENCH_BASELINE [none]   another roce-tune binary: its runs of cases 2, 3, 4, 3c, 4c,
 #                           the floor and the 16-rail pod are interleaved with the binary
 #                           under test and an A/B table is added. To check a fix:
@@ -47,6 +53,12 @@ tuning="${TUNING_BIN:-/usr/lib/cni/tuning}"
 file -L "$bin" | grep -Eq 'static(-pie|ally)? linked' ||
     die "$bin is dynamically linked: run \`make release\` (the static build the nodes get)"
 baseline="${BENCH_BASELINE:-}"
+fakepy=""
+if [ "${BENCH_PLACEMENT:-1}" = 1 ]; then
+    fakepy="${ROCE_TUNE_BUILD_DIR:-$repo/integration/.build}/venv-grpc/bin/python"
+    "$fakepy" -c 'import grpc' 2>/dev/null ||
+        die "$fakepy has no grpcio: run \`make setup\` (or BENCH_PLACEMENT=0)"
+fi
 [ -z "$baseline" ] || [ -x "$baseline" ] || die "BENCH_BASELINE=$baseline is not an executable"
 [ -x "$tuning" ] || die "$tuning missing: run \`make setup\` (Debian containernetworking-plugins)"
 command -v python3 >/dev/null || die "python3 missing"
@@ -131,7 +143,7 @@ python3 "$here/harness.py" \
     --hyperfine "${BENCH_HYPERFINE:-1}" \
     --hf-batches "${BENCH_HF_BATCHES:-4}" --hf-runs "${BENCH_HF_RUNS:-40}" \
     --load-start "$load_start" --command "${BENCH_COMMAND:-make bench}" \
-    --baseline "$baseline" \
+    --baseline "$baseline" --fake-kubelet "$fakepy" \
     --results "${BENCH_RESULTS:-$here/results}" --repo "$repo"
 
 # The NRI plugin's CreateContainer on the runtime's own clock (bench/nri.py): the pod above and

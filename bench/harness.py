@@ -15,9 +15,16 @@ its DEL in the same round, so every ADD is a first ADD and every DEL has a resto
 
 With --baseline, a second roce-tune binary runs the roce-tune cases in the same rounds
 and the report adds per-round A-B differences: how a fix is measured on a noisy machine.
+
+With --fake-kubelet (a python with grpcio: integration/.build/venv-grpc/bin/python), the
+placement check is measured too, on a second tree whose 16 rails are VFs of a PCI tree with
+8 GPUs (GpuNode): the 16-rail pod's ADDs with `placementCheck: warn` against the fake kubelet
+(integration/fake_kubelet) and the same ADDs with `off`, in the same rounds (row 6), and an
+ADD against a kubelet that never stops sending (the fake's --flood kinds, row 7).
 """
 
 import argparse
+import atexit
 import ctypes
 import gc
 import json
@@ -112,6 +119,7 @@ def summary(ns_list):
 class Bench:
     def __init__(self, a):
         self.a = a
+        self.gpu = None
         self.nspath = a.netns
         self.work = a.work
         self.ns_fd = os.open(self.nspath, os.O_RDONLY)
@@ -131,6 +139,8 @@ class Bench:
         self.make_crowd()
         self.empty = self.make_empty()
         self.nolibc = self.make_nolibc()
+        if a.fake_kubelet:
+            self.gpu = GpuNode(self)
 
     # -- the kernel's part: a sysfs test tree (docs/design.md, "Test trees")
     def pci(self, i):
@@ -649,6 +659,270 @@ class Bench:
         return {name: summary(ts) for name, ts in times.items()}, files
 
 
+# ---------------------------------------------------------------- the placement rows
+
+FAKE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration",
+                    "fake_kubelet", "fake_kubelet.py")
+# fake_kubelet.py's FLOODS: each an endless run of frames RFC 9113 allows.
+FLOODS = ["informational", "unknown", "window-update", "ping", "settings", "priority", "padding"]
+POD_UID = "6f1b7d8e-1c2a-4b3c-8d4e-5f6a7b8c9d0e"
+
+
+class GpuNode:
+    """A second sysfs tree (docs/design.md, "Test trees") for the placement rows: 4 PCIe
+    roots, one NUMA node each, each a root port and a switch (its upstream port and four
+    downstream ports) above 2 GPUs (NVIDIA A100, class 0x0302) and 2 dual-port NICs (mlx5,
+    one VF per port): 8 GPUs and 16 ports, 64 PCI functions, every bus/pci/devices entry the
+    link into devices/ the kernel makes. The pod's net<i> is the VF of port i; the pod holds
+    all 8 GPUs and the 16 VFs (a whole-node pod, clean: one info line per ADD). The NVIDIA
+    proc stand-in maps each GPU's UUID; the fake kubelet lists the pod's devices."""
+
+    def __init__(self, bench):
+        self.b = b = bench
+        self.root = os.path.join(b.work, "sys-gpu")
+        self.proc = os.path.join(b.work, "nvidia-gpus")
+        self.state = os.path.join(b.a.state_base, "state-gpu")
+        self.rails = {}     # i -> (vf bdf, rdma device)
+        self.each = {}      # (binary, warn) -> [[ns of ADD 1..16] per round]
+        self.gpus = []      # (bdf, uuid)
+        self.build()
+        self.sock = os.path.join(b.work, "kubelet.sock")
+        self.calls = os.path.join(b.work, "kubelet-calls")
+        self.fake = self.serve([], self.sock)
+        # A bench that dies (die() exits) leaves no fake kubelet behind.
+        atexit.register(self.close)
+        self.c_warn, self.c_off = {}, {}
+        for i in range(1, b.a.rails + 1):
+            vf, _ = self.rails[i]
+            conf = {"cniVersion": "1.0.0", "name": "b", "type": "roce-tune",
+                    "sysctl": dict(rail_sysctls(f"net{i}")), "trafficClass": TC,
+                    "deviceID": vf, "pciBusID": vf, "prevResult": b.prev(i)}
+            self.c_warn[i] = self.cfg(f"gpu-warn{i}", conf)
+            self.c_off[i] = self.cfg(f"gpu-off{i}", {**conf, "placementCheck": "off"})
+
+    def cfg(self, name, obj, sock=None, extra=None):
+        p = os.path.join(self.b.work, f"{name}.json")
+        with open(p, "w") as f:
+            json.dump(obj, f)
+        n = os.path.join(self.b.work, f"{name}.node.json")
+        with open(n, "w") as f:
+            json.dump({"sysfsRoot": self.root, "stateDir": self.state,
+                       "nvidiaGpusDir": self.proc, "podResourcesSocket": sock or self.sock,
+                       "podResourcesCheckpoint": None, **(extra or {})}, f)
+        os.chmod(n, 0o644)
+        self.b.node[p] = n
+        return p
+
+    def function(self, chain, ids, numa):
+        rel = os.path.join("devices", *chain)
+        d = os.path.join(self.root, rel)
+        os.makedirs(d)
+        for name, v in zip(("class", "vendor", "device", "subsystem_vendor",
+                            "subsystem_device"), ids):
+            self.b.write(os.path.join(d, name), v + "\n")
+        self.b.write(os.path.join(d, "numa_node"), f"{numa}\n")
+        self.b.write(os.path.join(d, "max_link_speed"), "16.0 GT/s PCIe\n")
+        self.b.write(os.path.join(d, "max_link_width"), "16\n")
+        os.symlink(os.path.join("../../..", rel),
+                   os.path.join(self.root, "bus/pci/devices", chain[-1]))
+        return d
+
+    def build(self):
+        b = self.b
+        bridge = ("0x060400", "0x1000", "0xc010", "0x1000", "0xa096")
+        a100 = ("0x030200", "0x10de", "0x20b2", "0x10de", "0x1463")
+        pf_ids = ("0x020000", "0x15b3", "0x101d", "0x15b3", "0x0016")
+        vf_ids = ("0x020000", "0x15b3", "0x101e", "0x15b3", "0x0016")
+        os.makedirs(os.path.join(self.root, "bus/pci/devices"))
+        os.makedirs(os.path.join(self.root, "module/ib_core/parameters"))
+        b.write(os.path.join(self.root, "module/ib_core/parameters/netns_mode"), "Y\n")
+        os.makedirs(self.proc)
+        ino = os.stat(b.nspath).st_ino
+        port, minor = 0, 0
+        vfs = []
+        for r in range(4):
+            h = r * 0x40
+            host, rp, up = f"pci0000:{h:02x}", f"0000:{h:02x}:01.0", f"0000:{h + 1:02x}:00.0"
+            self.function([host, rp], bridge, r)
+            self.function([host, rp, up], bridge, r)
+            for k in range(4):
+                down = f"0000:{h + 2:02x}:{k:02x}.0"
+                at = [host, rp, up, down]
+                self.function(at, bridge, r)
+                bus = h + 3 + k
+                if k < 2:
+                    g = f"0000:{bus:02x}:00.0"
+                    self.function(at + [g], a100, r)
+                    uuid = f"GPU-{bus:02x}a100b4-4b08-4000-8000-0000000000{bus:02x}"
+                    self.gpus.append((g, uuid))
+                    os.makedirs(os.path.join(self.proc, g))
+                    b.write(os.path.join(self.proc, g, "information"),
+                            f"Model: \t\t NVIDIA A100-SXM4-80GB\nGPU UUID: \t {uuid}\n"
+                            f"Bus Location: \t {g}\nDevice Minor: \t {minor}\n")
+                    minor += 1
+                    continue
+                for p in range(2):
+                    pf = f"0000:{bus:02x}:00.{p}"
+                    vf = f"0000:{bus:02x}:00.{p + 2}"
+                    pdir = self.function(at + [pf], pf_ids, r)
+                    os.makedirs(os.path.join(pdir, "infiniband", f"mlx5_{port}"))
+                    vdir = self.function(at + [vf], vf_ids, r)
+                    os.symlink(f"../{pf}", os.path.join(vdir, "physfn"))
+                    os.symlink(f"../{vf}", os.path.join(pdir, "virtfn0"))
+                    port += 1
+                    vfs.append((vdir, vf))
+        for i, (vdir, vf) in enumerate(vfs, start=1):
+            dev = f"mlx5_{16 + i - 1}"
+            os.makedirs(os.path.join(vdir, "infiniband", dev))
+            self.rails[i] = (vf, dev)
+            d = os.path.join(self.root, "class/infiniband", dev)
+            for sub in ("tc/1", "ports/1/gids", "ports/1/gid_attrs/types"):
+                os.makedirs(os.path.join(d, sub))
+            b.write(os.path.join(d, "tc/1/traffic_class"), "")
+            os.symlink(f"../../../bus/pci/devices/{vf}", os.path.join(d, "device"))
+            b.write(os.path.join(d, "node_guid"), "506b:4b03:00f4:%04x\n" % i)
+            ll = "fe80:0000:0000:0000:8cca:d1ff:fed5:%04x" % i
+            gids = [(ll, "IB/RoCE v1"), (ll, "RoCE v2"), (v4_gid(b.addr(i)), "IB/RoCE v1"),
+                    (v4_gid(b.addr(i)), "RoCE v2")]
+            for g, (gid, typ) in enumerate(gids):
+                b.write(os.path.join(d, f"ports/1/gid_attrs/types/{g}"), typ + "\n")
+                b.write(os.path.join(d, f"ports/1/gids/{g}"), gid + "\n")
+            net = os.path.join(self.root, f"netns/{ino}/class/net/net{i}")
+            os.makedirs(net)
+            os.symlink(f"../../../../../bus/pci/devices/{vf}", os.path.join(net, "device"))
+
+    def pods(self):
+        gpu_ids = [u for _, u in self.gpus]
+        vf_ids = [self.rails[i][0] for i in sorted(self.rails)]
+        return {"pods": [{"name": "bench-0", "namespace": "bench", "containers": [
+            {"name": "main", "devices": [{"resource": "nvidia.com/gpu", "ids": gpu_ids},
+                                         {"resource": "nvidia.com/rdma_vf", "ids": vf_ids}]}]}]}
+
+    def serve(self, flags, sock):
+        pods = os.path.join(self.b.work, "kubelet-pods.json")
+        with open(pods, "w") as f:
+            json.dump(self.pods(), f)
+        p = subprocess.Popen([self.b.a.fake_kubelet, FAKE, "--socket", sock, "--pods", pods,
+                              "--calls", self.calls, *flags], stdout=subprocess.PIPE,
+                             env={**os.environ, "FAKE_KUBELET_LIFETIME_S": "7200"})
+        line = p.stdout.readline().decode()
+        if not line.startswith("listening "):
+            die(f"fake kubelet {flags} did not start: {line!r}")
+        return p
+
+    def stop(self, p):
+        p.terminate()
+        p.wait(timeout=10)
+
+    def calls_made(self):
+        try:
+            with open(self.calls) as f:
+                return len(f.read().splitlines())
+        except FileNotFoundError:
+            return 0
+
+    def pod(self, binary, warn):
+        """The 16-rail pod's ADDs (timed together), then its DELs (untimed, releasing the
+        pod's kubelet answer with the last rail)."""
+        b = self.b
+        allr = list(range(1, b.a.rails + 1))
+        confs = self.c_warn if warn else self.c_off
+        b.reset_sysctls(allr)
+        for i in allr:
+            b.write(os.path.join(self.root, "class/infiniband", self.rails[i][1],
+                                 "tc/1/traffic_class"), "")
+        each = []
+        t0 = time.perf_counter_ns()
+        for i in allr:
+            each.append(b.run(binary, "ADD", confs[i], i))
+        total = time.perf_counter_ns() - t0
+        for i in reversed(allr):
+            b.run(binary, "DEL", confs[i], i)
+        self.each.setdefault((binary, warn), []).append(each)
+        return total
+
+    def verify(self):
+        """The warn ADDs judge the pod (one info verdict line each) with one kubelet call;
+        the off ADDs ask nothing."""
+        b = self.b
+        before = self.calls_made()
+        self.pod(b.a.bin, warn=True)
+        if self.calls_made() - before != 1:
+            die(f"the 16-rail pod made {self.calls_made() - before} kubelet calls, not 1")
+        b.reset_sysctls([3])
+        b.run(b.a.bin, "ADD", self.c_warn[3], 3)
+        err = open(b.err).read()
+        if " info " not in err or "placement: rail net3" not in err \
+                or "every GPU has its share" not in err:
+            die(f"the warn ADD did not judge the pod: {err}")
+        b.run(b.a.bin, "DEL", self.c_warn[3], 3)
+        before = self.calls_made()
+        self.pod(b.a.bin, warn=False)
+        if self.calls_made() != before:
+            die("placementCheck off asked the kubelet")
+
+    def rounds(self):
+        b = self.b
+        self.verify()
+        kinds = [("rails16-warn", b.a.bin, True), ("rails16-off", b.a.bin, False)]
+        if b.a.baseline:
+            kinds += [("B:rails16-warn", b.a.baseline, True),
+                      ("B:rails16-off", b.a.baseline, False)]
+        rng = random.Random(61)
+        for _ in range(max(2, b.a.warmup // 5)):
+            for _, binary, warn in kinds:
+                self.pod(binary, warn)
+        ratios = []
+        for _ in range(b.a.rail_rounds):
+            got = {}
+            for case, binary, warn in rng.sample(kinds, len(kinds)):
+                got[case] = self.pod(binary, warn)
+            for k, t in got.items():
+                b.record(k, t)
+            ratios.append(got["rails16-warn"] / got["rails16-off"])
+            for k in ("rails16-warn", "rails16-off"):
+                if "B:" + k in got:
+                    b.paired.setdefault("A-B:" + k, []).append(got[k] - got["B:" + k])
+        b.paired["warn/off"] = ratios
+        # Each ADD's median by its place: the first rail asks and judges, the others read.
+        for warn in (True, False):
+            rows = self.each[(b.a.bin, warn)][-b.a.rail_rounds:]
+            b.extra["rails16_%s_per_rail_median_ms" % ("warn" if warn else "off")] = [
+                statistics.median(r[i] for r in rows) / 1e6 for i in range(len(rows[0]))]
+
+    def hostile(self):
+        """One ADD of rail 1 with placementCheck warn and podResourcesTimeoutMs 250 against
+        each --flood kind, `late` times each (its DEL untimed): the longest is the figure."""
+        b = self.b
+        sock = os.path.join(b.work, "hostile.sock")
+        conf = {"cniVersion": "1.0.0", "name": "b", "type": "roce-tune",
+                "sysctl": dict(rail_sysctls("net1")), "trafficClass": TC,
+                "deviceID": self.rails[1][0], "prevResult": b.prev(1)}
+        cfg = self.cfg("hostile1", conf, sock=sock, extra={"podResourcesTimeoutMs": 250})
+        worst = {}
+        for kind in FLOODS:
+            if os.path.exists(sock):
+                os.unlink(sock)
+            p = self.serve(["--flood", kind], sock)
+            try:
+                for _ in range(max(5, b.a.late)):
+                    b.reset_sysctls([1])
+                    t = b.run(b.a.bin, "ADD", cfg, 1)
+                    if "placement check skipped" not in open(b.err).read():
+                        die(f"--flood {kind}: the ADD did not skip the check")
+                    b.record("hostile", t)
+                    worst[kind] = max(worst.get(kind, 0), t)
+                    b.run(b.a.bin, "DEL", cfg, 1)
+            finally:
+                self.stop(p)
+        b.extra["hostile_max_ms"] = {k: v / 1e6 for k, v in worst.items()}
+
+    def close(self):
+        if self.fake.poll() is None:
+            self.stop(self.fake)
+
+
+
 def machine(load_start):
     cpu = "?"
     for line in open("/proc/cpuinfo"):
@@ -697,6 +971,11 @@ ROWS = [
     ("4c. = 4 with {crowd} other live attachments in the state dir", "roce-del-crowded"),
     ("5. 16-rail pod: 16 sequential roce-tune full ADDs, total", "rails16-roce"),
     ("5r. reference: 16 sequential `tuning` ADDs (sysctls only), total", "rails16-tuning"),
+    ("6. 16-rail pod, `placementCheck: warn` against the fake kubelet (8 GPUs, one kubelet "
+     "call, one judgement), 16 ADDs, total", "rails16-warn"),
+    ("6o. the same 16 ADDs with `placementCheck: off`", "rails16-off"),
+    ("7. ADD against a kubelet that never stops sending (each --flood kind), "
+     "`podResourcesTimeoutMs: 250`", "hostile"),
     ("floor: `tuning` VERSION (process start + exit)", "tuning-version"),
     ("floor: roce-tune VERSION (process start + exit)", "roce-version"),
     ("floor: empty static C program (this machine's spawn + exec + exit)", "empty-c"),
@@ -746,6 +1025,19 @@ def report(a, b, res):
          f"{late_max:.2f} ms ({late['runs']} trials)" if late else "-",
          late is not None and late_max <= 10.0),
     ]
+    if "rails16-warn" in S:
+        wo = pr("warn/off")
+        ratio = med("rails16-warn") / med("rails16-off")
+        targets.append(("16-rail pod with `placementCheck: warn` at most 1.2× `off`",
+                        f"{ratio:.2f}× (medians; paired per round {wo[0]:.2f}×, p10–p90 "
+                        f"{wo[1]:.2f}–{wo[2]:.2f}×)", ratio <= 1.2 and wo[0] <= 1.2))
+    if "hostile" in S:
+        worst = b.extra["hostile_max_ms"]
+        top = max(worst, key=worst.get)
+        targets.append(("ADD with a hostile kubelet within podResourcesTimeoutMs + 50 ms "
+                        "(300 ms)", f"longest {worst[top]:.1f} ms ({top}); median "
+                        f"{S['hostile']['median_ms']:.1f} ms over {S['hostile']['runs']} ADDs",
+                        worst[top] <= 300.0))
     out = ["# roce-tune benchmark (`make bench`)", "",
            f"Measured {res['date']} with `{res['command']}` (as root), in {res['elapsed_s']} s.", "",
            f"Machine: {m['nproc']} vCPU ({m['cpu']}), {m['mem_gib']} GiB, Linux {m['kernel']}; "
@@ -879,6 +1171,8 @@ def main():
         p.add_argument(f"--{opt}", type=int, default=d)
     p.add_argument("--command", default="make bench")
     p.add_argument("--baseline", default="", help="another roce-tune binary to A/B against")
+    p.add_argument("--fake-kubelet", default="",
+                   help="a python with grpcio: the placement rows (6, 7) against the fake kubelet")
     a = p.parse_args()
     if not os.path.exists("/usr/bin/time"):
         die("/usr/bin/time (Debian package time) is needed for peak RSS")
@@ -896,10 +1190,16 @@ def main():
     b = Bench(a)
     phases = [("verify", b.verify_once), ("cases 1-4 + floors", b.single),
               ("16-rail pod", b.rails), ("late GID", b.late), ("peak RSS", b.rss)]
+    if b.gpu:
+        phases += [("16-rail pod, placement warn and off", b.gpu.rounds),
+                   ("hostile kubelet", b.gpu.hostile)]
     if a.hyperfine:
         phases.append(("hyperfine cross-check", lambda: res.update(
             zip(("hyperfine", "hyperfine_files"), b.hyperfine(raw)))))
+    only = [p for p in os.environ.get("BENCH_PHASES", "").split(",") if p]
     for name, fn in phases:
+        if only and name != "verify" and not any(o in name for o in only):
+            continue
         t = time.monotonic()
         print(f"bench: {name} ...", file=sys.stderr, flush=True)
         gc.disable()
@@ -907,6 +1207,14 @@ def main():
         gc.enable()
         print(f"bench: {name} done in {time.monotonic() - t:.1f} s", file=sys.stderr,
               flush=True)
+    if only:
+        # Some phases only (BENCH_PHASES, while working on one): their figures, no report.
+        for k, v in sorted(b.samples.items()):
+            print(f"{k}: {fmt(summary(v))}")
+        for k, v in b.paired.items():
+            print(f"paired {k}: median {statistics.median(v):.3f}")
+        print(json.dumps(b.extra, indent=1))
+        return
     res["machine"] = machine(a.load_start)
     res["elapsed_s"] = round(time.monotonic() - t_start, 1)
     md, extra = report(a, b, res)

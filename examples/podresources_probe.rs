@@ -4,13 +4,26 @@
 //! `podresources_probe SOCKET NAMESPACE NAME [TIMEOUT_MS [CALLS]]`: with
 //! CALLS, that many calls one after another (a new connection each, as each
 //! ADD makes), then the median, 90th percentile and maximum.
+//! `podresources_probe --checkpoint FILE UID`: the checkpoint fallback's
+//! read of one pod, timed (docs/reliability.md, "The kubelet").
 
-use roce_tune::podresources::{pod_devices, Query};
+use roce_tune::podresources::{from_checkpoint, pod_devices, Query};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() == 3 && args[0] == "--checkpoint" {
+        let t = Instant::now();
+        let r = from_checkpoint(Path::new(&args[1]), &args[2]);
+        let took = t.elapsed();
+        match r {
+            Ok(found) => println!("{} devices", found.map_or(0, |d| d.devices.len())),
+            Err(e) => println!("error: {e}"),
+        }
+        println!("1 read: {took:?}");
+        return;
+    }
     if args.len() < 3 {
         eprintln!("usage: podresources_probe SOCKET NAMESPACE NAME [TIMEOUT_MS [CALLS]]");
         std::process::exit(2);

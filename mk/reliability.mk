@@ -5,6 +5,9 @@
 #                 target dir), then crash it at every fault point (root)
 #   make fuzz     every cargo-fuzz target for FUZZ_SECONDS (default 60) each;
 #                 installs cargo-fuzz from crates.io if missing. Not in CI.
+#   make fuzz-smoke  every target of fuzz/run.sh for its share of two minutes
+#                 (FUZZ_SMOKE_TOTAL, default 100 s, at least 3 s each), failing
+#                 on any crash; part of `make test`, so CI runs it.
 #   make stress   64 workers over 16 devices for STRESS_SECONDS (default 60),
 #                 release build (root). Not in CI.
 #
@@ -17,7 +20,7 @@ CARGO          ?= cargo
 FUZZ_SECONDS   ?= 60
 STRESS_SECONDS ?= 60
 
-.PHONY: fault-bin faults fuzz stress
+.PHONY: fault-bin faults fuzz fuzz-smoke stress
 
 fault-bin:
 	CARGO_TARGET_DIR=target/fault $(CARGO) build --locked --features fault-injection --bin roce-tune
@@ -27,6 +30,9 @@ faults: fault-bin
 
 fuzz:
 	FUZZ_SECONDS=$(FUZZ_SECONDS) fuzz/run.sh
+
+fuzz-smoke:
+	fuzz/run.sh --smoke
 
 stress:
 	STRESS_SECONDS=$(STRESS_SECONDS) ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --release --test it stress:: -- --ignored --nocapture

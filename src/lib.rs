@@ -28,6 +28,7 @@ pub mod orphans;
 pub mod ownership;
 pub mod placement;
 pub mod plugin;
+pub mod pod_answer;
 pub mod podresources;
 pub mod protowire;
 pub mod quote;

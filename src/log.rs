@@ -18,6 +18,12 @@ struct Logger {
 
 static LOGGER: Mutex<Option<Logger>> = Mutex::new(None);
 
+/// The most a line's message may hold, in bytes after escaping: a 16-rail
+/// pod's starved verdict is about 4 KiB. Longer is cut at the sink, where
+/// no caller can forget it (issue 25: one line of 6.1 MB, from an answer of
+/// 100,000 GPUs).
+pub const LINE_MAX: usize = 8 * 1024;
+
 /// Set (or reset) where and what to log. `context` prefixes each line, e.g.
 /// `ADD c1/net1`. A log file that cannot be opened or is refused is reported
 /// on stderr and ignored: logging must never fail a pod.
@@ -92,6 +98,29 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// `msg` escaped and cut to [`LINE_MAX`] bytes, saying how much was cut. Cut
+/// before it is escaped too, so a huge message costs no huge copy.
+pub fn capped(msg: &str) -> String {
+    let cut = |s: &str, at: usize| -> usize {
+        let mut at = at.min(s.len());
+        while !s.is_char_boundary(at) {
+            at -= 1;
+        }
+        at
+    };
+    let head = &msg[..cut(msg, LINE_MAX)];
+    let mut out = escape(head);
+    if out.len() <= LINE_MAX && head.len() == msg.len() {
+        return out;
+    }
+    // Room for the note, whatever was cut.
+    let keep = cut(&out, LINE_MAX - 48);
+    let dropped = msg.len() - head.len() + (out.len() - keep);
+    out.truncate(keep);
+    out.push_str(&format!("... ({dropped} bytes cut)"));
+    out
+}
+
 fn needs_escape(c: char) -> bool {
     c.is_control() || c == '\u{2028}' || c == '\u{2029}'
 }
@@ -123,7 +152,7 @@ pub fn log(level: LogLevel, msg: &str) {
         "{} roce-tune[{}] {tag} {ctx}: {}\n",
         utc_timestamp(now),
         pid(),
-        escape(msg)
+        capped(msg)
     );
     let _ = std::io::stderr().write_all(line.as_bytes());
     if let Some(f) = g.as_mut().and_then(|l| l.file.as_mut()) {
@@ -190,6 +219,37 @@ mod tests {
         );
         assert!(e.starts_with("rdma-vf\\n2026"), "{e}");
         assert_eq!(super::escape("plain é"), "plain é");
+    }
+
+    #[test]
+    fn lines_are_cut_at_the_cap_and_say_so() {
+        use super::{capped, LINE_MAX};
+        assert_eq!(capped("short é"), "short é");
+        let exact = "x".repeat(LINE_MAX);
+        assert_eq!(capped(&exact), exact);
+        let huge = "é".repeat(3_000_000);
+        let c = capped(&huge);
+        assert!(c.len() <= LINE_MAX, "{}", c.len());
+        assert!(
+            c.starts_with("éé") && c.ends_with(" bytes cut)"),
+            "{}",
+            &c[c.len() - 40..]
+        );
+        // Escaping can grow a message past the cap: cut after it too, and a
+        // cut never splits an escape's character.
+        let ctl = "\u{1}".repeat(LINE_MAX);
+        let c = capped(&ctl);
+        assert!(c.len() <= LINE_MAX && !c.contains('\u{1}'), "{}", c.len());
+        let n: usize = c
+            .rsplit('(')
+            .next()
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(n > 0);
     }
 
     #[test]

@@ -92,6 +92,7 @@ pub fn sweep(
         match release_entry(place, &entry) {
             done @ Done::Released(_) => {
                 crate::info!("orphan {cid}/{ifname} (netns {} gone): {done}", entry.netns);
+                crate::pod_answer::release_if_last(state, cid);
                 report.released.push(format!("{cid}/{ifname}"));
             }
             Done::Kept(why) => {

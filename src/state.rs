@@ -721,37 +721,11 @@ impl StateDir {
             self.mark_owner(&entry.lock_key(), &entry.container_id, &entry.ifname)?;
         }
         let name = entry_name(&entry.container_id, &entry.ifname);
-        let tmp = self.dir.join(format!(".{name}.tmp{}", crate::log::pid()));
         let path = self.dir.join(&name);
         let body = serde_json::to_vec_pretty(entry)
             .map_err(|e| io_err("encode state", &path, std::io::Error::other(e)))?;
-        let result = (|| -> std::io::Result<()> {
-            let create = || {
-                OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-                    .open(&tmp)
-            };
-            // A temporary file left by a crashed process of the same pid goes
-            // (only when there is one: an unlink first cost every ADD a call).
-            let mut f = match create() {
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    std::fs::remove_file(&tmp)?;
-                    create()?
-                }
-                other => other?,
-            };
-            f.write_all(&body)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &path)?;
-            File::open(&self.dir)?.sync_all()
-        })();
-        if let Err(e) = result {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(io_err("write state", &path, e));
-        }
+        write_atomically(&self.dir, &name, &body, true)
+            .map_err(|e| io_err("write state", &path, e))?;
         let legacy = legacy_name(&entry.container_id, &entry.ifname);
         let seen_missing = self
             .legacy_missing
@@ -965,39 +939,15 @@ impl StateDir {
             return Err(StateError::BadLockName);
         }
         let path = self.locks_dir()?.join(format!("{key}.lock"));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .open(&path)
-            .map_err(|e| io_err("open lock", &path, e))?;
-        use nix::fcntl::{Flock, FlockArg};
-        let LockWait::Within(bound) = wait else {
-            return Flock::lock(file, FlockArg::LockExclusive)
-                .map(|f| DeviceLock { _flock: f })
-                .map_err(|(_, e)| io_err("lock", &path, e));
+        let file = open_lock_file(&path).map_err(|e| io_err("open lock", &path, e))?;
+        let bound = match wait {
+            LockWait::Blocking => None,
+            LockWait::Within(bound) => Some(bound),
         };
-        let started = std::time::Instant::now();
-        let mut file = file;
-        let mut pause = Duration::from_millis(1);
-        loop {
-            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-                Ok(f) => return Ok(DeviceLock { _flock: f }),
-                Err((f, nix::errno::Errno::EWOULDBLOCK | nix::errno::Errno::EINTR)) => file = f,
-                Err((_, e)) => return Err(io_err("lock", &path, e)),
-            }
-            let left = bound.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                return Err(StateError::Busy {
-                    path,
-                    waited: started.elapsed(),
-                });
-            }
-            std::thread::sleep(pause.min(left));
-            pause = (pause * 2).min(LOCK_RETRY_MAX);
+        match flock_within(file, bound) {
+            Ok(f) => Ok(DeviceLock { _flock: f }),
+            Err(Flocked::Busy(waited)) => Err(StateError::Busy { path, waited }),
+            Err(Flocked::Os(e)) => Err(io_err("lock", &path, e)),
         }
     }
 
@@ -1022,6 +972,64 @@ pub struct DeviceLock {
     _flock: nix::fcntl::Flock<File>,
 }
 
+/// A lock file of the state dir, made 0600 when missing, never through a
+/// link; locked with `flock` by its users.
+pub(crate) fn open_lock_file(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// `dir/name` holds `body` or what it held before, never half of either: a
+/// temporary file (0600, never through a link), renamed over it. `durable`:
+/// on disk before the rename, and the rename too (an entry; a cache that a
+/// crash may lose need not pay the fsyncs).
+pub(crate) fn write_atomically(
+    dir: &Path,
+    name: &str,
+    body: &[u8],
+    durable: bool,
+) -> std::io::Result<()> {
+    let tmp = dir.join(format!(".{name}.tmp{}", crate::log::pid()));
+    let result = (|| -> std::io::Result<()> {
+        let create = || {
+            OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+                .open(&tmp)
+        };
+        // A temporary file left by a crashed process of the same pid goes
+        // (only when there is one: an unlink first cost every ADD a call).
+        let mut f = match create() {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::fs::remove_file(&tmp)?;
+                create()?
+            }
+            other => other?,
+        };
+        f.write_all(body)?;
+        if durable {
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, dir.join(name))?;
+        if durable {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
 /// How long a taker of a device lock waits for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LockWait {
@@ -1042,6 +1050,42 @@ impl LockWait {
 
 /// The longest pause between two tries of a bounded lock wait.
 const LOCK_RETRY_MAX: Duration = Duration::from_millis(10);
+
+/// Why `flock_within` got no lock.
+pub(crate) enum Flocked {
+    /// Still held by another when the bound passed, after this long.
+    Busy(Duration),
+    Os(nix::errno::Errno),
+}
+
+/// An exclusive `flock` of `file`, waited for until it is free (`None`) or
+/// for at most `bound`, tried with pauses that double up to
+/// `LOCK_RETRY_MAX` (`Some(Duration::ZERO)` tries once).
+pub(crate) fn flock_within(
+    file: File,
+    bound: Option<Duration>,
+) -> Result<nix::fcntl::Flock<File>, Flocked> {
+    use nix::fcntl::{Flock, FlockArg};
+    let Some(bound) = bound else {
+        return Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| Flocked::Os(e));
+    };
+    let started = std::time::Instant::now();
+    let mut file = file;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(f) => return Ok(f),
+            Err((f, nix::errno::Errno::EWOULDBLOCK | nix::errno::Errno::EINTR)) => file = f,
+            Err((_, e)) => return Err(Flocked::Os(e)),
+        }
+        let left = bound.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Err(Flocked::Busy(started.elapsed()));
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(LOCK_RETRY_MAX);
+    }
+}
 
 /// Nanoseconds since the epoch.
 pub fn now_ns() -> u64 {

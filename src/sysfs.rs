@@ -51,6 +51,9 @@ pub enum SysfsError {
     NotAnAttribute,
     /// Any other OS error, with its errno.
     Os(Errno),
+    /// A file only root may have written (`read_root_owned`) is another
+    /// uid's, or group or others may write it.
+    NotRootOnly { uid: u32, mode: u32 },
 }
 
 impl SysfsError {
@@ -96,6 +99,14 @@ impl fmt::Display for SysfsError {
                 f.write_str("it is not a regular attribute file of at most one page")
             }
             SysfsError::Os(e) => write!(f, "{} ({})", e.desc(), e),
+            SysfsError::NotRootOnly { uid, mode } if *uid != 0 => {
+                write!(f, "it is owned by uid {uid}, not root")
+            }
+            SysfsError::NotRootOnly { mode, .. } => write!(
+                f,
+                "it is writable by group or others (mode {:04o})",
+                mode & 0o7777
+            ),
         }
     }
 }
@@ -249,38 +260,37 @@ impl View {
     }
 
     fn open_attr(&self, rel: &Path, flags: OFlag) -> SysfsResult<File> {
+        self.open_attr_meta(rel, flags).map(|(f, _)| f)
+    }
+
+    fn open_attr_meta(&self, rel: &Path, flags: OFlag) -> SysfsResult<(File, std::fs::Metadata)> {
         // O_NONBLOCK: a FIFO planted in a test tree must not hang the pod.
         let file = File::from(self.open_at(rel, flags | OFlag::O_NONBLOCK)?);
         let meta = file.metadata().map_err(SysfsError::from_io)?;
         if !meta.file_type().is_file() || meta.len() > MAX_ATTR_BYTES {
             return Err(SysfsError::NotAnAttribute);
         }
-        Ok(file)
+        Ok((file, meta))
     }
 
     /// The attribute's content (at most a page).
     pub fn read(&self, rel: &Path) -> SysfsResult<String> {
-        let mut file = self.open_attr(rel, OFlag::O_RDONLY)?;
-        // A sysfs attribute answers a read whole (at most a page), and a
-        // regular file short only at its end: a read shorter than the buffer
-        // is the end, with no second read to see 0.
-        let mut buf = vec![0u8; 256];
-        let mut len = 0;
-        while len < MAX_ATTR_BYTES as usize {
-            let n = loop {
-                match file.read(&mut buf[len..]) {
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    other => break other.map_err(SysfsError::from_io)?,
-                }
-            };
-            len += n;
-            if n == 0 || len < buf.len() {
-                break;
-            }
-            buf.resize((buf.len() * 2).min(MAX_ATTR_BYTES as usize), 0);
+        read_open(self.open_attr(rel, OFlag::O_RDONLY)?)
+    }
+
+    /// `read`, of a file only root may have written: root's, and not
+    /// writable by group or others (what the NVIDIA driver's proc files
+    /// are, 0444), checked on the descriptor that is then read.
+    pub fn read_root_owned(&self, rel: &Path) -> SysfsResult<String> {
+        use std::os::unix::fs::MetadataExt;
+        let (file, meta) = self.open_attr_meta(rel, OFlag::O_RDONLY)?;
+        if meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+            return Err(SysfsError::NotRootOnly {
+                uid: meta.uid(),
+                mode: meta.mode(),
+            });
         }
-        buf.truncate(len);
-        Ok(String::from_utf8_lossy(&buf).into_owned())
+        read_open(file)
     }
 
     /// The attribute's content trimmed, `None` when unreadable or empty.
@@ -354,6 +364,17 @@ impl View {
         resolve_beneath(&parent, Path::new(&target))
     }
 
+    /// The links of the directory `rel`, read one after another through
+    /// one descriptor of it (`link_target` opens the link's directory each
+    /// time: placing the functions of a node reads every
+    /// `bus/pci/devices/<bdf>`).
+    pub fn links(&self, rel: &Path) -> SysfsResult<Links> {
+        Ok(Links {
+            dir: self.open_at(rel, OFlag::O_PATH | OFlag::O_DIRECTORY)?,
+            rel: rel.to_owned(),
+        })
+    }
+
     /// `mkdir` of the last component under an existing directory (configfs
     /// groups are made this way); `Ok(false)` when it already exists.
     pub fn mkdir(&self, rel: &Path) -> SysfsResult<bool> {
@@ -373,6 +394,48 @@ impl View {
         nix::unistd::unlinkat(&dir, name.as_path(), nix::unistd::UnlinkatFlags::RemoveDir)
             .map_err(SysfsError::from_errno)
     }
+}
+
+/// A directory of links, open (`View::links`).
+pub struct Links {
+    dir: OwnedFd,
+    rel: PathBuf,
+}
+
+impl Links {
+    /// `View::link_target` of the link `name` of this directory: one plain
+    /// name, never a path.
+    pub fn target(&self, name: &str) -> SysfsResult<PathBuf> {
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(SysfsError::Escapes);
+        }
+        let target = nix::fcntl::readlinkat(&self.dir, name).map_err(SysfsError::from_errno)?;
+        resolve_beneath(&self.rel, Path::new(&target))
+    }
+}
+
+/// An open attribute's content (at most a page).
+fn read_open(mut file: File) -> SysfsResult<String> {
+    // A sysfs attribute answers a read whole (at most a page), and a
+    // regular file short only at its end: a read shorter than the buffer
+    // is the end, with no second read to see 0.
+    let mut buf = vec![0u8; 256];
+    let mut len = 0;
+    while len < MAX_ATTR_BYTES as usize {
+        let n = loop {
+            match file.read(&mut buf[len..]) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => break other.map_err(SysfsError::from_io)?,
+            }
+        };
+        len += n;
+        if n == 0 || len < buf.len() {
+            break;
+        }
+        buf.resize((buf.len() * 2).min(MAX_ATTR_BYTES as usize), 0);
+    }
+    buf.truncate(len);
+    Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 fn split(rel: &Path) -> SysfsResult<(PathBuf, PathBuf)> {

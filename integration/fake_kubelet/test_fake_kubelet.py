@@ -159,6 +159,17 @@ class FakeKubeletTest(unittest.TestCase):
         big = f.stub(max_receive=-1).List(pb.ListPodResourcesRequest(), timeout=20)
         self.assertGreater(big.ByteSize(), 16 * 1024 * 1024)
 
+    def test_calls_are_counted_one_line_each(self):
+        calls = os.path.join(tempfile.mkdtemp(prefix="fake-kubelet-calls-"), "calls")
+        self.addCleanup(shutil.rmtree, os.path.dirname(calls), True)
+        stub = self.fake("--calls", calls).stub()
+        stub.Get(pb.GetPodResourcesRequest(pod_name="trainer", pod_namespace="team-b"), timeout=5)
+        stub.List(pb.ListPodResourcesRequest(), timeout=5)
+        with self.assertRaises(grpc.RpcError):
+            stub.Get(pb.GetPodResourcesRequest(pod_name="x", pod_namespace="team-a"), timeout=5)
+        with open(calls) as c:
+            self.assertEqual(c.read().splitlines(), ["Get team-b/trainer", "List", "Get team-a/x"])
+
     def test_hang_accepts_and_never_answers(self):
         f = self.fake("--hang")
         with self.assertRaises(grpc.RpcError) as e:
@@ -170,6 +181,28 @@ class FakeKubeletTest(unittest.TestCase):
         with self.assertRaises(socket.timeout):
             s.recv(1)
         s.close()
+
+    def test_flood_speaks_http2_and_never_stops(self):
+        for kind in sorted(fake_kubelet.FLOODS):
+            f = self.fake("--flood", kind)
+            s = socket.socket(socket.AF_UNIX)
+            s.connect(f.sock)
+            s.settimeout(20)
+            data = b""
+            while len(data) < 256 << 10:
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    break
+                data += chunk
+            s.close()
+            self.assertGreaterEqual(len(data), 256 << 10, kind)
+            # RFC 9113 3.4: SETTINGS on stream 0 first, then whole frames of
+            # the kind, each the same.
+            self.assertEqual(data[:9], fake_kubelet.frame(0x4, 0, 0), kind)
+            once, one = fake_kubelet.FLOODS[kind]
+            body = data[9 + len(once):]
+            whole = len(body) // len(one) * len(one)
+            self.assertEqual(body[:whole], one * (whole // len(one)), kind)
 
     def test_garbage_is_not_http2(self):
         f = self.fake("--garbage")

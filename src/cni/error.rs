@@ -32,6 +32,11 @@ pub mod code {
     /// `placementCheck: enforce`: a GPU of the pod has too few rails near it
     /// for GPUDirect RDMA (README, "Placement").
     pub const PLACEMENT: u32 = 106;
+    /// `placementCheck: enforce`, and an input of the verdict is not one only
+    /// root can provide (the kubelet socket's peer, the checkpoint, an NVIDIA
+    /// `information` file): a node admin's problem, as 104 is, and not the
+    /// pod's layout, which 106 says; nothing failed to be read, so not 5.
+    pub const UNTRUSTED_INPUT: u32 = 107;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use crate::device_info::{self, Plan, Request};
 use crate::node::NodeConfig;
 use crate::ownership::{self, Claim, Wanted};
 use crate::placement;
-use crate::podresources::{PodDevices, Source};
+use crate::pod_answer::{self, PodAnswer};
 use crate::rdma::gid::{self, Verdict, Want};
 use crate::rdma::lookup::Found;
 use crate::rdma::reach::{PodSide, Reach};
@@ -75,15 +75,36 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     // Decided once: where this rail's device is reached.
     let reach = sysfs.as_ref().map_or(Reach::Host, |s| s.reach());
     // The pod's GPUs and VFs, from the kubelet, asked from this host-side
-    // thread within the node's bound; a skip is one log line, never an error.
+    // thread within the node's bound (or another rail's record of the pod's
+    // one call), and the pod judged once; a skip is one log line, never an
+    // error (but an untrusted input in enforce mode, 107).
     let pod = env.pod();
-    let kubelet = (conf.placement_check != PlacementCheck::Off && conf.needs_rdma())
-        .then(|| placement::pod_devices(node, pod.as_ref()))
-        .and_then(|asked| {
-            asked
-                .inspect_err(|skip| crate::info!("placement check skipped: {skip}"))
-                .ok()
-        });
+    let level = PathType::parse_level(conf.gdr_level.name()).unwrap_or(PathType::Pxb);
+    let kubelet = match sysfs
+        .as_ref()
+        .filter(|_| conf.placement_check != PlacementCheck::Off && conf.needs_rdma())
+    {
+        Some(sysfs) => {
+            // The pod's record lives in the state dir, made for it if need be.
+            let made;
+            let records = match &state {
+                Some(s) => Some(s),
+                None => {
+                    made = StateDir::create(&node.state_dir).ok();
+                    made.as_ref()
+                }
+            };
+            let host = sysfs.host();
+            match pod_answer::obtain(records, host, node, pod.as_ref(), env.container_id(), level) {
+                Err(skip) => {
+                    placement_skipped(conf, &skip)?;
+                    None
+                }
+                Ok(answer) => Some(answer),
+            }
+        }
+        None => None,
+    };
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-validation");
 
@@ -110,7 +131,9 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
                 // Judged before anything changes: enforce leaves the node as it was.
                 let placed = kubelet
                     .as_ref()
-                    .and_then(|devices| judge_placement(conf, node, sysfs, devices, ifname, &found))
+                    .and_then(|answer| {
+                        judge_placement(conf, node, sysfs, answer, level, ifname, &found)
+                    })
                     .transpose()?;
                 let undo = sysctl::apply(&sysctls)?;
                 crate::debug!("sysctls applied: {}", sysctls.len());
@@ -207,7 +230,8 @@ fn judge_placement(
     conf: &NetConf,
     node: &NodeConfig,
     sysfs: &crate::rdma::reach::Sysfs,
-    devices: &(PodDevices, Source),
+    answer: &PodAnswer,
+    level: PathType,
     ifname: &str,
     found: &Found,
 ) -> Option<CniResult<PlacementRecord>> {
@@ -228,21 +252,15 @@ fn judge_placement(
         );
         return None;
     };
-    let level = PathType::parse_level(conf.gdr_level.name()).unwrap_or(PathType::Pxb);
-    let judged = placement::judge(sysfs.host(), node, &devices.0, &[(ifname, vf)], level);
-    let j = match judged {
-        Ok(j) => j,
-        Err(skip) => {
-            crate::info!("placement check skipped: {skip}");
-            return None;
-        }
+    let said = match answer.for_rail(sysfs.host(), node, ifname, vf, level) {
+        Ok(said) => said,
+        Err(skip) => return placement_skipped(conf, &skip).err().map(Err),
     };
     let explained = format!(
         "placement: {} (from the kubelet's {:?})",
-        j.explain(),
-        devices.1
+        said.line, answer.source
     );
-    if !j.verdict.starved {
+    if !said.starved {
         crate::info!("{explained}");
     } else if conf.placement_check == PlacementCheck::Enforce {
         return Some(Err(CniError::new(
@@ -252,7 +270,27 @@ fn judge_placement(
     } else {
         crate::warn!("{explained}");
     }
-    Some(Ok(j.record()))
+    Some(Ok(said.record))
+}
+
+/// The one line of a placement check that did not run; with `enforce`, an
+/// input that is not root's fails the rail (107) rather than let it through
+/// unjudged: whoever provides it could make any verdict.
+fn placement_skipped(conf: &NetConf, skip: &placement::Skip) -> CniResult<()> {
+    if !skip.is_untrusted() {
+        crate::info!("placement check skipped: {skip}");
+        return Ok(());
+    }
+    if conf.placement_check == PlacementCheck::Enforce {
+        return Err(CniError::new(
+            code::UNTRUSTED_INPUT,
+            format!(
+                "placement not judged: {skip}; placementCheck is enforce, so the rail is refused and nothing was changed: the node admin makes the input root's again"
+            ),
+        ));
+    }
+    crate::warn!("placement check skipped: {skip}");
+    Ok(())
 }
 
 /// This attachment's device-info file, judged against the PCI function the

@@ -38,6 +38,9 @@ pub fn run(env: &CniEnv, node: &NodeConfig) -> CniResult<()> {
         Ok(e) => e,
         Err(ReadError::Missing) => {
             crate::debug!("no state entry: nothing to restore");
+            // A network without owned settings records no entry; its pod's
+            // kubelet answer goes with its last rail all the same.
+            crate::pod_answer::release_if_last(&state, env.container_id());
             return Ok(());
         }
         Err(ReadError::Corrupt(why)) => {
@@ -78,7 +81,10 @@ pub fn run(env: &CniEnv, node: &NodeConfig) -> CniResult<()> {
     };
     match &done {
         Done::Kept(_) | Done::Busy(_) => crate::warn!("DEL on {}: {done}", entry.device),
-        Done::Released(_) => crate::info!("DEL on {}: {done}", entry.device),
+        Done::Released(_) => {
+            crate::info!("DEL on {}: {done}", entry.device);
+            crate::pod_answer::release_if_last(&state, env.container_id());
+        }
     }
     Ok(())
 }

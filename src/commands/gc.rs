@@ -48,12 +48,15 @@ pub fn run(conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
         .filter(|e| e.network == conf.name && !is_valid(&e.container_id, &e.ifname))
     {
         match release_entry(place, entry) {
-            done @ Done::Released(_) => crate::info!(
-                "GC: released {}/{} on {}: {done}",
-                entry.container_id,
-                entry.ifname,
-                entry.device
-            ),
+            done @ Done::Released(_) => {
+                crate::info!(
+                    "GC: released {}/{} on {}: {done}",
+                    entry.container_id,
+                    entry.ifname,
+                    entry.device
+                );
+                crate::pod_answer::release_if_last(&state, &entry.container_id);
+            }
             Done::Kept(why) | Done::Busy(why) => {
                 failures.push(format!("{}/{}: {why}", entry.container_id, entry.ifname))
             }

@@ -6,6 +6,19 @@
 //! The socket is non-blocking and every wait is a `poll` against the one
 //! deadline of the whole call, so a server that accepts and never answers,
 //! or trickles a byte at a time, costs at most the caller's timeout.
+//!
+//! The bounds of a call, each checked before the loop turn or the
+//! allocation it guards (issue 25: a server that kept sending valid frames
+//! was never waited on, so a deadline checked only before a blocking read
+//! held an ADD for 2.6 to 8.0 s):
+//! - the deadline, on every turn of every loop (`read_frame`, `fill`,
+//!   `send`, `wait`), whether or not a read would block;
+//! - [`OTHER_FRAMES_MAX`] and [`OTHER_BYTES_MAX`]: the frames that are not
+//!   the answer, in count and in payload bytes;
+//! - [`MAX_FRAME`] a frame, [`HEADER_FRAMES_MAX`] and [`HEADER_BLOCK_MAX`]
+//!   a header block, [`HEADER_LIST_MAX`] its decoded fields;
+//! - the caller's `max_message` the one response message, checked from its
+//!   length prefix before its buffer is reserved.
 
 use super::hpack::{self, Decoder};
 use super::Error;
@@ -54,7 +67,21 @@ const DEFAULT_WINDOW: u32 = 65_535;
 /// SETTINGS_MAX_HEADER_LIST_SIZE.
 pub const HEADER_LIST_MAX: usize = 16 * 1024;
 /// A header block's encoded size is bounded too, before it is decoded.
-const HEADER_BLOCK_MAX: usize = 4 * HEADER_LIST_MAX;
+pub const HEADER_BLOCK_MAX: usize = 4 * HEADER_LIST_MAX;
+/// Frames of one header block (a HEADERS and its CONTINUATIONs): a server
+/// splits a block only where it passes SETTINGS_MAX_FRAME_SIZE, so a block
+/// within HEADER_BLOCK_MAX takes 5; empty CONTINUATIONs are no excuse for more.
+pub const HEADER_FRAMES_MAX: usize = 16;
+/// Frames on a connection that are not the answer: SETTINGS and their
+/// ACKs, PING, WINDOW_UPDATE, PRIORITY, GOAWAY, unknown types (RFC 9113
+/// §5.5), 1xx header blocks (§8.1), DATA that carries no byte of the
+/// message (all padding), frames of a stream already finished. A gRPC
+/// server sends a handful a call (the fake kubelet's grpcio: its SETTINGS,
+/// a WINDOW_UPDATE, the ACK of ours, at times a PING of its BDP probe);
+/// a server that keeps sending them is cut off here, whatever the time left.
+pub const OTHER_FRAMES_MAX: u32 = 64;
+/// Their payload bytes in all, padding of the answer's DATA included.
+pub const OTHER_BYTES_MAX: usize = 64 * 1024;
 
 /// gRPC status codes this module synthesizes (grpc/grpc `doc/statuscodes.md`).
 pub const CANCELLED: u32 = 1;
@@ -89,6 +116,9 @@ pub struct Conn {
     goaway: bool,
     timeout: Duration,
     max_message: usize,
+    /// Frames and payload bytes so far that were not the answer.
+    other_frames: u32,
+    other_bytes: usize,
 }
 
 impl Conn {
@@ -101,6 +131,18 @@ impl Conn {
         max_message: usize,
     ) -> Result<Conn, Error> {
         let fd = connect(path, timeout, deadline)?;
+        peer_is_root(&fd, path)?;
+        Conn::over(fd, timeout, deadline, max_message)
+    }
+
+    /// `open` on a connected, non-blocking stream whose peer is trusted
+    /// (the fuzz target's socketpair).
+    pub fn over(
+        fd: OwnedFd,
+        timeout: Duration,
+        deadline: Instant,
+        max_message: usize,
+    ) -> Result<Conn, Error> {
         // Room for one whole response (the 5-byte gRPC prefix and padding
         // included), so the server never waits for a WINDOW_UPDATE mid-call.
         let window = (max_message + 64 * 1024).min(i32::MAX as usize) as u32;
@@ -116,6 +158,8 @@ impl Conn {
             goaway: false,
             timeout,
             max_message,
+            other_frames: 0,
+            other_bytes: 0,
         };
         let mut out = Vec::with_capacity(96);
         out.extend_from_slice(PREFACE);
@@ -142,13 +186,17 @@ impl Conn {
     }
 
     /// One unary call: `message` (one protobuf message) to `path`
-    /// (`/service/method`); the response message, or the call's non-OK status.
+    /// (`/service/method`); the response message, or the call's non-OK
+    /// status. The response may be at most `max_message` bytes (and never
+    /// more than the connection's window, `open`'s `max_message`).
     pub fn unary(
         &mut self,
         path: &str,
         message: &[u8],
+        max_message: usize,
         deadline: Instant,
     ) -> Result<Vec<u8>, Error> {
+        let max_message = max_message.min(self.max_message);
         let id = self.next_stream;
         self.next_stream += 2;
         self.reusable = false;
@@ -186,17 +234,22 @@ impl Conn {
                         if stream == 0 || stream > id || stream % 2 == 0 {
                             return Err(protocol(format!("DATA on stream {stream}")));
                         }
+                        self.not_answer(1, payload.len(), "DATA of a finished stream")?;
                         continue;
                     }
                     if !call.headers {
                         return Err(protocol("DATA before the response headers"));
                     }
                     let data = unpad(&payload, flags)?;
-                    call.data(data, self.max_message)?;
+                    // Padding is not the answer; a frame of nothing else
+                    // counts as a frame that is not.
+                    let frames = u32::from(data.is_empty() && flags & END_STREAM == 0);
+                    self.not_answer(frames, payload.len() - data.len(), "padding")?;
+                    call.data(data, max_message)?;
                     if flags & END_STREAM != 0 {
                         return Err(protocol(format!(
                             "the stream ended after {} data bytes without trailers",
-                            call.body.len()
+                            call.have + call.body.len()
                         )));
                     }
                 }
@@ -210,7 +263,11 @@ impl Conn {
                         if stream == 0 || stream > id || stream % 2 == 0 {
                             return Err(protocol(format!("HEADERS on stream {stream}")));
                         }
+                        self.not_answer(1, block.len(), "HEADERS of a finished stream")?;
                         continue;
+                    }
+                    if !call.headers && h.status.is_some_and(|s| (100..200).contains(&s)) {
+                        self.not_answer(1, block.len(), "an informational (1xx) header block")?;
                     }
                     let end = flags & END_STREAM != 0;
                     if let Some(done) = call.headers(h, end)? {
@@ -250,13 +307,28 @@ impl Conn {
                         });
                     }
                     // The call was taken: the server finishes it, then closes.
+                    self.not_answer(1, payload.len(), "GOAWAY")?;
                 }
                 // SETTINGS and PING were answered by read_frame; the
                 // server's WINDOW_UPDATE and PRIORITY change nothing for a
                 // request already sent whole; unknown types are ignored (§5.5).
-                _ => {}
+                _ => self.not_answer(1, payload.len(), frame_name(ty))?,
             }
         }
+    }
+
+    /// Count `frames` frames and `bytes` payload bytes that are not the
+    /// answer, refusing the server past either bound.
+    fn not_answer(&mut self, frames: u32, bytes: usize, last: &str) -> Result<(), Error> {
+        self.other_frames = self.other_frames.saturating_add(frames);
+        self.other_bytes = self.other_bytes.saturating_add(bytes);
+        if self.other_frames > OTHER_FRAMES_MAX || self.other_bytes > OTHER_BYTES_MAX {
+            return Err(protocol(format!(
+                "the server sent {} frames ({} payload bytes) that are not the answer, over the {OTHER_FRAMES_MAX} frames ({OTHER_BYTES_MAX} bytes) allowed; the last: {last}",
+                self.other_frames, self.other_bytes
+            )));
+        }
+        Ok(())
     }
 
     /// The header block of a HEADERS frame and its CONTINUATION frames.
@@ -276,7 +348,14 @@ impl Conn {
         let mut block = frag.to_vec();
         let mut end = flags & END_HEADERS != 0;
         let mut payload = Vec::new();
+        let mut frames = 1;
         while !end {
+            frames += 1;
+            if frames > HEADER_FRAMES_MAX {
+                return Err(protocol(format!(
+                    "a header block of more than {HEADER_FRAMES_MAX} frames"
+                )));
+            }
             let (ty, f, s) = self.read_frame(&mut payload, deadline)?;
             // §6.10: nothing may come between a HEADERS and its CONTINUATIONs.
             if ty != CONTINUATION || s != stream {
@@ -302,6 +381,9 @@ impl Conn {
         payload: &mut Vec<u8>,
         deadline: Instant,
     ) -> Result<(u8, u8, u32), Error> {
+        // Every frame, buffered or not: a server that keeps the socket full
+        // would otherwise never let a read block, where the time is checked.
+        before(deadline, self.timeout, "the answer")?;
         self.fill(9, deadline)?;
         let h = &self.buf[self.start..self.start + 9];
         let len = (h[0] as usize) << 16 | (h[1] as usize) << 8 | h[2] as usize;
@@ -371,6 +453,7 @@ impl Conn {
             self.start = 0;
         }
         while self.buf.len() - self.start < n {
+            before(deadline, self.timeout, "the answer")?;
             let want = (n - (self.buf.len() - self.start)).max(16 * 1024);
             self.buf.reserve(want);
             let spare = self.buf.spare_capacity_mut();
@@ -429,6 +512,7 @@ impl Conn {
 
     fn send(&mut self, mut data: &[u8], deadline: Instant) -> Result<(), Error> {
         while !data.is_empty() {
+            before(deadline, self.timeout, "send")?;
             // MSG_NOSIGNAL: a closed peer is an EPIPE, not a SIGPIPE.
             // SAFETY: send reads at most data.len() bytes from data.
             let r = unsafe {
@@ -481,40 +565,50 @@ impl Drop for Conn {
 #[derive(Default)]
 struct Call {
     headers: bool,
+    /// The Length-Prefixed-Message's prefix (Compressed-Flag, 4-byte
+    /// big-endian length), `have` bytes of it so far.
+    prefix: [u8; 5],
+    have: usize,
+    /// The message, reserved whole once its length is known and allowed.
     body: Vec<u8>,
-    /// The length prefix of the one response message, once 5 bytes are in.
     expect: Option<usize>,
 }
 
 impl Call {
-    fn data(&mut self, data: &[u8], max: usize) -> Result<(), Error> {
-        self.body.extend_from_slice(data);
-        if self.expect.is_none() && self.body.len() >= 5 {
-            // Length-Prefixed-Message: Compressed-Flag, 4-byte big-endian length.
-            if self.body[0] != 0 {
-                return Err(protocol(format!(
-                    "a message with compressed-flag {}, and no encoding was offered",
-                    self.body[0]
-                )));
+    fn data(&mut self, mut data: &[u8], max: usize) -> Result<(), Error> {
+        if self.have < 5 {
+            let n = (5 - self.have).min(data.len());
+            self.prefix[self.have..self.have + n].copy_from_slice(&data[..n]);
+            self.have += n;
+            data = &data[n..];
+            if self.have == 5 {
+                if self.prefix[0] != 0 {
+                    return Err(protocol(format!(
+                        "a message with compressed-flag {}, and no encoding was offered",
+                        self.prefix[0]
+                    )));
+                }
+                let p = &self.prefix;
+                let len = u32::from_be_bytes([p[1], p[2], p[3], p[4]]) as usize;
+                if len > max {
+                    return Err(Error::TooLarge {
+                        size: len as u64,
+                        limit: max as u64,
+                    });
+                }
+                self.expect = Some(len);
+                self.body.reserve_exact(len);
             }
-            let len = u32::from_be_bytes([self.body[1], self.body[2], self.body[3], self.body[4]])
-                as usize;
-            if len > max {
-                return Err(Error::TooLarge {
-                    size: len as u64,
-                    limit: max as u64,
-                });
-            }
-            self.expect = Some(len);
         }
         if let Some(len) = self.expect {
-            if self.body.len() > 5 + len {
+            let after = (self.body.len() + data.len()).saturating_sub(len);
+            if after > 0 {
                 return Err(protocol(format!(
-                    "more than one message in a unary response ({} bytes after a {len}-byte message)",
-                    self.body.len() - 5 - len
+                    "more than one message in a unary response ({after} bytes after a {len}-byte message)"
                 )));
             }
         }
+        self.body.extend_from_slice(data);
         Ok(())
     }
 
@@ -575,13 +669,10 @@ impl Call {
             })));
         }
         match self.expect {
-            Some(len) if self.body.len() == 5 + len => {
-                self.body.drain(..5);
-                Ok(Some(Ok(std::mem::take(&mut self.body))))
-            }
+            Some(len) if self.body.len() == len => Ok(Some(Ok(std::mem::take(&mut self.body)))),
             _ => Err(protocol(format!(
                 "status OK after {} data bytes, not one whole message",
-                self.body.len()
+                self.have + self.body.len()
             ))),
         }
     }
@@ -719,6 +810,26 @@ fn request_headers(path: &str, deadline: Instant) -> Vec<u8> {
     b
 }
 
+/// `Timeout` once the deadline has passed: checked on every turn of a loop.
+fn before(deadline: Instant, timeout: Duration, stage: &'static str) -> Result<(), Error> {
+    if Instant::now() >= deadline {
+        return Err(Error::Timeout { timeout, stage });
+    }
+    Ok(())
+}
+
+/// A frame type, for a message (§6; 0x2 PRIORITY, deprecated by §5.3.2).
+fn frame_name(ty: u8) -> &'static str {
+    match ty {
+        SETTINGS => "SETTINGS",
+        PING => "PING",
+        WINDOW_UPDATE => "WINDOW_UPDATE",
+        0x2 => "PRIORITY",
+        RST_STREAM => "RST_STREAM of another stream",
+        _ => "a frame of an unknown type",
+    }
+}
+
 /// Wait until `fd` is ready for `what`, or the deadline passes.
 fn wait(
     fd: &OwnedFd,
@@ -749,6 +860,45 @@ fn wait(
             }
         }
     }
+}
+
+/// The server must be root: the kubelet runs as root, and any other uid that
+/// could bind the socket path first (or is handed its directory) would
+/// decide the placement verdict. SO_PEERCRED gives the credentials the
+/// server had when it called listen(2) (unix(7)), which no later setuid of
+/// that process changes.
+fn peer_is_root(fd: &OwnedFd, path: &Path) -> Result<(), Error> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: u32::MAX,
+        gid: u32::MAX,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: cred and len are valid for getsockopt to write.
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(Error::Io {
+            op: "ask who serves the socket (SO_PEERCRED)",
+            err: io::Error::last_os_error(),
+        });
+    }
+    if cred.uid != 0 {
+        return Err(Error::Untrusted(format!(
+            "the kubelet's PodResources socket {} is served by uid {}, not root (pid {})",
+            path.display(),
+            cred.uid,
+            cred.pid
+        )));
+    }
+    Ok(())
 }
 
 /// A non-blocking connect bounded by the deadline. ENOENT (no socket file)
@@ -920,7 +1070,7 @@ mod tests {
         let (path, h) = server(answer);
         let deadline = Instant::now() + Duration::from_secs(3);
         let r = Conn::open(&path, Duration::from_secs(3), deadline, 1 << 20)
-            .and_then(|mut c| c.unary("/v1.PodResourcesLister/List", b"", deadline));
+            .and_then(|mut c| c.unary("/v1.PodResourcesLister/List", b"", 1 << 20, deadline));
         (r, h.join().unwrap())
     }
 
@@ -1145,7 +1295,7 @@ mod tests {
         let (path, h) = server(answer);
         let deadline = Instant::now() + Duration::from_secs(3);
         let mut c = Conn::open(&path, Duration::from_secs(3), deadline, 1 << 20).unwrap();
-        assert_eq!(c.unary("/s/m", b"", deadline).unwrap(), b"ok");
+        assert_eq!(c.unary("/s/m", b"", 1 << 20, deadline).unwrap(), b"ok");
         assert!(!c.reusable);
         drop(c);
         h.join().unwrap();
@@ -1190,12 +1340,101 @@ mod tests {
         });
         let deadline = Instant::now() + Duration::from_secs(3);
         let mut c = Conn::open(&path, Duration::from_secs(3), deadline, 1 << 20).unwrap();
-        let r = c.unary("/s/m", b"", deadline);
+        let r = c.unary("/s/m", b"", 1 << 20, deadline);
         h.join().unwrap();
         // Whether the ACKs met EPIPE depends on who ran first; the status
         // must come through either way.
         assert!(matches!(r, Err(Error::Status { code: 5, .. })), "{r:?}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A whole answer after `others` (each counted once) and `before` bytes.
+    fn answer_after(others: &[Vec<u8>]) -> Vec<u8> {
+        let mut a = f(SETTINGS, 0, 0, &[]);
+        for o in others {
+            a.extend_from_slice(o);
+        }
+        a.extend(f(HEADERS, END_HEADERS, 1, &ok_headers()));
+        a.extend(f(DATA, 0, 1, &grpc_message(b"ok")));
+        a.extend(f(
+            HEADERS,
+            END_STREAM | END_HEADERS,
+            1,
+            &block(&[("grpc-status", "0")]),
+        ));
+        a
+    }
+
+    #[test]
+    fn frames_that_are_not_the_answer_are_bounded_in_count_and_bytes() {
+        // The server's SETTINGS is the first of them: 63 more are allowed.
+        let wu = f(WINDOW_UPDATE, 0, 0, &[0, 0, 0, 1]);
+        let ok = vec![wu.clone(); OTHER_FRAMES_MAX as usize - 1];
+        assert_eq!(call(answer_after(&ok)).0.unwrap(), b"ok");
+        let mut over = ok.clone();
+        over.push(f(0xfa, 0, 0, b""));
+        match call(answer_after(&over)).0 {
+            Err(Error::Protocol(m)) => assert!(
+                m.contains("65 frames") && m.contains("a frame of an unknown type"),
+                "{m}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Every kind counts: 1xx blocks, PING, PRIORITY, frames of no bytes
+        // of the message (all padding).
+        let mut padded = vec![200u8];
+        padded.extend([0u8; 200]);
+        let headers = f(HEADERS, END_HEADERS, 1, &ok_headers());
+        for (first, one) in [
+            (
+                vec![],
+                f(HEADERS, END_HEADERS, 1, &block(&[(":status", "100")])),
+            ),
+            (vec![], f(PING, 0, 0, b"12345678")),
+            (vec![], f(0x2, 0, 1, &[0, 0, 0, 0, 15])),
+            (headers, f(DATA, PADDED, 1, &padded)),
+        ] {
+            let flood: Vec<u8> = one.repeat(OTHER_FRAMES_MAX as usize + 1);
+            let (r, _) = call([f(SETTINGS, 0, 0, &[]), first, flood].concat());
+            assert!(
+                matches!(&r, Err(Error::Protocol(m)) if m.contains("not the answer")),
+                "{r:?}"
+            );
+        }
+        // Bytes: four unknown frames of 16 KiB pass the bound of 64 KiB.
+        let big = f(0xfa, 0, 0, &vec![0; MAX_FRAME]);
+        let (r, _) = call(answer_after(&vec![big; 5]));
+        assert!(
+            matches!(&r, Err(Error::Protocol(m)) if m.contains("payload bytes")),
+            "{r:?}"
+        );
+    }
+
+    #[test]
+    fn a_header_block_of_endless_empty_continuations_is_refused() {
+        let mut a = f(SETTINGS, 0, 0, &[]);
+        a.extend(f(HEADERS, 0, 1, &ok_headers()));
+        for _ in 0..HEADER_FRAMES_MAX {
+            a.extend(f(CONTINUATION, 0, 1, &[]));
+        }
+        match call(a).0 {
+            Err(Error::Protocol(m)) => assert!(m.contains("more than 16 frames"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_deadline_ends_a_call_whose_answer_is_all_buffered() {
+        // Everything the server says is in the socket before the call reads
+        // it: the deadline is already past, so no frame is taken.
+        let (path, h) = server(answer_after(&[]));
+        let deadline = Instant::now() + Duration::from_millis(300);
+        let mut c = Conn::open(&path, Duration::from_millis(300), deadline, 1 << 20).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        let r = c.unary("/s/m", b"", 1 << 20, deadline);
+        assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
+        drop(c);
+        h.join().unwrap();
     }
 
     #[test]

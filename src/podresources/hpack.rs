@@ -6,6 +6,13 @@
 //! reads back table entries. Encoding is the least the RFC allows: every
 //! field a literal without indexing (§6.2.2), no Huffman, so the server's
 //! view of our (empty) dynamic table never changes.
+//!
+//! The bounds of a decode (issue 25, "Every bound real"): the block itself,
+//! which the caller bounds before it is decoded (`h2::HEADER_BLOCK_MAX`),
+//! so every loop here and every string runs over at most its bytes; the
+//! decoded list, `list_limit` (SETTINGS_MAX_HEADER_LIST_SIZE), checked field
+//! by field before the field is handed on; the dynamic table, [`TABLE_SIZE`]
+//! (a size update above it is refused); an integer, 2^28.
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -406,6 +413,15 @@ fn put_string(out: &mut Vec<u8>, s: &str) {
 /// §6.1: a field the static table holds whole.
 pub fn put_indexed(out: &mut Vec<u8>, index: usize) {
     put_integer(out, index, 7, 0x80);
+}
+
+/// `put_literal` of bytes, both name and value literal.
+pub fn put_literal_bytes(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.push(0);
+    put_integer(out, name.len(), 7, 0);
+    out.extend_from_slice(name);
+    put_integer(out, value.len(), 7, 0);
+    out.extend_from_slice(value);
 }
 
 /// §6.2.2 Literal Header Field without Indexing, the name from the static

@@ -19,11 +19,14 @@
 //! connection, which tells "not found" apart from "no Get".
 
 mod checkpoint;
+#[doc(hidden)]
+pub mod fuzz;
 mod h2;
 mod hpack;
 mod proto;
 
 pub use checkpoint::from_checkpoint;
+pub use proto::{CONTAINERS_MAX, GET_RESPONSE_MAX, LIST_PODS_MAX, POD_BYTES_MAX};
 
 use std::collections::HashSet;
 use std::fmt;
@@ -41,6 +44,14 @@ pub const DEFAULT_CHECKPOINT: &str = "/var/lib/kubelet/device-plugins/kubelet_in
 /// (kubeletclient.go line 40, passed as grpc.MaxCallRecvMsgSize on line 85),
 /// which node-feature-discovery uses too.
 pub const MAX_RESPONSE: usize = 16 * 1024 * 1024;
+/// Device IDs of one pod, in an answer or the checkpoint: a pod of 8 GPUs
+/// and 32 VFs has 40, and a device plugin's shared replicas a few more
+/// each. The placement check takes fewer still (`placement`).
+pub const POD_DEVICES_MAX: usize = 1024;
+/// A resource name or a device ID, in bytes: Kubernetes caps a resource
+/// name at 253 + 63 with its prefix; device IDs are PCI addresses, GPU and
+/// MIG UUIDs (at most 60).
+pub const ID_MAX: usize = 320;
 
 const GET: &str = "/v1.PodResourcesLister/Get";
 const LIST: &str = "/v1.PodResourcesLister/List";
@@ -103,6 +114,10 @@ pub enum Error {
     InvalidQuery,
     /// Another OS error (EACCES on the socket, ECONNRESET, ...).
     Io { op: &'static str, err: io::Error },
+    /// Whoever provides the answer is not root (the socket's peer), or the
+    /// checkpoint is not a file only root could have written: nothing it
+    /// says is believed. The text names the input and why.
+    Untrusted(String),
 }
 
 impl fmt::Display for Error {
@@ -132,6 +147,7 @@ impl fmt::Display for Error {
             ),
             Error::InvalidQuery => write!(f, "PodResources: the pod's name or namespace is empty"),
             Error::Io { op, err } => write!(f, "PodResources: {op}: {err}"),
+            Error::Untrusted(why) => f.write_str(why),
         }
     }
 }
@@ -158,7 +174,8 @@ pub fn pod_devices(
     }
     let deadline = Instant::now() + timeout;
     let mut conn = h2::Conn::open(socket, timeout, deadline, MAX_RESPONSE)?;
-    match conn.unary(GET, &proto::get_request(q.name, q.namespace), deadline) {
+    let get = proto::get_request(q.name, q.namespace);
+    match conn.unary(GET, &get, proto::GET_RESPONSE_MAX, deadline) {
         Ok(msg) => match proto::get_response(&msg)? {
             Some(pod) if pod.name == q.name && pod.namespace == q.namespace => {
                 return Ok(Some((devices(&pod)?, Source::Get)));
@@ -180,19 +197,12 @@ pub fn pod_devices(
         drop(conn);
         conn = h2::Conn::open(socket, timeout, deadline, MAX_RESPONSE)?;
     }
-    let msg = conn.unary(LIST, &[], deadline)?;
-    let pods = proto::list_response(&msg)?;
-    let mut matching = pods
-        .iter()
-        .filter(|p| p.name == q.name && p.namespace == q.namespace);
-    let Some(pod) = matching.next() else {
-        return Ok(None);
-    };
-    let more = matching.count();
-    if more > 0 {
-        return Err(Error::Ambiguous { pods: more + 1 });
+    let msg = conn.unary(LIST, &[], MAX_RESPONSE, deadline)?;
+    match proto::list_find(&msg, q.namespace, q.name)? {
+        (None, _) => Ok(None),
+        (Some(pod), 1) => Ok(Some((devices(&pod)?, Source::List))),
+        (Some(_), pods) => Err(Error::Ambiguous { pods }),
     }
-    Ok(Some((devices(pod)?, Source::List)))
 }
 
 /// [`pod_devices`], and where there is no socket, the checkpoint by the

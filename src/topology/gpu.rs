@@ -112,8 +112,27 @@ pub enum Unmapped {
         by_bus_order: Option<Bdf>,
         by_minor: Option<Bdf>,
     },
-    /// The directory could not be listed.
+    /// The directory could not be listed, or holds a file not root's.
+    Dir(ListError),
+}
+
+/// Why the proc directory gave no list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListError {
+    /// It cannot be listed.
     Dir(SysfsError),
+    /// A GPU's `information` is a link, another uid's, or writable by group
+    /// or others: who could write it would choose which GPU a UUID is.
+    Untrusted { gpu: Bdf, why: SysfsError },
+}
+
+impl fmt::Display for ListError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ListError::Dir(e) => write!(f, "{e}"),
+            ListError::Untrusted { gpu, why } => write!(f, "{gpu}/information: {why}"),
+        }
+    }
 }
 
 impl fmt::Display for Unmapped {
@@ -150,25 +169,37 @@ pub struct GpuEntry {
     pub minor: Option<u32>,
 }
 
+/// Entries of the proc directory read at most (a node has at most 16 GPUs):
+/// the first in PCI order (issue 25, "Every bound real").
+pub const PROC_GPUS_MAX: usize = 64;
+
 /// The GPUs of the proc directory (`/proc/driver/nvidia/gpus`, or a stand-in),
 /// in PCI order. Each `information` is read through the view: no link, a
-/// regular file of at most 64 KiB. An entry whose `Bus Location:` names
-/// another function is left out.
-pub fn list(dir: &View) -> Result<Vec<GpuEntry>, SysfsError> {
-    let mut out: Vec<GpuEntry> = dir
-        .list(Path::new("."))?
-        .iter()
-        .filter_map(|name| {
-            let pci = Bdf::parse(name)?;
-            let text = dir.read(&Path::new(name).join("information")).ok()?;
-            parse_information(pci, &text)
-        })
-        .collect();
+/// regular file of at most 64 KiB, root's and not writable by group or
+/// others (the driver makes them 0444), else the whole list is refused. An
+/// entry without one is left out, and so is one whose `Bus Location:` names
+/// another function.
+pub fn list(dir: &View) -> Result<Vec<GpuEntry>, ListError> {
+    let mut out = Vec::new();
+    let names = dir.list(Path::new(".")).map_err(ListError::Dir)?;
+    let gpus = names.iter().filter_map(|n| Some((n, Bdf::parse(n)?)));
+    for (name, pci) in gpus.take(PROC_GPUS_MAX) {
+        match dir.read_root_owned(&Path::new(name).join("information")) {
+            Ok(text) => out.extend(parse_information(pci, &text)),
+            Err(why @ (SysfsError::Link | SysfsError::NotRootOnly { .. })) => {
+                return Err(ListError::Untrusted { gpu: pci, why })
+            }
+            // Missing, not a file, unreadable: no GPU of the driver's here.
+            Err(_) => {}
+        }
+    }
     out.sort_by_key(|e| e.pci);
     Ok(out)
 }
 
-fn parse_information(pci: Bdf, text: &str) -> Option<GpuEntry> {
+/// One GPU's `information`, as `list` reads it: `None` when its `Bus
+/// Location:` names another function than `pci`.
+pub fn parse_information(pci: Bdf, text: &str) -> Option<GpuEntry> {
     let mut entry = GpuEntry {
         pci,
         uuid: None,

@@ -42,12 +42,13 @@ impl Bdf {
         if b.len() != 12 || b[4] != b':' || b[7] != b':' || b[10] != b'.' {
             return None;
         }
+        // Placing a pod's functions parses a few hundred addresses: digit by
+        // digit, not through from_str_radix's checks (docs/performance.md).
         let hex = |r: std::ops::Range<usize>| {
-            let part = s.get(r)?;
-            if !part.bytes().all(|c| c.is_ascii_hexdigit()) {
-                return None;
-            }
-            u16::from_str_radix(part, 16).ok()
+            b[r].iter().try_fold(0u16, |v, &c| {
+                let d = (c as char).to_digit(16)?;
+                Some(v << 4 | d as u16)
+            })
         };
         let (domain, bus, dev, func) = (hex(0..4)?, hex(5..7)?, hex(8..10)?, hex(11..12)?);
         if dev >= 32 || func >= 8 {
@@ -62,13 +63,35 @@ impl Bdf {
     }
 }
 
+impl Bdf {
+    /// `DDDD:BB:DD.F`, lowercase, as the kernel names the function; the
+    /// bytes of `Display` without a formatter (a port scan names every
+    /// function of the node).
+    pub fn name(&self) -> [u8; 12] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let h = |v: u16, at: u32| HEX[(v >> at) as usize & 0xf];
+        let (d, b, v) = (self.domain, u16::from(self.bus), u16::from(self.dev));
+        [
+            h(d, 12),
+            h(d, 8),
+            h(d, 4),
+            h(d, 0),
+            b':',
+            h(b, 4),
+            h(b, 0),
+            b':',
+            h(v, 4),
+            h(v, 0),
+            b'.',
+            HEX[usize::from(self.func & 0xf)],
+        ]
+    }
+}
+
 impl fmt::Display for Bdf {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{:04x}:{:02x}:{:02x}.{:x}",
-            self.domain, self.bus, self.dev, self.func
-        )
+        // ASCII by construction.
+        f.pad(std::str::from_utf8(&self.name()).unwrap_or_default())
     }
 }
 
@@ -238,6 +261,19 @@ pub fn gpus(view: &View) -> Result<Vec<PciNode>, LocateError> {
 /// A directory's `max_link_speed` (GT/s) and `max_link_width`.
 type Maxima = (Option<f32>, Option<u32>);
 
+/// A function's link target as components, and where its BDFs start
+/// (after the host bridge); shared, not copied, by every look at it.
+type Place = std::rc::Rc<(Vec<String>, usize)>;
+
+/// What a function showed a `Placer`, each part once read.
+#[derive(Default)]
+struct Seen {
+    /// Its `bus/pci/devices` link, as components, and where its BDFs start.
+    place: Option<Result<Place, LocateError>>,
+    physfn: Option<Option<String>>,
+    rdma: Option<Vec<String>>,
+}
+
 /// What was read of a directory, by its path. A few dozen directories per
 /// pod: a scan beats a hash map, whose hasher and table would add to a
 /// binary copied to every node.
@@ -271,6 +307,16 @@ pub struct Placer<'v> {
     ids: Memo<PciIds>,
     maxima: Memo<Maxima>,
     numa: Memo<Option<i32>>,
+    /// What each function showed, by address: a port scan looks at every
+    /// function's link, `physfn` and `infiniband/`, and then places the
+    /// ports it found, which reads them again (a 16-rail pod's first rail:
+    /// 32 of its 40 functions).
+    seen: std::cell::RefCell<Vec<(Bdf, Seen)>>,
+    /// `bus/pci/devices`, opened once for all its links.
+    devices: std::cell::OnceCell<Result<crate::sysfs::Links, SysfsError>>,
+    /// Every attribute NCCL reads (the node views of `inspect`), or only
+    /// what a path type needs (`for_verdict`).
+    full: bool,
 }
 
 impl<'v> Placer<'v> {
@@ -280,13 +326,30 @@ impl<'v> Placer<'v> {
             ids: Memo::new(),
             maxima: Memo::new(),
             numa: Memo::new(),
+            seen: Default::default(),
+            devices: Default::default(),
+            full: true,
+        }
+    }
+
+    /// A placer for a verdict: a path type is the switches' BDFs (their IDs,
+    /// which decide Broadcom's fusing) and the NUMA nodes (`path::between`),
+    /// never a function's own IDs or any link's rate, so those are not read
+    /// (`ids` default, `link` none). A pod's first rail placed 40 functions
+    /// of the bench's node reading 649 files; 7 of a function's ~10 were
+    /// these (docs/performance.md, "The placement check").
+    pub fn for_verdict(view: &'v View) -> Placer<'v> {
+        Placer {
+            full: false,
+            ..Placer::new(view)
         }
     }
 
     /// [`locate`], with this placer's cache.
     pub fn locate(&self, bdf: &str) -> Result<PciNode, LocateError> {
         let view = self.view;
-        let (bdf, comps, first_bdf) = self.place(bdf)?;
+        let (bdf, place) = self.place(bdf)?;
+        let (comps, first_bdf) = (&place.0, place.1);
         let host = comps[first_bdf - 1].clone();
         let chain: Vec<Bdf> = comps[first_bdf..]
             .iter()
@@ -305,7 +368,10 @@ impl<'v> Placer<'v> {
             switches.push(Switch {
                 bdf: Bdf::parse(&comps[at]).expect("checked above"),
                 ids: self.ids_of(&sw_dir),
-                link: self.link(&sw_dir, at > first_bdf),
+                link: self
+                    .full
+                    .then(|| self.link(&sw_dir, at > first_bdf))
+                    .flatten(),
             });
         }
         let top_dir = dir_of(at);
@@ -314,23 +380,22 @@ impl<'v> Placer<'v> {
                 .and_then(|s| s.parse::<i32>().ok())
         });
         let fused = fuse_bcm(&mut switches);
-        let physfn = view
-            .link_name(&dev_dir.join("physfn"))
-            .ok()
-            .and_then(|n| Bdf::parse(&n));
-        let rdma = view
-            .list(&dev_dir.join("infiniband"))
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|n| safe_name(n))
-            .collect();
+        let physfn = self.physfn_name(bdf, &dev_dir).and_then(|n| Bdf::parse(&n));
+        let rdma = self.rdma_names(bdf, &dev_dir);
         Ok(PciNode {
             bdf,
             host,
             bridges: chain[..chain.len() - 1].to_vec(),
             numa,
-            ids: self.ids_of(&dev_dir),
-            link: self.link(&dev_dir, dev_at > first_bdf),
+            ids: if self.full {
+                self.ids_of(&dev_dir)
+            } else {
+                PciIds::default()
+            },
+            link: self
+                .full
+                .then(|| self.link(&dev_dir, dev_at > first_bdf))
+                .flatten(),
             switches,
             fused,
             physfn,
@@ -340,10 +405,28 @@ impl<'v> Placer<'v> {
 
     /// The link target of `bus/pci/devices/<bdf>` as components, and where
     /// its chain of BDFs starts (after the host bridge).
-    fn place(&self, bdf: &str) -> Result<(Bdf, Vec<String>, usize), LocateError> {
-        let bdf = Bdf::parse(&bdf.to_ascii_lowercase()).ok_or(LocateError::BadAddress)?;
-        let link = Path::new(DEVICES).join(bdf.to_string());
-        let target = self.view.link_target(&link).map_err(|e| match e {
+    fn place(&self, bdf: &str) -> Result<(Bdf, Place), LocateError> {
+        // Either case: hex digits parse as both.
+        let bdf = Bdf::parse(bdf).ok_or(LocateError::BadAddress)?;
+        let place = self.seen(
+            bdf,
+            |s| &s.place,
+            |s, v| s.place = Some(v),
+            || self.read_place(bdf).map(std::rc::Rc::new),
+        )?;
+        Ok((bdf, place))
+    }
+
+    fn read_place(&self, bdf: Bdf) -> Result<(Vec<String>, usize), LocateError> {
+        let devices = self
+            .devices
+            .get_or_init(|| self.view.links(Path::new(DEVICES)));
+        let name = bdf.name();
+        let target = match devices {
+            Ok(links) => links.target(std::str::from_utf8(&name).unwrap_or_default()),
+            Err(e) => Err(e.clone()),
+        };
+        let target = target.map_err(|e| match e {
             SysfsError::Missing | SysfsError::Os(nix::errno::Errno::EINVAL) => {
                 LocateError::NotFound(bdf)
             }
@@ -369,7 +452,7 @@ impl<'v> Placer<'v> {
         if first_bdf < 2 {
             return Err(LocateError::NotInTree(bdf));
         }
-        Ok((bdf, comps, first_bdf))
+        Ok((comps, first_bdf))
     }
 
     /// The node's RDMA ports under the PCIe roots `roots` ([`PciNode::root`]):
@@ -378,15 +461,22 @@ impl<'v> Placer<'v> {
     /// (docs/topology.md, "Path types"). Read from the link alone, a port
     /// elsewhere is never placed.
     pub fn rdma_ports_under(&self, roots: &[String]) -> Result<Vec<PciNode>, LocateError> {
+        // Each root as (host bridge, root port), once.
+        let mut roots: Vec<(&str, Option<&str>)> = roots
+            .iter()
+            .map(|r| match r.split_once('/') {
+                Some((host, port)) => (host, Some(port)),
+                None => (r.as_str(), None),
+            })
+            .collect();
+        roots.sort_unstable();
+        roots.dedup();
         let under = |dir: &Path| {
             let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            self.place(name).is_ok_and(|(_, comps, first)| {
-                let root = if comps.len() - first > 1 {
-                    format!("{}/{}", comps[first - 1], comps[first])
-                } else {
-                    comps[first - 1].clone()
-                };
-                roots.contains(&root)
+            self.place(name).is_ok_and(|(_, place)| {
+                let (comps, first) = (&place.0, place.1);
+                let port = (comps.len() - first > 1).then(|| comps[first].as_str());
+                roots.contains(&(comps[first - 1].as_str(), port))
             })
         };
         self.functions(
@@ -396,10 +486,68 @@ impl<'v> Placer<'v> {
     }
 
     fn maybe_port(&self, dir: &Path) -> bool {
-        self.view
-            .list(&dir.join("infiniband"))
-            .is_ok_and(|l| l.iter().any(|n| safe_name(n)))
-            && self.view.link_name(&dir.join("physfn")).is_err()
+        let Some(bdf) = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(Bdf::parse)
+        else {
+            return false;
+        };
+        !self.rdma_names(bdf, dir).is_empty() && self.physfn_name(bdf, dir).is_none()
+    }
+
+    /// What `bdf`, at `dir` (its link or its place), showed of `field`, read
+    /// once.
+    fn seen<T: Clone>(
+        &self,
+        bdf: Bdf,
+        get: impl Fn(&Seen) -> &Option<T>,
+        set: impl FnOnce(&mut Seen, T),
+        read: impl FnOnce() -> T,
+    ) -> T {
+        // Kept in address order, found by bisection: a port scan asks
+        // about every function of the node a few times each.
+        let at = |seen: &[(Bdf, Seen)]| seen.binary_search_by(|(b, _)| b.cmp(&bdf));
+        {
+            let seen = self.seen.borrow();
+            if let Some(v) = at(&seen).ok().and_then(|i| get(&seen[i].1).clone()) {
+                return v;
+            }
+        }
+        let v = read();
+        let mut seen = self.seen.borrow_mut();
+        let i = match at(&seen) {
+            Ok(i) => i,
+            Err(i) => {
+                seen.insert(i, (bdf, Seen::default()));
+                i
+            }
+        };
+        set(&mut seen[i].1, v.clone());
+        v
+    }
+
+    /// The name `physfn` points at (a VF's PF), when it is a link.
+    fn physfn_name(&self, bdf: Bdf, dir: &Path) -> Option<String> {
+        self.seen(
+            bdf,
+            |s| &s.physfn,
+            |s, v| s.physfn = Some(v),
+            || self.view.link_name(&dir.join("physfn")).ok(),
+        )
+    }
+
+    /// The RDMA devices under `infiniband/` (names fit for a message).
+    fn rdma_names(&self, bdf: Bdf, dir: &Path) -> Vec<String> {
+        self.seen(
+            bdf,
+            |s| &s.rdma,
+            |s, v| s.rdma = Some(v),
+            || {
+                let names = self.view.list(&dir.join("infiniband")).unwrap_or_default();
+                names.into_iter().filter(|n| safe_name(n)).collect()
+            },
+        )
     }
 
     /// [`rdma_ports`]. A function is placed only once it has shown an RDMA
@@ -441,7 +589,9 @@ impl<'v> Placer<'v> {
     }
 
     fn ids_of(&self, dir: &Path) -> PciIds {
-        self.ids.get_or(dir, || read_ids(self.view, dir))
+        // A verdict reads a switch's IDs for Broadcom's fusing alone, which
+        // packs no class.
+        self.ids.get_or(dir, || read_ids(self.view, dir, self.full))
     }
 
     /// Read apart from the IDs: of a function's parent port only these count.
@@ -493,10 +643,13 @@ fn hex_attr(view: &View, dir: &Path, name: &str) -> Option<u32> {
     u32::from_str_radix(s.strip_prefix("0x").unwrap_or(&s), 16).ok()
 }
 
-fn read_ids(view: &View, dir: &Path) -> PciIds {
+fn read_ids(view: &View, dir: &Path, class: bool) -> PciIds {
     let h16 = |n| hex_attr(view, dir, n).and_then(|v| u16::try_from(v).ok());
     PciIds {
-        class: hex_attr(view, dir, "class").filter(|c| *c <= 0xff_ffff),
+        class: class
+            .then(|| hex_attr(view, dir, "class"))
+            .flatten()
+            .filter(|c| *c <= 0xff_ffff),
         vendor: h16("vendor"),
         device: h16("device"),
         subsystem_vendor: h16("subsystem_vendor"),

@@ -559,7 +559,8 @@ fn renders_escape_what_they_print() {
 }
 
 /// The driver's proc directory: UUIDs, old MIG IDs and indexes map; a new
-/// MIG ID, a missing GPU and a planted link do not, and say why.
+/// MIG ID and a missing GPU do not, and say why; a planted link refuses the
+/// whole directory, since whoever planted it chose what a UUID maps to.
 #[test]
 fn gpu_ids_resolve_through_the_proc_directory() {
     let dir = std::env::temp_dir().join(format!("rt-topo-proc-{}", std::process::id()));
@@ -580,8 +581,6 @@ fn gpu_ids_resolve_through_the_proc_directory() {
         format!("GPU UUID: {}\nDevice Minor: 7\n", uuid(0x99)),
     )
     .unwrap();
-    fs::create_dir_all(dir.join("0000:99:00.0")).unwrap();
-    std::os::unix::fs::symlink(&outside, dir.join("0000:99:00.0/information")).unwrap();
     let v = View::open(&dir).unwrap();
     let bdf = |s| Ok(Bdf::parse(s).unwrap());
     assert_eq!(gpu::resolve(&v, &uuid(0x83)), bdf("0000:83:00.0"));
@@ -605,11 +604,21 @@ fn gpu_ids_resolve_through_the_proc_directory() {
     assert_eq!(gpu::resolve(&v, "1"), bdf("0000:83:00.0"));
     assert_eq!(gpu::resolve(&v, "0:3"), bdf("0000:03:00.0"));
     assert_eq!(gpu::resolve(&v, "0000:53:00.0"), bdf("0000:53:00.0"));
-    // Behind the planted link: not read, so not found.
     assert_eq!(gpu::resolve(&v, &uuid(0x99)), Err(Unmapped::NoSuchGpu));
     assert_eq!(gpu::resolve(&v, "7"), Err(Unmapped::NoSuchGpu));
     assert_eq!(gpu::resolve(&v, "card1"), Err(Unmapped::NotAGpuId));
     assert_eq!(gpu::list(&v).unwrap().len(), 2);
+    // A GPU directory without its file is no GPU; a link in its place
+    // (even to a good file) refuses the list.
+    fs::create_dir_all(dir.join("0000:99:00.0")).unwrap();
+    assert_eq!(gpu::list(&v).unwrap().len(), 2);
+    std::os::unix::fs::symlink(&outside, dir.join("0000:99:00.0/information")).unwrap();
+    let untrusted = gpu::ListError::Untrusted {
+        gpu: Bdf::parse("0000:99:00.0").unwrap(),
+        why: crate::sysfs::SysfsError::Link,
+    };
+    assert_eq!(gpu::list(&v), Err(untrusted.clone()));
+    assert_eq!(gpu::resolve(&v, &uuid(0x83)), Err(Unmapped::Dir(untrusted)));
     fs::remove_dir_all(&dir).unwrap();
     fs::remove_file(&outside).unwrap();
 }

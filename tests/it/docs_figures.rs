@@ -134,6 +134,12 @@ fn every_fuzz_target_is_run_and_in_the_table() {
         {
             wrong.push(format!("fuzz/run.sh does not name {t}"));
         }
+        let seeds = root.join("fuzz/seeds").join(t);
+        if std::fs::read_dir(&seeds).map_or(0, |d| d.count()) == 0 {
+            wrong.push(format!(
+                "fuzz/seeds/{t} is missing or empty: every target starts from real bytes"
+            ));
+        }
         if !reliability
             .lines()
             .any(|l| l.starts_with(&format!("| {t} |")))

@@ -10,7 +10,7 @@
 
 use crate::common::needs;
 use roce_tune::podresources::{
-    pod_devices, Device, Error, PodDevices, Query, Source, MAX_RESPONSE,
+    pod_devices, Device, Error, PodDevices, Query, Source, GET_RESPONSE_MAX, MAX_RESPONSE,
 };
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixListener;
@@ -70,17 +70,37 @@ impl Fake {
 
     /// A fake kubelet serving `pods` (fake_kubelet.py's `--pods` JSON).
     pub(crate) fn serving(py: &Path, pods: &str, flags: &[&str]) -> Fake {
+        Fake::serving_as(py, pods, flags, None)
+    }
+
+    /// `serving`, run as `uid` (its own group too, no others) when given,
+    /// through util-linux's setpriv: a kubelet socket anyone may serve.
+    pub(crate) fn serving_as(py: &Path, pods: &str, flags: &[&str], uid: Option<u32>) -> Fake {
         let dir = scratch("fake");
         let socket = dir.join("kubelet.sock");
         let pods_file = dir.join("pods.json");
         std::fs::write(&pods_file, pods).unwrap();
         let pods = pods_file;
-        let mut child = Command::new(py)
+        let mut command = match uid {
+            Some(uid) => {
+                std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={uid}"))
+                    .arg("--clear-groups")
+                    .arg(py);
+                c
+            }
+            None => Command::new(py),
+        };
+        let mut child = command
             .arg(repo().join("integration/fake_kubelet/fake_kubelet.py"))
             .arg("--socket")
             .arg(&socket)
             .arg("--pods")
             .arg(&pods)
+            .arg("--calls")
+            .arg(dir.join("calls"))
             .args(flags)
             .env("FAKE_KUBELET_LIFETIME_S", "300")
             .stdin(Stdio::null())
@@ -102,6 +122,17 @@ impl Fake {
                 panic!("fake kubelet {flags:?} did not start: {other:?}");
             }
         }
+    }
+}
+
+impl Fake {
+    /// The calls served so far, one line each (`Get <ns>/<name>`, `List`).
+    pub(crate) fn calls(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("calls"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 }
 
@@ -181,7 +212,7 @@ fn fake_kubelet_matches_the_documented_api() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("Ran 10 tests"), "{err}");
+    assert!(err.contains("Ran 12 tests"), "{err}");
 }
 
 #[test]
@@ -288,7 +319,12 @@ fn garbage_is_a_protocol_error_at_once() {
 #[test]
 fn a_huge_answer_is_too_large() {
     let py = needs!(grpc_venv);
-    for flags in [&["--huge"][..], &["--huge", "--no-get"][..]] {
+    // Get answers one pod (at most POD_BYTES_MAX), List every pod of the
+    // node (Multus's limit).
+    for (flags, max) in [
+        (&["--huge"][..], GET_RESPONSE_MAX),
+        (&["--huge", "--no-get"][..], MAX_RESPONSE),
+    ] {
         let fake = Fake::start(&py, flags);
         let (r, _) = call(
             &fake.socket,
@@ -297,7 +333,7 @@ fn a_huge_answer_is_too_large() {
         );
         match r {
             Err(Error::TooLarge { size, limit }) => {
-                assert_eq!(limit, MAX_RESPONSE as u64);
+                assert_eq!(limit, max as u64);
                 assert!(size > limit, "{size}");
             }
             other => panic!("{flags:?}: {other:?}"),
@@ -317,4 +353,77 @@ fn no_socket_is_no_socket() {
     assert!(matches!(r, Err(Error::NoSocket(_))), "{r:?}");
     assert!(took < Duration::from_millis(100), "{took:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// fake_kubelet.py's `--flood` kinds: each an endless run of frames RFC
+/// 9113 lets a server send (FLOODS there cites the section of each).
+pub(crate) const FLOODS: [&str; 7] = [
+    "informational",
+    "unknown",
+    "window-update",
+    "ping",
+    "settings",
+    "priority",
+    "padding",
+];
+
+/// Issue 25, "Every bound real": a peer that never stops sending valid
+/// frames held a call for seconds, since the bound was checked only before
+/// a read that would block. Each call must end within its timeout and the
+/// usual margin, with a timeout or a protocol error, and no byte of the
+/// flood quoted.
+#[test]
+fn a_peer_that_never_stops_sending_is_cut_off_within_the_bound() {
+    let py = needs!(grpc_venv);
+    let timeout = Duration::from_millis(250);
+    let mut failures = Vec::new();
+    for kind in FLOODS {
+        let peer = Fake::start(&py, &["--flood", kind]);
+        let socket = peer.socket.clone();
+        let (tx, rx) = mpsc::channel();
+        let t = Instant::now();
+        std::thread::spawn(move || {
+            let _ = tx.send(pod_devices(&socket, timeout, &q("team-a", "trainer")));
+        });
+        // A call that never ends is reported, not waited on forever.
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(r) => {
+                let took = t.elapsed();
+                if took > timeout + MARGIN {
+                    failures.push(format!("{kind}: {took:?} ({r:?})"));
+                }
+                match &r {
+                    Err(Error::Timeout { .. }) | Err(Error::Protocol(_)) => {}
+                    other => failures.push(format!("{kind}: {other:?}")),
+                }
+                if let Err(e) = &r {
+                    assert!(!e.to_string().contains("hostile!"), "{e}");
+                }
+            }
+            Err(_) => failures.push(format!("{kind}: no answer within 5 s")),
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The uid the tests run untrusted servers and files as: Debian's `nobody`.
+pub(crate) const NOBODY: u32 = 65534;
+
+/// Issue 25, "Ownership": any uid may serve the kubelet's socket path if
+/// it can bind it first, and whoever answers decides the placement verdict.
+/// The socket's peer must be root (SO_PEERCRED): a kubelet served by
+/// `nobody` is refused, named, and never asked.
+#[test]
+fn a_kubelet_socket_served_by_another_uid_is_not_trusted() {
+    needs!(root);
+    let py = needs!(grpc_venv);
+    let fake = Fake::serving_as(&py, PODS, &[], Some(NOBODY));
+    let (r, _) = call(&fake.socket, T, &q("team-a", "trainer"));
+    match r {
+        Err(e) => {
+            let m = e.to_string();
+            assert!(m.contains("uid 65534") && m.contains("not root"), "{m}");
+        }
+        Ok(found) => panic!("answered by nobody and believed: {found:?}"),
+    }
 }

@@ -506,11 +506,7 @@ fn placement_of(opts: &Options, host: &View, id: NsId, ifaces: &[Iface]) -> Opti
         Ok(Judged {
             source,
             verdict: j.verdict,
-            unmapped: j
-                .unmapped
-                .into_iter()
-                .map(|(id, why)| (id, why.to_string()))
-                .collect(),
+            unmapped: j.unmapped,
         })
     });
     Some(Placement {

@@ -315,10 +315,11 @@ impl Drop for Tree {
 pub const TEST_BASE: &str = "/run/roce-tune-tests";
 
 /// What a state dir holds besides entries: the device locks (with their
-/// owner index) and the CNI request tally the agent reads. Neither is an
-/// attachment's state: "no state left" means nothing but these.
+/// owner index), the CNI request tally the agent reads, and the pods'
+/// kubelet answers (`pods/`, each gone with its pod's last rail). None is
+/// an attachment's state: "no state left" means nothing but these.
 pub fn is_state_infrastructure(name: &str) -> bool {
-    matches!(name, "locks" | "tally")
+    matches!(name, "locks" | "tally" | "pods")
 }
 
 /// A private dir for one test under `TEST_BASE`, removed on drop.
