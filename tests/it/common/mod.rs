@@ -6,9 +6,11 @@
 
 pub mod cases;
 pub mod need;
+pub mod rail;
 pub mod topology;
 
 pub(crate) use need::needs;
+pub use rail::*;
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -714,30 +716,6 @@ pub fn gc_orphans(state: &StateDirPath) -> Run {
 
 pub fn path_str(p: &Path) -> String {
     p.to_str().unwrap().to_string()
-}
-
-// Helpers of the RDMA tests (rdma_traffic_class, rdma_gid, rdma_lookup,
-// exclusive_sysfs).
-
-/// The config those tests start from: a rail on the VF `pci` of `tree` (the
-/// tree binds `pod`'s interface to it, as the kernel would), trafficClass `tc`, the default GID check, and a prevResult giving `addrs`
-/// to `pod`'s net1. Tests change keys on the returned value. The node config
-/// naming `tree` and `state` is written too.
-pub fn rail_conf(
-    tree: &Tree,
-    state: &StateDirPath,
-    pci: &str,
-    pod: &Pod,
-    tc: u8,
-    addrs: &[&str],
-) -> Value {
-    write_node_config(state, Some(tree), json!({}));
-    tree.bind(pod, &pod.ifname, pci);
-    json!({
-        "cniVersion": "1.1.0", "name": "rdma-vf", "type": "roce-tune",
-        "trafficClass": tc, "deviceID": pci, "gidTimeoutMs": 800,
-        "prevResult": prev_result("1.1.0", &pod.ifname, &pod.path(), addrs),
-    })
 }
 
 /// Run `command` for `pod`'s rail under `container_id` with config `conf`,
