@@ -10,11 +10,11 @@
 //! then GPU IDs of every form, and every way the kubelet can fail an ADD
 //! that did not ask for it (it must not: one "placement check skipped" line).
 
+use crate::common::kubelet::{FakeKubelet, FLOODS, NOBODY};
 use crate::common::topology::{
     self as b48, Node, POD_A_GPUS, POD_A_PORTS, POD_B_GPUS, POD_B_PORTS,
 };
 use crate::common::*;
-use crate::podresources::{Fake, FLOODS, NOBODY};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -78,7 +78,7 @@ impl Site {
     }
 
     /// The node config with the kubelet at `fake`.
-    fn with_kubelet(&self, fake: &Fake, extra: Value) -> PathBuf {
+    fn with_kubelet(&self, fake: &FakeKubelet, extra: Value) -> PathBuf {
         let mut e = json!({"podResourcesSocket": path_str(&fake.socket)});
         for (k, v) in extra.as_object().unwrap() {
             e[k] = v.clone();
@@ -429,7 +429,7 @@ fn the_measured_split_starves_both_pods_and_each_rail_says_why() {
     let site = Site::new();
     let a = K8sPod::split_a(&site);
     let b = K8sPod::split_b(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a, &b]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a, &b]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     assert_starved_pod(&a, &conf, &POD_A_NEAR);
     assert_starved_pod(&b, &conf, &POD_B_NEAR);
@@ -441,7 +441,7 @@ fn enforce_fails_the_first_add_with_106_and_changes_nothing() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     // A node that has run pods before: its state dir and locks exist.
     let off = json!({"placementCheck": "off"});
@@ -545,7 +545,7 @@ fn one_resource_per_rail_and_the_whole_node_are_clean() {
         1,
         rail_resource,
     );
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&c, &d]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&c, &d]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     assert_clean_pod(&c, &conf, 4, &[0x0c, 0x16, 0x47, 0x4b]);
     assert_clean_pod(&d, &conf, 4, &[0x89, 0x93, 0xc3, 0xd1]);
@@ -561,7 +561,7 @@ fn one_resource_per_rail_and_the_whole_node_are_clean() {
         0,
         |_| ONE_POOL.into(),
     );
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&all]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&all]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     assert_clean_pod(&all, &conf, 8, &b48::NICS);
 }
@@ -572,7 +572,7 @@ fn the_gdr_level_is_the_networks_nccl_net_gdr_level() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     // SYS: every rail is near; PIX: none is, and no placement of this node
     // could do better, so nothing is starved. PHB: each root is its own
@@ -634,7 +634,7 @@ fn gpu_ids_of_every_form_are_placed_or_reported() {
         1,
         |_| "amd.com/rdma_vf".into(),
     );
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&ids, &amd]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&ids, &amd]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     let r = ids.add(&conf, 0, &json!({}));
     r.ok();
@@ -698,7 +698,7 @@ fn a_gpu_missing_from_the_proc_dir_is_reported_not_guessed() {
         0,
         |_| ONE_POOL.into(),
     );
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&half, &none]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&half, &none]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     let r = half.add(&conf, 0, &json!({}));
     r.ok();
@@ -741,7 +741,7 @@ fn a_kubelet_slow_within_the_bound_is_waited_for() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-g", "slow", 0);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &["--delay-ms", "300"]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&pod]), &["--delay-ms", "300"]);
     let bound = Duration::from_millis(3000);
     let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 3000}));
     let r = pod.add(&conf, 0, &json!({}));
@@ -770,7 +770,7 @@ fn a_kubelet_beyond_the_bound_hanging_or_talking_garbage_is_skipped_in_time() {
         (&["--hang"][..], 300, "no complete answer within 300 ms"),
         (&["--garbage", "--seed", "7"][..], 2000, "PodResources: "),
     ] {
-        let kubelet = Fake::serving(&py, &pods, flags);
+        let kubelet = FakeKubelet::serving(&py, &pods, flags);
         let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": ms}));
         let r = pod.add(&conf, 0, &json!({}));
         r.ok();
@@ -811,7 +811,7 @@ fn an_add_against_a_kubelet_that_never_stops_sending_ends_within_the_bound() {
     let bound = Duration::from_millis(250 + 50);
     let mut failures = Vec::new();
     for kind in FLOODS {
-        let peer = Fake::serving(&py, "{\"pods\": []}", &["--flood", kind]);
+        let peer = FakeKubelet::serving(&py, "{\"pods\": []}", &["--flood", kind]);
         let conf = site.with_kubelet(&peer, json!({"podResourcesTimeoutMs": 250}));
         let r = pod
             .exec(&conf, "ADD", 0, &json!({}))
@@ -867,7 +867,7 @@ fn an_answer_of_a_hundred_thousand_gpus_is_refused_in_time_in_one_short_line() {
     pod.gpus = (0..100_000)
         .map(|i| (GPU.to_string(), i.to_string()))
         .collect();
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&pod]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 2000}));
     let r = skipped_within(&pod, &conf, 2000);
     let why = skipped(&r);
@@ -923,7 +923,7 @@ fn without_a_kubelet_a_pod_or_gpus_the_check_is_skipped_with_one_line() {
     let r = pod.add(&conf, 0, &json!({}));
     r.ok();
     assert_eq!(skipped(&r), "the kubelet's PodResources socket is absent");
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&no_gpus]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&no_gpus]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     // A pod the kubelet does not know.
     let r = pod.add(&conf, 0, &json!({}));
@@ -961,7 +961,7 @@ fn placement_check_off_never_asks_the_kubelet() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-h", "trainer", 0);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &["--hang"]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&pod]), &["--hang"]);
     let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 5000}));
     let r = pod.add(&conf, 0, &json!({"placementCheck": "off"}));
     r.ok();
@@ -994,7 +994,7 @@ fn a_pod_of_the_same_name_in_another_namespace_is_not_confused() {
     );
     // Get, and List filtered by namespace and name (kubelets before 1.27).
     for flags in [&[][..], &["--no-get"][..]] {
-        let kubelet = Fake::serving(&py, &kubelet_pods(&[&a, &b]), flags);
+        let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a, &b]), flags);
         let conf = site.with_kubelet(&kubelet, json!({}));
         let source = if flags.is_empty() { "Get" } else { "List" };
         let r = b.add(&conf, 0, &json!({}));
@@ -1115,7 +1115,7 @@ fn a_kubelet_served_by_another_uid_is_not_believed() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let nobody = Fake::serving_as(&py, &kubelet_pods(&[&a]), &[], Some(NOBODY));
+    let nobody = FakeKubelet::serving_as(&py, &kubelet_pods(&[&a]), &[], Some(NOBODY));
     let conf = site.with_kubelet(&nobody, json!({}));
     assert_untrusted(&site, &a, &conf, "served by uid 65534, not root");
 }
@@ -1151,7 +1151,7 @@ fn an_information_file_others_could_write_is_not_believed() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     let info = site.node.proc.join(b48::gpu(0x8c)).join("information");
     let text = std::fs::read(&info).unwrap();
@@ -1193,7 +1193,7 @@ fn a_16_rail_pod_asks_the_kubelet_once() {
         0,
         |_| ONE_POOL.into(),
     );
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&all]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&all]), &[]);
     // Far past the default: under the whole suite's load a call of 250 ms
     // can end before the fake counts it.
     let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 5000}));
@@ -1229,7 +1229,7 @@ fn concurrent_adds_of_one_pod_make_one_call() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let c = K8sPod::per_rail_c(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&c]), &["--delay-ms", "100"]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&c]), &["--delay-ms", "100"]);
     let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 8000}));
     let runs: Vec<Run> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..c.rails.len())
@@ -1256,7 +1256,7 @@ fn a_corrupt_stale_or_foreign_pod_record_is_never_believed() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     a.add(&conf, 0, &json!({})).ok();
     let record = site
@@ -1348,7 +1348,7 @@ fn gc_releases_the_pods_record_with_its_last_rail() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-g", "collected", 0);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&pod]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     pod.add(&conf, 0, &json!({})).ok();
     assert_eq!(pod_records(&site).len(), 1);
@@ -1376,7 +1376,7 @@ fn the_orphan_repair_releases_a_gone_pods_record() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-g", "gone", 0);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&pod]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     pod.add(&conf, 0, &json!({})).ok();
     assert_eq!(pod_records(&site).len(), 1);
@@ -1580,7 +1580,7 @@ fn inspect_shows_the_measured_split_as_nvidia_smi_would_and_fails_it() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     let netns = a.netns.path();
     // No ADD yet, so no state entry names the pod: nothing to judge.
@@ -1691,7 +1691,7 @@ fn inspect_takes_the_pod_and_level_add_recorded() {
     let site = Site::new();
     let c = K8sPod::per_rail_c(&site);
     let a = K8sPod::split_a_on_vf(&site, 1);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&c, &a]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&c, &a]), &[]);
     let conf = site.with_kubelet(&kubelet, json!({}));
     for i in 0..c.rails.len() {
         c.add(&conf, i, &json!({})).ok();
@@ -1889,7 +1889,7 @@ fn cost_of_the_placement_check_on_a_full_add() {
     let cpu = K8sPod::new(&site, "team-a", "cpu-only", vec![], &[(0x16, 0)], 1, |_| {
         ONE_POOL.into()
     });
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a, &cpu]), &[]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a, &cpu]), &[]);
     let with_kubelet = site.with_kubelet(&kubelet, json!({}));
     // The bench's node: the default socket and checkpoint paths, absent here.
     assert!(

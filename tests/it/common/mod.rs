@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cases;
+pub mod kubelet;
 pub mod need;
 pub mod rail;
 pub mod topology;
@@ -25,6 +26,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_roce-tune");
+
+/// The checkout: where the docs, the charts and integration/ are.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
