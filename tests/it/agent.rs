@@ -1390,31 +1390,9 @@ fn promtool_finds_nothing_in_the_real_agents_metrics() {
     ] {
         assert!(!m.all(family, &[]).is_empty(), "no {family}: {}", m.text);
     }
-    let mut child = Command::new(&promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(m.text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool check metrics ({}): {said}\n{}",
-        out.status,
-        m.text
-    );
+    if let Err(said) = promtool::check_metrics(&promtool, &m.text) {
+        panic!("{said}\n{}", m.text);
+    }
 }
 
 // ------------------------------------------------------------ other places a class lives

@@ -7,6 +7,7 @@
 pub mod cases;
 pub mod kubelet;
 pub mod need;
+pub mod promtool;
 pub mod rail;
 pub mod topology;
 
