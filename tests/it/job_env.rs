@@ -81,17 +81,14 @@ impl Node {
             .run();
         // docs/inspect.md's "--env" runs are pasted from these:
         // INSPECT_SHOW=1 cargo test --test it job_env:: -- --nocapture --test-threads=1
-        if std::env::var_os("INSPECT_SHOW").is_some() {
-            eprintln!(
-                "$ roce-tune inspect --netns {} --env {}\n{}{}[exit {}]\n",
-                self.rail.pod.path(),
-                extra_args.join(" "),
-                r.stdout,
-                r.stderr,
-                r.status
-            );
-        }
-        r
+        let netns = self.rail.pod.path();
+        shown(
+            &format!(
+                "roce-tune inspect --netns {netns} --env {}",
+                extra_args.join(" ")
+            ),
+            r,
+        )
     }
 
     fn ns_id(&self) -> NsId {

@@ -85,6 +85,20 @@ impl Site {
         }
         self.configure(e)
     }
+
+    /// The fake kubelet serving `pods` (fake_kubelet.py `flags`), and the
+    /// node config naming it with `extra`.
+    fn kubelet(
+        &self,
+        py: &Path,
+        pods: &[&K8sPod],
+        flags: &[&str],
+        extra: Value,
+    ) -> (FakeKubelet, PathBuf) {
+        let kubelet = FakeKubelet::serving(py, &kubelet_pods(pods), flags);
+        let conf = self.with_kubelet(&kubelet, extra);
+        (kubelet, conf)
+    }
 }
 
 /// One rail of a pod: its interface, its VF (a PCI function of the tree),
@@ -131,23 +145,34 @@ impl K8sPod {
     /// `split_a` on VF `vf_n` of its ports (beside another pod on VF 0).
     fn split_a_on_vf(site: &Site, vf_n: u8) -> K8sPod {
         let gpus = uuids(&POD_A_GPUS);
-        K8sPod::new(
-            site,
-            "team-a",
-            "trainer-a",
-            gpus,
-            &POD_A_PORTS,
-            vf_n,
-            |_| ONE_POOL.into(),
-        )
+        K8sPod::pooled(site, "team-a", "trainer-a", gpus, &POD_A_PORTS, vf_n)
+    }
+
+    /// A pod whose VFs all come from ONE_POOL (what gave the measured split).
+    fn pooled(
+        site: &Site,
+        namespace: &str,
+        name: &str,
+        gpus: Vec<(String, String)>,
+        ports: &[(u8, u8)],
+        vf_n: u8,
+    ) -> K8sPod {
+        K8sPod::new(site, namespace, name, gpus, ports, vf_n, |_| {
+            ONE_POOL.into()
+        })
+    }
+
+    /// The whole node: team-a/whole-node, 16 VFs and 8 GPUs, every rail
+    /// near.
+    fn whole_node(site: &Site) -> K8sPod {
+        let gpus = uuids(&b48::GPUS);
+        K8sPod::pooled(site, "team-a", "whole-node", gpus, &all_ports(), 0)
     }
 
     /// The measured split's second pod: team-a/trainer-b, the other half.
     fn split_b(site: &Site) -> K8sPod {
         let gpus = uuids(&POD_B_GPUS);
-        K8sPod::new(site, "team-a", "trainer-b", gpus, &POD_B_PORTS, 0, |_| {
-            ONE_POOL.into()
-        })
+        K8sPod::pooled(site, "team-a", "trainer-b", gpus, &POD_B_PORTS, 0)
     }
 
     /// The per-rail layout's first pod: team-c/trainer, GPUs on two roots,
@@ -429,8 +454,7 @@ fn the_measured_split_starves_both_pods_and_each_rail_says_why() {
     let site = Site::new();
     let a = K8sPod::split_a(&site);
     let b = K8sPod::split_b(&site);
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a, &b]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&a, &b], &[], json!({}));
     assert_starved_pod(&a, &conf, &POD_A_NEAR);
     assert_starved_pod(&b, &conf, &POD_B_NEAR);
 }
@@ -441,8 +465,7 @@ fn enforce_fails_the_first_add_with_106_and_changes_nothing() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&a], &[], json!({}));
     // A node that has run pods before: its state dir and locks exist.
     let off = json!({"placementCheck": "off"});
     a.add(&conf, 0, &off).ok();
@@ -545,24 +568,14 @@ fn one_resource_per_rail_and_the_whole_node_are_clean() {
         1,
         rail_resource,
     );
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&c, &d]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&c, &d], &[], json!({}));
     assert_clean_pod(&c, &conf, 4, &[0x0c, 0x16, 0x47, 0x4b]);
     assert_clean_pod(&d, &conf, 4, &[0x89, 0x93, 0xc3, 0xd1]);
 
     // The whole node: 16 VFs and 8 GPUs, every rail near.
     let site = Site::new();
-    let all = K8sPod::new(
-        &site,
-        "team-a",
-        "whole-node",
-        uuids(&b48::GPUS),
-        &all_ports(),
-        0,
-        |_| ONE_POOL.into(),
-    );
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&all]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let all = K8sPod::whole_node(&site);
+    let (_kubelet, conf) = site.kubelet(&py, &[&all], &[], json!({}));
     assert_clean_pod(&all, &conf, 8, &b48::NICS);
 }
 
@@ -572,8 +585,7 @@ fn the_gdr_level_is_the_networks_nccl_net_gdr_level() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&a], &[], json!({}));
     // SYS: every rail is near; PIX: none is, and no placement of this node
     // could do better, so nothing is starved. PHB: each root is its own
     // NUMA node here, as PXB.
@@ -612,14 +624,13 @@ fn gpu_ids_of_every_form_are_placed_or_reported() {
     // Pod A's GPUs, each named another way: a UUID, the older MIG form (its
     // parent's UUID), an index, a time-sliced replica; and a MIG slice by
     // its own UUID, which no proc file names.
-    let ids = K8sPod::new(
+    let ids = K8sPod::pooled(
         &site,
         "team-e",
         "ids",
         gpu_ids(&[&uuid50, &mig_old, mig_new, "4", &replica]),
         &POD_A_PORTS,
         0,
-        |_| ONE_POOL.into(),
     );
     // AMD's plugin names a GPU by its PCI address.
     let amd = K8sPod::new(
@@ -634,8 +645,7 @@ fn gpu_ids_of_every_form_are_placed_or_reported() {
         1,
         |_| "amd.com/rdma_vf".into(),
     );
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&ids, &amd]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&ids, &amd], &[], json!({}));
     let r = ids.add(&conf, 0, &json!({}));
     r.ok();
     let line = verdict_line(&r);
@@ -680,26 +690,23 @@ fn a_gpu_missing_from_the_proc_dir_is_reported_not_guessed() {
     // to probe it).
     std::fs::remove_dir_all(site.node.proc.join(b48::gpu(0x50))).unwrap();
     let uuid50 = b48::uuid(0x50);
-    let half = K8sPod::new(
+    let half = K8sPod::pooled(
         &site,
         "team-f",
         "half",
         gpu_ids(&[&uuid50, &b48::uuid(0x53)]),
         &[(0x47, 0), (0x4b, 0)],
         0,
-        |_| ONE_POOL.into(),
     );
-    let none = K8sPod::new(
+    let none = K8sPod::pooled(
         &site,
         "team-f",
         "none",
         gpu_ids(&[&uuid50, "3"]),
         &[(0x47, 1)],
         0,
-        |_| ONE_POOL.into(),
     );
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&half, &none]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&half, &none], &[], json!({}));
     let r = half.add(&conf, 0, &json!({}));
     r.ok();
     let line = verdict_line(&r);
@@ -724,15 +731,7 @@ fn a_gpu_missing_from_the_proc_dir_is_reported_not_guessed() {
 /// A pod of one rail near its one GPU, for the tests of how the kubelet
 /// is asked.
 fn small_pod(site: &Site, namespace: &str, name: &str, vf_n: u8) -> K8sPod {
-    K8sPod::new(
-        site,
-        namespace,
-        name,
-        uuids(&[0x0f]),
-        &[(0x0c, 0)],
-        vf_n,
-        |_| ONE_POOL.into(),
-    )
+    K8sPod::pooled(site, namespace, name, uuids(&[0x0f]), &[(0x0c, 0)], vf_n)
 }
 
 #[test]
@@ -867,8 +866,7 @@ fn an_answer_of_a_hundred_thousand_gpus_is_refused_in_time_in_one_short_line() {
     pod.gpus = (0..100_000)
         .map(|i| (GPU.to_string(), i.to_string()))
         .collect();
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&pod]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 2000}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&pod], &[], json!({"podResourcesTimeoutMs": 2000}));
     let r = skipped_within(&pod, &conf, 2000);
     let why = skipped(&r);
     assert!(why.contains("more than 1024 device IDs"), "{why}");
@@ -915,16 +913,13 @@ fn without_a_kubelet_a_pod_or_gpus_the_check_is_skipped_with_one_line() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-h", "trainer", 0);
-    let no_gpus = K8sPod::new(&site, "team-h", "cpu-only", vec![], &[(0x16, 0)], 0, |_| {
-        ONE_POOL.into()
-    });
+    let no_gpus = K8sPod::pooled(&site, "team-h", "cpu-only", vec![], &[(0x16, 0)], 0);
     // No socket: the node has no kubelet (or it is down).
     let conf = site.configure(json!({}));
     let r = pod.add(&conf, 0, &json!({}));
     r.ok();
     assert_eq!(skipped(&r), "the kubelet's PodResources socket is absent");
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&no_gpus]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&no_gpus], &[], json!({}));
     // A pod the kubelet does not know.
     let r = pod.add(&conf, 0, &json!({}));
     r.ok();
@@ -961,8 +956,12 @@ fn placement_check_off_never_asks_the_kubelet() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-h", "trainer", 0);
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&pod]), &["--hang"]);
-    let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 5000}));
+    let (_kubelet, conf) = site.kubelet(
+        &py,
+        &[&pod],
+        &["--hang"],
+        json!({"podResourcesTimeoutMs": 5000}),
+    );
     let r = pod.add(&conf, 0, &json!({"placementCheck": "off"}));
     r.ok();
     assert!(placement_lines(&r).is_empty(), "{}", r.stderr);
@@ -974,28 +973,25 @@ fn a_pod_of_the_same_name_in_another_namespace_is_not_confused() {
     needs!(root);
     let py = needs!(grpc_venv);
     let site = Site::new();
-    let a = K8sPod::new(
+    let a = K8sPod::pooled(
         &site,
         "team-a",
         "trainer",
         uuids(&POD_A_GPUS),
         &POD_A_PORTS,
         0,
-        |_| ONE_POOL.into(),
     );
-    let b = K8sPod::new(
+    let b = K8sPod::pooled(
         &site,
         "team-b",
         "trainer",
         uuids(&[0x0f, 0x15]),
         &[(0x0c, 0), (0x16, 1)],
         1,
-        |_| ONE_POOL.into(),
     );
     // Get, and List filtered by namespace and name (kubelets before 1.27).
     for flags in [&[][..], &["--no-get"][..]] {
-        let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a, &b]), flags);
-        let conf = site.with_kubelet(&kubelet, json!({}));
+        let (_kubelet, conf) = site.kubelet(&py, &[&a, &b], flags, json!({}));
         let source = if flags.is_empty() { "Get" } else { "List" };
         let r = b.add(&conf, 0, &json!({}));
         r.ok();
@@ -1151,8 +1147,7 @@ fn an_information_file_others_could_write_is_not_believed() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&a], &[], json!({}));
     let info = site.node.proc.join(b48::gpu(0x8c)).join("information");
     let text = std::fs::read(&info).unwrap();
     for (needle, plant) in UNTRUSTED {
@@ -1184,19 +1179,10 @@ fn a_16_rail_pod_asks_the_kubelet_once() {
     needs!(root);
     let py = needs!(grpc_venv);
     let site = Site::new();
-    let all = K8sPod::new(
-        &site,
-        "team-a",
-        "whole-node",
-        uuids(&b48::GPUS),
-        &all_ports(),
-        0,
-        |_| ONE_POOL.into(),
-    );
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&all]), &[]);
+    let all = K8sPod::whole_node(&site);
     // Far past the default: under the whole suite's load a call of 250 ms
     // can end before the fake counts it.
-    let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 5000}));
+    let (kubelet, conf) = site.kubelet(&py, &[&all], &[], json!({"podResourcesTimeoutMs": 5000}));
     assert_clean_pod(&all, &conf, 8, &b48::NICS);
     assert_eq!(kubelet.calls(), ["Get team-a/whole-node"]);
     assert_eq!(
@@ -1229,8 +1215,12 @@ fn concurrent_adds_of_one_pod_make_one_call() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let c = K8sPod::per_rail_c(&site);
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&c]), &["--delay-ms", "100"]);
-    let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 8000}));
+    let (kubelet, conf) = site.kubelet(
+        &py,
+        &[&c],
+        &["--delay-ms", "100"],
+        json!({"podResourcesTimeoutMs": 8000}),
+    );
     let runs: Vec<Run> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..c.rails.len())
             .map(|i| {
@@ -1256,8 +1246,7 @@ fn a_corrupt_stale_or_foreign_pod_record_is_never_believed() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (kubelet, conf) = site.kubelet(&py, &[&a], &[], json!({}));
     a.add(&conf, 0, &json!({})).ok();
     let record = site
         .state
@@ -1348,8 +1337,7 @@ fn gc_releases_the_pods_record_with_its_last_rail() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-g", "collected", 0);
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&pod]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&pod], &[], json!({}));
     pod.add(&conf, 0, &json!({})).ok();
     assert_eq!(pod_records(&site).len(), 1);
     let gc = |valid: Value| {
@@ -1376,8 +1364,7 @@ fn the_orphan_repair_releases_a_gone_pods_record() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-g", "gone", 0);
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&pod]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&pod], &[], json!({}));
     pod.add(&conf, 0, &json!({})).ok();
     assert_eq!(pod_records(&site).len(), 1);
     pod.netns.delete();
@@ -1424,11 +1411,32 @@ fn one_placer_for_the_pod_places_as_locate_does() {
     assert_eq!(gpus, b48::GPUS);
 }
 
+/// What the kubelet lists for a pod of the GPUs at `gpus` (by bus) and the
+/// first VF of each of `rails` from ONE_POOL, each VF's ID as `vf_id` prints
+/// it.
+fn pod_devices(
+    gpus: &[u8],
+    rails: &[(u8, u8)],
+    vf_id: fn(String) -> String,
+) -> roce_tune::podresources::PodDevices {
+    use roce_tune::podresources::{Device, PodDevices};
+    let gpus = gpus.iter().map(|&b| Device {
+        resource: GPU.into(),
+        id: b48::uuid(b),
+    });
+    let vfs = rails.iter().map(|p| Device {
+        resource: ONE_POOL.into(),
+        id: vf_id(b48::vf(p.0, p.1, 0)),
+    });
+    PodDevices {
+        devices: gpus.chain(vfs).collect(),
+    }
+}
+
 /// Below PHB the verdict places only the ports under the GPUs' roots
 /// (`Placer::rdma_ports_under`); it must be the verdict every port gives.
 #[test]
 fn the_ports_under_other_roots_do_not_change_a_verdict() {
-    use roce_tune::podresources::{Device, PodDevices};
     use roce_tune::topology::verdict::{self, Gpu, Rail};
     use roce_tune::topology::{pci, PathType};
     let node = Node::build("under");
@@ -1445,18 +1453,7 @@ fn the_ports_under_other_roots_do_not_change_a_verdict() {
         (&[0x8c], &[(0x0c, 0), (0x89, 1)]),
     ];
     for (gpus, rails) in pods {
-        let mut devices: Vec<Device> = gpus
-            .iter()
-            .map(|&b| Device {
-                resource: GPU.into(),
-                id: b48::uuid(b),
-            })
-            .collect();
-        devices.extend(rails.iter().map(|p| Device {
-            resource: ONE_POOL.into(),
-            id: b48::vf(p.0, p.1, 0),
-        }));
-        let pd = PodDevices { devices };
+        let pd = pod_devices(gpus, rails, |id| id);
         let placed_gpus: Vec<Gpu> = gpus
             .iter()
             .map(|&b| Gpu {
@@ -1491,7 +1488,6 @@ fn the_ports_under_other_roots_do_not_change_a_verdict() {
 /// rail of every layout and level; a VF the kubelet does not list has none.
 #[test]
 fn one_judgement_for_the_pod_is_each_rails_own() {
-    use roce_tune::podresources::{Device, PodDevices};
     use roce_tune::topology::PathType;
     let node = Node::build("shared");
     let view = roce_tune::sysfs::View::open(&node.sysfs).unwrap();
@@ -1505,19 +1501,8 @@ fn one_judgement_for_the_pod_is_each_rails_own() {
         (&b48::GPUS, &ports),
     ];
     for (gpus, rails) in pods {
-        let mut devices: Vec<Device> = gpus
-            .iter()
-            .map(|&b| Device {
-                resource: GPU.into(),
-                id: b48::uuid(b),
-            })
-            .collect();
-        devices.extend(rails.iter().map(|p| Device {
-            resource: ONE_POOL.into(),
-            // As a device plugin may print it: upper case.
-            id: b48::vf(p.0, p.1, 0).to_uppercase(),
-        }));
-        let pd = PodDevices { devices };
+        // VF IDs as a device plugin may print them: upper case.
+        let pd = pod_devices(gpus, rails, |id| id.to_uppercase());
         for level in [PathType::Pix, PathType::Pxb, PathType::Phb, PathType::Sys] {
             let pod = roce_tune::placement::judge(&view, &nc, &pd, &[], level).unwrap();
             for (i, p) in rails.iter().enumerate() {
@@ -1553,16 +1538,7 @@ fn inspect(node_config: &Path, site: &Site, args: &[&str]) -> Run {
         .run();
     // docs/topology.md is pasted from these runs:
     // INSPECT_SHOW=1 cargo test --test it placement::inspect -- --nocapture --test-threads=1
-    if std::env::var_os("INSPECT_SHOW").is_some() {
-        eprintln!(
-            "$ roce-tune inspect {}\n{}{}[exit {}]\n",
-            args.join(" "),
-            r.stdout,
-            r.stderr,
-            r.status
-        );
-    }
-    r
+    shown(&format!("roce-tune inspect {}", args.join(" ")), r)
 }
 
 fn check_lines<'a>(r: &'a Run, name: &str) -> Vec<&'a str> {
@@ -1580,8 +1556,7 @@ fn inspect_shows_the_measured_split_as_nvidia_smi_would_and_fails_it() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&a], &[], json!({}));
     let netns = a.netns.path();
     // No ADD yet, so no state entry names the pod: nothing to judge.
     let r = inspect(&conf, &site, &["--netns", &netns]);
@@ -1691,8 +1666,7 @@ fn inspect_takes_the_pod_and_level_add_recorded() {
     let site = Site::new();
     let c = K8sPod::per_rail_c(&site);
     let a = K8sPod::split_a_on_vf(&site, 1);
-    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&c, &a]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&c, &a], &[], json!({}));
     for i in 0..c.rails.len() {
         c.add(&conf, i, &json!({})).ok();
     }
@@ -1886,9 +1860,7 @@ fn cost_of_the_placement_check_on_a_full_add() {
         .unwrap_or(1000);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let cpu = K8sPod::new(&site, "team-a", "cpu-only", vec![], &[(0x16, 0)], 1, |_| {
-        ONE_POOL.into()
-    });
+    let cpu = K8sPod::pooled(&site, "team-a", "cpu-only", vec![], &[(0x16, 0)], 1);
     let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a, &cpu]), &[]);
     let with_kubelet = site.with_kubelet(&kubelet, json!({}));
     // The bench's node: the default socket and checkpoint paths, absent here.

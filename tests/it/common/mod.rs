@@ -686,6 +686,19 @@ impl Run {
     }
 }
 
+/// `r`, echoed to stderr as a terminal shows the run of `command_line`
+/// when INSPECT_SHOW is set (with `--nocapture`): the `inspect` outputs in
+/// docs/ are pasted from such runs, so they are what the binary prints.
+pub fn shown(command_line: &str, r: Run) -> Run {
+    if std::env::var_os("INSPECT_SHOW").is_some() {
+        eprintln!(
+            "$ {command_line}\n{}{}[exit {}]\n",
+            r.stdout, r.stderr, r.status
+        );
+    }
+    r
+}
+
 /// Run the plugin as a runtime would: CNI_* env (all six set, empty ones
 /// included, as libcni does), config on stdin, the node config of `state`.
 pub fn run_plugin(
