@@ -33,6 +33,27 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The lines of the checkout's Markdown `file` under the first heading that
+/// starts with `heading` (`"## Module map"`), up to the next heading of its
+/// level or above; a `#` line inside a code fence is no heading.
+pub fn doc_section(file: &str, heading: &str) -> String {
+    let text = std::fs::read_to_string(repo().join(file)).unwrap();
+    let level = heading.len() - heading.trim_start_matches('#').len();
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(heading));
+    assert!(lines.next().is_some(), "{file} has no heading {heading:?}");
+    let mut fenced = false;
+    let mut section = Vec::new();
+    for line in lines {
+        fenced ^= line.starts_with("```");
+        let hashes = line.len() - line.trim_start_matches('#').len();
+        if !fenced && (1..=level).contains(&hashes) && line[hashes..].starts_with(' ') {
+            break;
+        }
+        section.push(line);
+    }
+    section.join("\n")
+}
+
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
 /// A name unique to this test process and call.
