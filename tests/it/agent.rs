@@ -371,21 +371,21 @@ fn drift_setup(policy: &str) -> Drift {
     let tos = with_configfs(&rail.tree, DEV, "32\n");
     agent_node(&rail.state, &rail.tree, policy);
     rail.conf["rdmaCmTos"] = json!(106);
-    cni(
-        &rail.state,
-        "ADD",
-        "c1",
-        &rail.pod,
-        "net1",
-        "train-0",
-        &rail.conf,
-    )
-    .ok();
+    let d = Drift { rail, tos };
+    d.cni("ADD").ok();
     assert_eq!(
-        (rail.tree.tc(DEV).as_str(), read(&tos).as_str()),
+        (d.rail.tree.tc(DEV).as_str(), read(&d.tos).as_str()),
         ("tclass=41", "106")
     );
-    Drift { rail, tos }
+    d
+}
+
+impl Drift {
+    /// `command` for the rail as Multus runs it for pod train-0.
+    fn cni(&self, command: &str) -> Run {
+        let r = &self.rail;
+        cni(&r.state, command, "c1", &r.pod, "net1", "train-0", &r.conf)
+    }
 }
 
 #[test]
@@ -454,16 +454,7 @@ fn drift_is_repaired_within_two_periods_and_del_still_restores_the_original() {
         e["owned"]["rdmaCmTos"],
         json!({"original": 32, "written": 106})
     );
-    cni(
-        &d.rail.state,
-        "DEL",
-        "c1",
-        &d.rail.pod,
-        "net1",
-        "train-0",
-        &d.rail.conf,
-    )
-    .ok();
+    d.cni("DEL").ok();
     assert_eq!(d.rail.tree.tc(DEV), "tclass=106");
     assert_eq!(read(&d.tos), "32");
     // The agent does not fight the DEL: two periods on, the originals stay.
@@ -527,16 +518,7 @@ fn drift_under_the_report_policy_is_counted_and_left_as_it_is() {
     assert_eq!(d.rail.tree.tc(DEV), "");
     // DEL leaves what roce-tune did not write.
     kernel_write(&d.rail.tree.tc_path(DEV), "tclass=41");
-    cni(
-        &d.rail.state,
-        "DEL",
-        "c1",
-        &d.rail.pod,
-        "net1",
-        "train-0",
-        &d.rail.conf,
-    )
-    .ok();
+    d.cni("DEL").ok();
     assert_eq!(d.rail.tree.tc(DEV), "tclass=106", "ours again: restored");
     assert_eq!(read(&d.tos), "8\n", "someone else's: left");
 }
@@ -577,16 +559,7 @@ fn a_re_created_device_is_not_drift() {
         "not this rail's device"
     );
     // DEL drops the entry and gives the new device nothing of the old's.
-    cni(
-        &d.rail.state,
-        "DEL",
-        "c1",
-        &d.rail.pod,
-        "net1",
-        "train-0",
-        &d.rail.conf,
-    )
-    .ok();
+    d.cni("DEL").ok();
     assert_eq!(d.rail.tree.tc(DEV), "");
     assert!(d.rail.state.entries().is_empty());
 }
