@@ -124,6 +124,12 @@ struct K8sPod {
     gpus: Vec<(String, String)>,
 }
 
+/// The resource of every VF of a pod from ONE_POOL (what gave the measured
+/// split).
+fn one_pool(_: (u8, u8)) -> String {
+    ONE_POOL.into()
+}
+
 /// `(bus, port)` of every port of the node, in PCI order.
 fn all_ports() -> Vec<(u8, u8)> {
     b48::NICS.iter().flat_map(|&b| [(b, 0), (b, 1)]).collect()
@@ -145,34 +151,36 @@ impl K8sPod {
     /// `split_a` on VF `vf_n` of its ports (beside another pod on VF 0).
     fn split_a_on_vf(site: &Site, vf_n: u8) -> K8sPod {
         let gpus = uuids(&POD_A_GPUS);
-        K8sPod::pooled(site, "team-a", "trainer-a", gpus, &POD_A_PORTS, vf_n)
-    }
-
-    /// A pod whose VFs all come from ONE_POOL (what gave the measured split).
-    fn pooled(
-        site: &Site,
-        namespace: &str,
-        name: &str,
-        gpus: Vec<(String, String)>,
-        ports: &[(u8, u8)],
-        vf_n: u8,
-    ) -> K8sPod {
-        K8sPod::new(site, namespace, name, gpus, ports, vf_n, |_| {
-            ONE_POOL.into()
-        })
+        K8sPod::new(
+            site,
+            "team-a",
+            "trainer-a",
+            gpus,
+            &POD_A_PORTS,
+            vf_n,
+            one_pool,
+        )
     }
 
     /// The whole node: team-a/whole-node, 16 VFs and 8 GPUs, every rail
     /// near.
     fn whole_node(site: &Site) -> K8sPod {
         let gpus = uuids(&b48::GPUS);
-        K8sPod::pooled(site, "team-a", "whole-node", gpus, &all_ports(), 0)
+        K8sPod::new(
+            site,
+            "team-a",
+            "whole-node",
+            gpus,
+            &all_ports(),
+            0,
+            one_pool,
+        )
     }
 
     /// The measured split's second pod: team-a/trainer-b, the other half.
     fn split_b(site: &Site) -> K8sPod {
         let gpus = uuids(&POD_B_GPUS);
-        K8sPod::pooled(site, "team-a", "trainer-b", gpus, &POD_B_PORTS, 0)
+        K8sPod::new(site, "team-a", "trainer-b", gpus, &POD_B_PORTS, 0, one_pool)
     }
 
     /// The per-rail layout's first pod: team-c/trainer, GPUs on two roots,
@@ -624,13 +632,14 @@ fn gpu_ids_of_every_form_are_placed_or_reported() {
     // Pod A's GPUs, each named another way: a UUID, the older MIG form (its
     // parent's UUID), an index, a time-sliced replica; and a MIG slice by
     // its own UUID, which no proc file names.
-    let ids = K8sPod::pooled(
+    let ids = K8sPod::new(
         &site,
         "team-e",
         "ids",
         gpu_ids(&[&uuid50, &mig_old, mig_new, "4", &replica]),
         &POD_A_PORTS,
         0,
+        one_pool,
     );
     // AMD's plugin names a GPU by its PCI address.
     let amd = K8sPod::new(
@@ -690,21 +699,23 @@ fn a_gpu_missing_from_the_proc_dir_is_reported_not_guessed() {
     // to probe it).
     std::fs::remove_dir_all(site.node.proc.join(b48::gpu(0x50))).unwrap();
     let uuid50 = b48::uuid(0x50);
-    let half = K8sPod::pooled(
+    let half = K8sPod::new(
         &site,
         "team-f",
         "half",
         gpu_ids(&[&uuid50, &b48::uuid(0x53)]),
         &[(0x47, 0), (0x4b, 0)],
         0,
+        one_pool,
     );
-    let none = K8sPod::pooled(
+    let none = K8sPod::new(
         &site,
         "team-f",
         "none",
         gpu_ids(&[&uuid50, "3"]),
         &[(0x47, 1)],
         0,
+        one_pool,
     );
     let (_kubelet, conf) = site.kubelet(&py, &[&half, &none], &[], json!({}));
     let r = half.add(&conf, 0, &json!({}));
@@ -731,7 +742,15 @@ fn a_gpu_missing_from_the_proc_dir_is_reported_not_guessed() {
 /// A pod of one rail near its one GPU, for the tests of how the kubelet
 /// is asked.
 fn small_pod(site: &Site, namespace: &str, name: &str, vf_n: u8) -> K8sPod {
-    K8sPod::pooled(site, namespace, name, uuids(&[0x0f]), &[(0x0c, 0)], vf_n)
+    K8sPod::new(
+        site,
+        namespace,
+        name,
+        uuids(&[0x0f]),
+        &[(0x0c, 0)],
+        vf_n,
+        one_pool,
+    )
 }
 
 #[test]
@@ -913,7 +932,15 @@ fn without_a_kubelet_a_pod_or_gpus_the_check_is_skipped_with_one_line() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-h", "trainer", 0);
-    let no_gpus = K8sPod::pooled(&site, "team-h", "cpu-only", vec![], &[(0x16, 0)], 0);
+    let no_gpus = K8sPod::new(
+        &site,
+        "team-h",
+        "cpu-only",
+        vec![],
+        &[(0x16, 0)],
+        0,
+        one_pool,
+    );
     // No socket: the node has no kubelet (or it is down).
     let conf = site.configure(json!({}));
     let r = pod.add(&conf, 0, &json!({}));
@@ -973,21 +1000,23 @@ fn a_pod_of_the_same_name_in_another_namespace_is_not_confused() {
     needs!(root);
     let py = needs!(grpc_venv);
     let site = Site::new();
-    let a = K8sPod::pooled(
+    let a = K8sPod::new(
         &site,
         "team-a",
         "trainer",
         uuids(&POD_A_GPUS),
         &POD_A_PORTS,
         0,
+        one_pool,
     );
-    let b = K8sPod::pooled(
+    let b = K8sPod::new(
         &site,
         "team-b",
         "trainer",
         uuids(&[0x0f, 0x15]),
         &[(0x0c, 0), (0x16, 1)],
         1,
+        one_pool,
     );
     // Get, and List filtered by namespace and name (kubelets before 1.27).
     for flags in [&[][..], &["--no-get"][..]] {
@@ -1860,7 +1889,15 @@ fn cost_of_the_placement_check_on_a_full_add() {
         .unwrap_or(1000);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let cpu = K8sPod::pooled(&site, "team-a", "cpu-only", vec![], &[(0x16, 0)], 1);
+    let cpu = K8sPod::new(
+        &site,
+        "team-a",
+        "cpu-only",
+        vec![],
+        &[(0x16, 0)],
+        1,
+        one_pool,
+    );
     let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a, &cpu]), &[]);
     let with_kubelet = site.with_kubelet(&kubelet, json!({}));
     // The bench's node: the default socket and checkpoint paths, absent here.
