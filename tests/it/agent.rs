@@ -296,16 +296,7 @@ fn kernel_write(p: &Path, content: &str) {
 /// wanted at index 3.
 fn rail(tree: &Tree, pod: &Pod, ifname: &str, pci: &str, ip: &str, extra: Value) -> Value {
     tree.bind(pod, ifname, pci);
-    let addr = format!("{ip}/16");
-    let mut c = json!({
-        "cniVersion": "1.1.0", "name": "rdma-vf", "type": "roce-tune",
-        "deviceID": pci, "gidTimeoutMs": 800,
-        "prevResult": prev_result("1.1.0", ifname, &pod.path(), &[&addr]),
-    });
-    for (k, v) in extra.as_object().unwrap() {
-        c[k] = v.clone();
-    }
-    c
+    rail_json(pod, ifname, pci, &[&format!("{ip}/16")], extra)
 }
 
 /// `command` for `pod`'s `ifname` as Multus runs it, CNI_ARGS naming the
@@ -368,47 +359,32 @@ fn labels_of<'a>(
 
 // ------------------------------------------------------------ drift
 
-const PCI: &str = "0000:0c:00.2";
-const DEV: &str = "mlx5_2";
-const IP: &str = "192.168.0.34";
-
 /// One rail with trafficClass 41 (original 106) and rdmaCmTos 106
 /// (original 32), added for pod train-0, the agent running on its node.
 struct Drift {
-    pod: Pod,
-    tree: Tree,
-    state: StateDirPath,
-    conf: Value,
+    rail: Rail,
     tos: PathBuf,
 }
 
 fn drift_setup(policy: &str) -> Drift {
-    let pod = Pod::new("net1", Some(&format!("{IP}/16")));
-    let tree = Tree::new();
-    tree.add_device(PCI, DEV, "Global tclass=106\n");
-    tree.set_ipv4_gids(DEV, IP);
-    let tos = with_configfs(&tree, DEV, "32\n");
-    let state = StateDirPath::new();
-    agent_node(&state, &tree, policy);
-    let conf = rail(
-        &tree,
-        &pod,
-        "net1",
-        PCI,
-        IP,
-        json!({"trafficClass": 41, "rdmaCmTos": 106}),
-    );
-    cni(&state, "ADD", "c1", &pod, "net1", "train-0", &conf).ok();
+    let mut rail = Rail::spec().class("Global tclass=106\n").build();
+    let tos = with_configfs(&rail.tree, DEV, "32\n");
+    agent_node(&rail.state, &rail.tree, policy);
+    rail.conf["rdmaCmTos"] = json!(106);
+    let d = Drift { rail, tos };
+    d.cni("ADD").ok();
     assert_eq!(
-        (tree.tc(DEV).as_str(), read(&tos).as_str()),
+        (d.rail.tree.tc(DEV).as_str(), read(&d.tos).as_str()),
         ("tclass=41", "106")
     );
-    Drift {
-        pod,
-        tree,
-        state,
-        conf,
-        tos,
+    d
+}
+
+impl Drift {
+    /// `command` for the rail as Multus runs it for pod train-0.
+    fn cni(&self, command: &str) -> Run {
+        let r = &self.rail;
+        cni(&r.state, command, "c1", &r.pod, "net1", "train-0", &r.conf)
     }
 }
 
@@ -416,7 +392,7 @@ fn drift_setup(policy: &str) -> Drift {
 fn drift_is_repaired_within_two_periods_and_del_still_restores_the_original() {
     needs!(root);
     let d = drift_setup("repair");
-    let agent = Agent::start(&d.state, 1);
+    let agent = Agent::start(&d.rail.state, 1);
     let rail = rail_labels("train-0", DEV, PCI);
     let (_, seen) = agent.wait_for(TWO_PERIODS, |m| {
         m.get("roce_tune_rail_info", &rail).is_some()
@@ -424,7 +400,7 @@ fn drift_is_repaired_within_two_periods_and_del_still_restores_the_original() {
     assert!(seen, "no rail after two periods: {}", agent.log());
 
     // (who writes, what the file then reads), in turn: the class, then the ToS.
-    let class = d.tree.tc_path(DEV);
+    let class = d.rail.tree.tc_path(DEV);
     let steps: [(&Path, &str, &str, &str, &str); 4] = [
         (
             &class,
@@ -469,7 +445,7 @@ fn drift_is_repaired_within_two_periods_and_del_still_restores_the_original() {
     assert_eq!(m.get("roce_tune_rail_rdma_cm_tos", &rail), Some(106.0));
 
     // The repairs changed nothing recorded: DEL gives back the originals.
-    let e = d.state.entry("c1", "net1").unwrap();
+    let e = d.rail.state.entry("c1", "net1").unwrap();
     assert_eq!(
         e["owned"]["trafficClass"],
         json!({"original": 106, "written": 41})
@@ -478,12 +454,12 @@ fn drift_is_repaired_within_two_periods_and_del_still_restores_the_original() {
         e["owned"]["rdmaCmTos"],
         json!({"original": 32, "written": 106})
     );
-    cni(&d.state, "DEL", "c1", &d.pod, "net1", "train-0", &d.conf).ok();
-    assert_eq!(d.tree.tc(DEV), "tclass=106");
+    d.cni("DEL").ok();
+    assert_eq!(d.rail.tree.tc(DEV), "tclass=106");
     assert_eq!(read(&d.tos), "32");
     // The agent does not fight the DEL: two periods on, the originals stay.
     std::thread::sleep(TWO_PERIODS);
-    assert_eq!(d.tree.tc(DEV), "tclass=106");
+    assert_eq!(d.rail.tree.tc(DEV), "tclass=106");
     assert_eq!(read(&d.tos), "32");
     let m = agent.scrape();
     assert_eq!(m.get("roce_tune_rail_info", &rail), None, "{}", m.text);
@@ -500,9 +476,9 @@ fn drift_is_repaired_within_two_periods_and_del_still_restores_the_original() {
 fn drift_under_the_report_policy_is_counted_and_left_as_it_is() {
     needs!(root);
     let d = drift_setup("report");
-    let agent = Agent::start(&d.state, 1);
+    let agent = Agent::start(&d.rail.state, 1);
     let rail = rail_labels("train-0", DEV, PCI);
-    kernel_write(&d.tree.tc_path(DEV), "Global tclass=0\n");
+    kernel_write(&d.rail.tree.tc_path(DEV), "Global tclass=0\n");
     kernel_write(&d.tos, "8\n");
     let (m, ok) = agent.wait_for(TWO_PERIODS, |m| {
         m.drift("traffic_class") >= 1.0 && m.drift("rdma_cm_tos") >= 1.0
@@ -523,7 +499,7 @@ fn drift_under_the_report_policy_is_counted_and_left_as_it_is() {
     std::thread::sleep(TWO_PERIODS + PERIOD);
     let m = agent.scrape();
     assert!(m.get("roce_tune_repair_passes_total", &[]).unwrap() >= 4.0);
-    assert_eq!(d.tree.tc(DEV), "Global tclass=0\n");
+    assert_eq!(d.rail.tree.tc(DEV), "Global tclass=0\n");
     assert_eq!(read(&d.tos), "8\n");
     assert_eq!(m.repairs("traffic_class") + m.repairs("rdma_cm_tos"), 0.0);
     assert_eq!(m.drift("traffic_class"), 1.0, "{}", m.text);
@@ -535,15 +511,15 @@ fn drift_under_the_report_policy_is_counted_and_left_as_it_is() {
         "one line per drift: {log}"
     );
     // Another value is another drift.
-    kernel_write(&d.tree.tc_path(DEV), "");
+    kernel_write(&d.rail.tree.tc_path(DEV), "");
     let (m, ok) = agent.wait_for(TWO_PERIODS, |m| m.drift("traffic_class") == 2.0);
     assert!(ok, "{}", m.text);
     assert_eq!(m.get("roce_tune_rail_traffic_class", &rail), Some(-1.0));
-    assert_eq!(d.tree.tc(DEV), "");
+    assert_eq!(d.rail.tree.tc(DEV), "");
     // DEL leaves what roce-tune did not write.
-    kernel_write(&d.tree.tc_path(DEV), "tclass=41");
-    cni(&d.state, "DEL", "c1", &d.pod, "net1", "train-0", &d.conf).ok();
-    assert_eq!(d.tree.tc(DEV), "tclass=106", "ours again: restored");
+    kernel_write(&d.rail.tree.tc_path(DEV), "tclass=41");
+    d.cni("DEL").ok();
+    assert_eq!(d.rail.tree.tc(DEV), "tclass=106", "ours again: restored");
     assert_eq!(read(&d.tos), "8\n", "someone else's: left");
 }
 
@@ -551,7 +527,7 @@ fn drift_under_the_report_policy_is_counted_and_left_as_it_is() {
 fn a_re_created_device_is_not_drift() {
     needs!(root);
     let d = drift_setup("repair");
-    let agent = Agent::start(&d.state, 1);
+    let agent = Agent::start(&d.rail.state, 1);
     let rail = rail_labels("train-0", DEV, PCI);
     let (_, seen) = agent.wait_for(TWO_PERIODS, |m| {
         m.get("roce_tune_rail_info", &rail).is_some()
@@ -560,10 +536,10 @@ fn a_re_created_device_is_not_drift() {
     // The driver re-created the VF's device: a new node GUID, the class
     // unset (it lived in driver memory). The file is the new device's.
     kernel_write(
-        &d.tree.dev_dir(DEV).join("node_guid"),
+        &d.rail.tree.dev_dir(DEV).join("node_guid"),
         "7cfe:9003:00aa:bbcc\n",
     );
-    kernel_write(&d.tree.tc_path(DEV), "");
+    kernel_write(&d.rail.tree.tc_path(DEV), "");
     let passes = agent
         .scrape()
         .get("roce_tune_repair_passes_total", &[])
@@ -571,7 +547,11 @@ fn a_re_created_device_is_not_drift() {
     let (m, _) = agent.wait_for(TWO_PERIODS + PERIOD, |m| {
         m.get("roce_tune_repair_passes_total", &[]).unwrap() >= passes + 2.0
     });
-    assert_eq!(d.tree.tc(DEV), "", "the new device's class was written");
+    assert_eq!(
+        d.rail.tree.tc(DEV),
+        "",
+        "the new device's class was written"
+    );
     assert_eq!(m.drift("traffic_class"), 0.0, "{}", m.text);
     assert_eq!(
         m.get("roce_tune_rail_info", &rail),
@@ -579,9 +559,9 @@ fn a_re_created_device_is_not_drift() {
         "not this rail's device"
     );
     // DEL drops the entry and gives the new device nothing of the old's.
-    cni(&d.state, "DEL", "c1", &d.pod, "net1", "train-0", &d.conf).ok();
-    assert_eq!(d.tree.tc(DEV), "");
-    assert!(d.state.entries().is_empty());
+    d.cni("DEL").ok();
+    assert_eq!(d.rail.tree.tc(DEV), "");
+    assert!(d.rail.state.entries().is_empty());
 }
 
 // ------------------------------------------------------------ every metric against the tree
@@ -976,7 +956,7 @@ fn hostile_clients_neither_stop_the_scrape_nor_the_repair_nor_sigterm() {
     use std::sync::atomic::{AtomicBool, Ordering};
     needs!(root);
     let d = drift_setup("repair");
-    let mut agent = Agent::start(&d.state, 1);
+    let mut agent = Agent::start(&d.rail.state, 1);
     let addr = agent.addr;
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -1003,11 +983,11 @@ fn hostile_clients_neither_stop_the_scrape_nor_the_repair_nor_sigterm() {
             scrapes += 1;
             // A drift made meanwhile is still repaired within two periods.
             if drift_at.is_none() && t.elapsed() > Duration::from_secs(2) {
-                kernel_write(&d.tree.tc_path(DEV), "Global tclass=0\n");
+                kernel_write(&d.rail.tree.tc_path(DEV), "Global tclass=0\n");
                 drift_at = Some(Instant::now());
             }
             if let Some(at) = drift_at {
-                if d.tree.tc(DEV) != "tclass=41" {
+                if d.rail.tree.tc(DEV) != "tclass=41" {
                     assert!(
                         at.elapsed() < TWO_PERIODS,
                         "drift not repaired during the attack"
@@ -1020,7 +1000,7 @@ fn hostile_clients_neither_stop_the_scrape_nor_the_repair_nor_sigterm() {
             slowest < Duration::from_millis(2500),
             "a scrape took {slowest:?} during the attack"
         );
-        let repaired = within(TWO_PERIODS, || d.tree.tc(DEV) == "tclass=41");
+        let repaired = within(TWO_PERIODS, || d.rail.tree.tc(DEV) == "tclass=41");
         assert!(repaired.is_some(), "{}", agent.log());
         assert_eq!(agent.scrape().repairs("traffic_class"), 1.0);
         // SIGTERM with the attackers still connected.
@@ -1371,8 +1351,8 @@ fn promtool_finds_nothing_in_the_real_agents_metrics() {
     needs!(root);
     let promtool = needs!(promtool);
     let d = drift_setup("repair");
-    let agent = Agent::start(&d.state, 1);
-    kernel_write(&d.tree.tc_path(DEV), "");
+    let agent = Agent::start(&d.rail.state, 1);
+    kernel_write(&d.rail.tree.tc_path(DEV), "");
     let (m, ok) = agent.wait_for(TWO_PERIODS, |m| m.repairs("traffic_class") == 1.0);
     assert!(ok, "{}", m.text);
     for family in [
@@ -1383,31 +1363,9 @@ fn promtool_finds_nothing_in_the_real_agents_metrics() {
     ] {
         assert!(!m.all(family, &[]).is_empty(), "no {family}: {}", m.text);
     }
-    let mut child = Command::new(&promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(m.text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool check metrics ({}): {said}\n{}",
-        out.status,
-        m.text
-    );
+    if let Err(said) = promtool::check_metrics(&promtool, &m.text) {
+        panic!("{said}\n{}", m.text);
+    }
 }
 
 // ------------------------------------------------------------ other places a class lives

@@ -17,7 +17,6 @@ use roce_tune::agent::metrics::{
 };
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command as Process, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -150,30 +149,9 @@ fn promtool_check_metrics_finds_nothing_in_a_full_exposition() {
     assert_eq!(body, text);
 
     let promtool = needs!(promtool);
-    let mut child = Process::new(&promtool)
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: {e}", promtool.display()));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(body.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success() && said.trim().is_empty(),
-        "promtool check metrics ({}): {said}\n--- exposition ---\n{body}",
-        out.status
-    );
+    if let Err(said) = promtool::check_metrics(&promtool, &body) {
+        panic!("{said}\n--- exposition ---\n{body}");
+    }
 }
 
 /// The same check must fail on a broken exposition, or the test proves
@@ -190,27 +168,8 @@ fn promtool_check_metrics_rejects_what_the_writer_must_never_produce() {
         "# HELP x_info i\n# TYPE x_info gauge\nx_info{a=\"b\nc\"} 1\n",
         "# TYPE x_info gauge\nx_info 1\n",
     ] {
-        let mut child = Process::new(&promtool)
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(bad.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
         assert!(
-            !out.status.success() || !said.trim().is_empty(),
+            promtool::check_metrics(&promtool, bad).is_err(),
             "promtool accepted {bad:?}"
         );
     }

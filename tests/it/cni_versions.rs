@@ -28,8 +28,6 @@ fn label(c: (&str, &str)) -> String {
     format!("config {} / prevResult {}", c.0, c.1)
 }
 
-const ADDR: &str = "192.168.0.34/16";
-
 fn snapshot(pod: &Pod, keys: &[(String, &str)]) -> Vec<(String, String)> {
     keys.iter()
         .map(|(k, _)| (k.clone(), pod.sysctl(k)))

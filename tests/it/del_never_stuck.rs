@@ -12,21 +12,6 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const PCI: &str = "0000:0c:00.2";
-const DEV: &str = "mlx5_2";
-const ADDR: &str = "192.168.0.34/16";
-const IP: &str = "192.168.0.34";
-
-fn setup(original: &str) -> (Pod, Tree, StateDirPath, Value) {
-    let pod = Pod::new("net1", Some(ADDR));
-    let tree = Tree::new();
-    tree.add_device(PCI, DEV, original);
-    tree.set_ipv4_gids(DEV, IP);
-    let state = StateDirPath::new();
-    let c = rail_conf(&tree, &state, PCI, &pod, 41, &[ADDR]);
-    (pod, tree, state, c)
-}
-
 /// DEL as a runtime sends it once the sandbox is gone: no CNI_NETNS.
 fn del_without_netns(state: &StateDirPath, cid: &str, c: &Value) -> Run {
     run_plugin(state, "DEL", cid, "", "net1", c.to_string().as_bytes())
@@ -43,16 +28,24 @@ fn vanish(pod: Pod) {
 fn a_stale_netns_path_is_gone_not_an_error() {
     needs!(root);
     // The mount is gone but its file is left: a plain file at the path.
-    let (pod, tree, state, c) = setup("Global tclass=106\n");
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
-    let path = pod.path();
-    vanish(pod);
+    let rail = Rail::spec().class("Global tclass=106\n").build();
+    rail.add("c1").ok();
+    let path = rail.pod.path();
+    vanish(rail.pod);
     std::fs::write(&path, "").unwrap();
-    let r = del_without_netns(&state, "c1", &c);
+    let r = del_without_netns(&rail.state, "c1", &rail.conf);
     let _ = std::fs::remove_file(&path);
     r.ok();
-    assert_eq!(tree.tc(DEV), "tclass=106", "restored from the host's view");
-    assert!(state.entries().is_empty(), "{:?}", state.entries());
+    assert_eq!(
+        rail.tree.tc(DEV),
+        "tclass=106",
+        "restored from the host's view"
+    );
+    assert!(
+        rail.state.entries().is_empty(),
+        "{:?}",
+        rail.state.entries()
+    );
 }
 
 #[test]
@@ -60,27 +53,31 @@ fn a_reused_netns_path_is_another_netns_and_the_entry_an_orphan() {
     needs!(root);
     // The entry names a path that is a live netns, but not the one recorded
     // (a /proc/<pid>/ns/net path whose pid was reused): an orphan.
-    let (pod, tree, state, c) = setup("");
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    let rail = Rail::new();
+    rail.add("c1").ok();
     let other = Pod::new("net1", Some(ADDR));
-    let mut e = state.entry("c1", "net1").unwrap();
+    let mut e = rail.state.entry("c1", "net1").unwrap();
     e["netns"] = json!(other.path());
-    state.plant(&e);
-    let r = gc_orphans(&state);
+    rail.state.plant(&e);
+    let r = gc_orphans(&rail.state);
     assert_eq!(r.status, 0, "{r:?}");
     assert!(r.stdout.contains("released 1 orphans"), "{}", r.stdout);
-    assert_eq!(tree.tc(DEV), "tclass=-1", "unset original, unset again");
-    assert!(state.entries().is_empty());
-    drop(pod);
+    assert_eq!(
+        rail.tree.tc(DEV),
+        "tclass=-1",
+        "unset original, unset again"
+    );
+    assert!(rail.state.entries().is_empty());
+    drop(rail.pod);
 }
 
 #[test]
 fn a_class_file_that_no_longer_parses_is_kept_and_repaired_later() {
     needs!(root);
-    let (pod, tree, state, c) = setup("Global tclass=106\n");
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
-    tree.set_tc(DEV, "Global tclass=garbage\n");
-    let r = run_conf(&state, "DEL", "c1", &pod, &c);
+    let rail = Rail::spec().class("Global tclass=106\n").build();
+    rail.add("c1").ok();
+    rail.tree.set_tc(DEV, "Global tclass=garbage\n");
+    let r = rail.del("c1");
     r.ok();
     assert!(
         r.stderr.contains("kept for the orphan repair"),
@@ -88,48 +85,48 @@ fn a_class_file_that_no_longer_parses_is_kept_and_repaired_later() {
         r.stderr
     );
     assert_eq!(
-        state.entries(),
+        rail.state.entries(),
         ["c1:net1.state"],
         "the original stays recorded"
     );
     // The driver reads sanely again, still holding roce-tune's value; the pod
     // is gone by now: the repair gives the original back.
-    tree.set_tc(DEV, "Global tclass=41\n");
-    vanish(pod);
-    let r = gc_orphans(&state);
+    rail.tree.set_tc(DEV, "Global tclass=41\n");
+    vanish(rail.pod);
+    let r = gc_orphans(&rail.state);
     assert_eq!(r.status, 0, "{r:?}");
-    assert_eq!(tree.tc(DEV), "tclass=106");
-    assert!(state.entries().is_empty());
+    assert_eq!(rail.tree.tc(DEV), "tclass=106");
+    assert!(rail.state.entries().is_empty());
 }
 
 #[test]
 fn a_driver_that_refuses_the_restore_is_retried_by_the_repair() {
     needs!(root);
-    let (pod, tree, state, c) = setup("");
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
-    let tc = path_str(&tree.tc_path(DEV));
+    let rail = Rail::new();
+    rail.add("c1").ok();
+    let tc = path_str(&rail.tree.tc_path(DEV));
     sh(&format!(
         "mount --bind {tc} {tc} && mount -o remount,bind,ro {tc}"
     ));
-    let r = run_conf(&state, "DEL", "c1", &pod, &c);
+    let r = rail.del("c1");
     sh(&format!("umount {tc}"));
     r.ok();
     assert!(r.stderr.contains("Read-only"), "says why: {}", r.stderr);
-    assert_eq!(tree.tc(DEV), "tclass=41");
-    assert_eq!(state.entries(), ["c1:net1.state"]);
-    vanish(pod);
-    gc_orphans(&state).ok();
-    assert_eq!(tree.tc(DEV), "tclass=-1");
-    assert!(state.entries().is_empty());
+    assert_eq!(rail.tree.tc(DEV), "tclass=41");
+    assert_eq!(rail.state.entries(), ["c1:net1.state"]);
+    vanish(rail.pod);
+    gc_orphans(&rail.state).ok();
+    assert_eq!(rail.tree.tc(DEV), "tclass=-1");
+    assert!(rail.state.entries().is_empty());
 }
 
 #[test]
 fn a_state_dir_whose_mode_changed_never_fails_del() {
     needs!(root);
-    let (pod, tree, state, c) = setup("Global tclass=106\n");
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
-    std::fs::set_permissions(&state.0, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let r = run_conf(&state, "DEL", "c1", &pod, &c);
+    let rail = Rail::spec().class("Global tclass=106\n").build();
+    rail.add("c1").ok();
+    std::fs::set_permissions(&rail.state.0, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let r = rail.del("c1");
     r.ok();
     assert!(
         r.stderr.contains("writable by group or others"),
@@ -137,16 +134,16 @@ fn a_state_dir_whose_mode_changed_never_fails_del() {
         r.stderr
     );
     assert_eq!(
-        tree.tc(DEV),
+        rail.tree.tc(DEV),
         "tclass=41",
         "entries of an open dir are not trusted"
     );
     // The node admin fixes the mode; the repair finishes the job.
-    std::fs::set_permissions(&state.0, std::fs::Permissions::from_mode(0o700)).unwrap();
-    vanish(pod);
-    gc_orphans(&state).ok();
-    assert_eq!(tree.tc(DEV), "tclass=106");
-    assert!(state.entries().is_empty());
+    std::fs::set_permissions(&rail.state.0, std::fs::Permissions::from_mode(0o700)).unwrap();
+    vanish(rail.pod);
+    gc_orphans(&rail.state).ok();
+    assert_eq!(rail.tree.tc(DEV), "tclass=106");
+    assert!(rail.state.entries().is_empty());
 }
 
 #[test]
@@ -155,68 +152,78 @@ fn an_invisible_exclusive_device_is_kept_until_it_comes_back() {
     // Exclusive mode: the pod's netns is gone, but the kernel moves the
     // device back only in the asynchronous netns exit. Until then its PCI
     // function shows no RDMA device.
-    let (pod, tree, state, c) = setup("Global tclass=106\n");
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
-    let mut e = state.entry("c1", "net1").unwrap();
+    let rail = Rail::spec().class("Global tclass=106\n").build();
+    rail.add("c1").ok();
+    let mut e = rail.state.entry("c1", "net1").unwrap();
     e["reach"] = json!("pod");
-    state.plant(&e);
-    vanish(pod);
-    let ib = tree.root.join(format!("bus/pci/devices/{PCI}/infiniband"));
-    std::fs::rename(ib.join(DEV), tree.root.join("moved-away")).unwrap();
-    let r = del_without_netns(&state, "c1", &c);
+    rail.state.plant(&e);
+    vanish(rail.pod);
+    let ib = rail
+        .tree
+        .root
+        .join(format!("bus/pci/devices/{PCI}/infiniband"));
+    std::fs::rename(ib.join(DEV), rail.tree.root.join("moved-away")).unwrap();
+    let r = del_without_netns(&rail.state, "c1", &rail.conf);
     r.ok();
     assert!(
         r.stderr.contains("exclusive mode"),
         "says why: {}",
         r.stderr
     );
-    assert_eq!(state.entries(), ["c1:net1.state"], "invisible is not gone");
-    let sweep = gc_orphans(&state);
+    assert_eq!(
+        rail.state.entries(),
+        ["c1:net1.state"],
+        "invisible is not gone"
+    );
+    let sweep = gc_orphans(&rail.state);
     assert_eq!(sweep.status, 1, "not yet restored is reported: {sweep:?}");
-    assert_eq!(state.entries(), ["c1:net1.state"]);
+    assert_eq!(rail.state.entries(), ["c1:net1.state"]);
     // The netns exit completes: the device is back, still holding the class.
-    std::fs::rename(tree.root.join("moved-away"), ib.join(DEV)).unwrap();
-    gc_orphans(&state).ok();
-    assert_eq!(tree.tc(DEV), "tclass=106");
-    assert!(state.entries().is_empty());
+    std::fs::rename(rail.tree.root.join("moved-away"), ib.join(DEV)).unwrap();
+    gc_orphans(&rail.state).ok();
+    assert_eq!(rail.tree.tc(DEV), "tclass=106");
+    assert!(rail.state.entries().is_empty());
 }
 
 #[test]
 fn a_dead_co_owner_is_never_the_heir() {
     needs!(root);
-    let (pod_a, tree, state, ca) = setup("");
+    let rail = Rail::new();
     let pod_b = Pod::new("net1", Some(ADDR));
-    let mut cb = rail_conf(&tree, &state, PCI, &pod_b, 42, &[ADDR]);
+    let mut cb = rail_conf(&rail.tree, &rail.state, PCI, &pod_b, 42, &[ADDR]);
     cb["name"] = json!("rdma-vf");
-    run_conf(&state, "ADD", "ca", &pod_a, &ca).ok();
-    run_conf(&state, "ADD", "cb", &pod_b, &cb).ok();
-    assert_eq!(tree.tc(DEV), "tclass=42");
+    rail.add("ca").ok();
+    run_conf(&rail.state, "ADD", "cb", &pod_b, &cb).ok();
+    assert_eq!(rail.tree.tc(DEV), "tclass=42");
     // a's pod goes without DEL; b's DEL must not hand the device to a's 41.
-    vanish(pod_a);
-    run_conf(&state, "DEL", "cb", &pod_b, &cb).ok();
+    vanish(rail.pod);
+    run_conf(&rail.state, "DEL", "cb", &pod_b, &cb).ok();
     assert_eq!(
-        tree.tc(DEV),
+        rail.tree.tc(DEV),
         "tclass=-1",
         "the true original, not the dead pod's class"
     );
     // The dead entry is released later; the file no longer holds its value.
-    gc_orphans(&state).ok();
-    assert_eq!(tree.tc(DEV), "tclass=-1");
-    assert!(state.entries().is_empty());
+    gc_orphans(&rail.state).ok();
+    assert_eq!(rail.tree.tc(DEV), "tclass=-1");
+    assert!(rail.state.entries().is_empty());
 }
 
 #[test]
 fn a_renamed_device_is_found_by_its_pci_function() {
     needs!(root);
-    let (pod, tree, state, c) = setup("Global tclass=106\n");
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    let rail = Rail::spec().class("Global tclass=106\n").build();
+    rail.add("c1").ok();
     // The device is renamed (mlx5_2 -> mlx5_7), identity unchanged.
-    std::fs::rename(tree.dev_dir(DEV), tree.dev_dir("mlx5_7")).unwrap();
-    let ib = tree.root.join(format!("bus/pci/devices/{PCI}/infiniband"));
+    std::fs::rename(rail.tree.dev_dir(DEV), rail.tree.dev_dir("mlx5_7")).unwrap();
+    let ib = rail
+        .tree
+        .root
+        .join(format!("bus/pci/devices/{PCI}/infiniband"));
     std::fs::rename(ib.join(DEV), ib.join("mlx5_7")).unwrap();
-    run_conf(&state, "DEL", "c1", &pod, &c).ok();
-    assert_eq!(tree.tc("mlx5_7"), "tclass=106");
-    assert!(state.entries().is_empty());
+    rail.del("c1").ok();
+    assert_eq!(rail.tree.tc("mlx5_7"), "tclass=106");
+    assert!(rail.state.entries().is_empty());
 }
 
 #[test]
@@ -226,69 +233,76 @@ fn another_device_under_the_recorded_name_is_not_touched() {
     // has another node GUID than... the entry recorded none, so the name
     // rules. A version 2 entry records the GUID: a different one is another
     // device, and its class is left alone.
-    let (pod, tree, state, c) = setup("");
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
-    std::fs::write(tree.dev_dir(DEV).join("node_guid"), "0000:0000:0000:0bad\n").unwrap();
-    run_conf(&state, "DEL", "c1", &pod, &c).ok();
+    let rail = Rail::new();
+    rail.add("c1").ok();
+    std::fs::write(
+        rail.tree.dev_dir(DEV).join("node_guid"),
+        "0000:0000:0000:0bad\n",
+    )
+    .unwrap();
+    rail.del("c1").ok();
     assert_eq!(
-        tree.tc(DEV),
+        rail.tree.tc(DEV),
         "tclass=41",
         "not the device the entry recorded"
     );
-    assert!(state.entries().is_empty(), "the recorded device is gone");
+    assert!(
+        rail.state.entries().is_empty(),
+        "the recorded device is gone"
+    );
 }
 
 #[test]
 fn any_executable_name_works() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup("");
-    let dir = state.base().join("bin");
+    let mut rail = Rail::new();
+    let dir = rail.state.base().join("bin");
     std::fs::create_dir_all(&dir).unwrap();
     let renamed = dir.join("roce-tune-v2");
     std::fs::copy(BIN, &renamed).unwrap();
-    c["type"] = json!("roce-tune-v2");
+    rail.conf["type"] = json!("roce-tune-v2");
     Exec::cni(
         &renamed,
-        &node_config(&state),
+        &node_config(&rail.state),
         "ADD",
         "c1",
-        &pod.path(),
+        &rail.pod.path(),
         "net1",
     )
     .env("CNI_PATH", &dir)
-    .stdin(c.to_string())
+    .stdin(rail.conf.to_string())
     .run()
     .ok();
-    assert_eq!(tree.tc(DEV), "tclass=41");
+    assert_eq!(rail.tree.tc(DEV), "tclass=41");
 }
 
 #[test]
 fn an_entry_from_a_newer_release_is_left_alone() {
     needs!(root);
-    let (pod, tree, state, c) = setup("Global tclass=106\n");
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
-    let mut e = state.entry("c1", "net1").unwrap();
+    let rail = Rail::spec().class("Global tclass=106\n").build();
+    rail.add("c1").ok();
+    let mut e = rail.state.entry("c1", "net1").unwrap();
     e["version"] = json!(roce_tune::state::FORMAT + 1);
     e["somethingNew"] = json!({"a": 1});
-    state.plant(&e);
-    let planted = std::fs::read(state.0.join("c1:net1.state")).unwrap();
-    let r = run_conf(&state, "DEL", "c1", &pod, &c);
+    rail.state.plant(&e);
+    let planted = std::fs::read(rail.state.0.join("c1:net1.state")).unwrap();
+    let r = rail.del("c1");
     r.ok();
     assert!(
         r.stderr.contains("newer roce-tune"),
         "says so: {}",
         r.stderr
     );
-    vanish(pod);
-    gc_orphans(&state).ok();
+    vanish(rail.pod);
+    gc_orphans(&rail.state).ok();
     assert_eq!(
-        std::fs::read(state.0.join("c1:net1.state")).unwrap(),
+        std::fs::read(rail.state.0.join("c1:net1.state")).unwrap(),
         planted,
         "left exactly as it was, never quarantined"
     );
-    assert!(!state.0.join("c1:net1.state.corrupt").exists());
+    assert!(!rail.state.0.join("c1:net1.state.corrupt").exists());
     assert_eq!(
-        tree.tc(DEV),
+        rail.tree.tc(DEV),
         "tclass=41",
         "its restore is the newer release's"
     );
@@ -299,36 +313,32 @@ fn a_version_1_entry_is_still_restored() {
     needs!(root);
     // Written by 0.1.0 before an upgrade: its own sysfsRoot is ignored (the
     // node config says where sysfs is).
-    let (pod, tree, state, c) = setup("");
-    tree.set_tc(DEV, "tclass=41");
-    state.plant(&json!({
+    let rail = Rail::new();
+    rail.tree.set_tc(DEV, "tclass=41");
+    rail.state.plant(&json!({
         "version": 1, "network": "rdma-vf", "containerId": "c1", "ifname": "net1",
-        "netns": pod.path(), "sysfsRoot": "/somewhere/else", "exclusive": false,
+        "netns": rail.pod.path(), "sysfsRoot": "/somewhere/else", "exclusive": false,
         "device": DEV, "port": 1, "original": 106, "written": 41, "created": epoch_secs(),
     }));
-    run_conf(&state, "DEL", "c1", &pod, &c).ok();
-    assert_eq!(tree.tc(DEV), "tclass=106");
-    assert!(state.entries().is_empty());
+    rail.del("c1").ok();
+    assert_eq!(rail.tree.tc(DEV), "tclass=106");
+    assert!(rail.state.entries().is_empty());
 }
 
 #[test]
 fn a_config_add_would_refuse_still_gets_its_del() {
     needs!(root);
     // The NAD was edited since (or is from 0.1.0, with stateDir in it).
-    let (pod, tree, state, mut c) = setup("");
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
-    c["stateDir"] = json!("/run/cni/roce-tune");
-    c["trafficClass"] = json!(999);
-    let r = run_conf(&state, "DEL", "c1", &pod, &c);
+    let mut rail = Rail::new();
+    rail.add("c1").ok();
+    rail.conf["stateDir"] = json!("/run/cni/roce-tune");
+    rail.conf["trafficClass"] = json!(999);
+    let r = rail.del("c1");
     r.ok();
     assert!(r.stderr.contains("DEL goes on"), "{}", r.stderr);
-    assert_eq!(tree.tc(DEV), "tclass=-1");
-    assert!(state.entries().is_empty());
-    assert_eq!(
-        run_conf(&state, "ADD", "c2", &pod, &c).code(),
-        7,
-        "ADD refuses it"
-    );
+    assert_eq!(rail.tree.tc(DEV), "tclass=-1");
+    assert!(rail.state.entries().is_empty());
+    assert_eq!(rail.add("c2").code(), 7, "ADD refuses it");
 }
 
 /// libcni's DelNetworkList stops at the first plugin whose DEL fails, so a
@@ -405,10 +415,17 @@ fn del_never_refuses_what_add_would_have_refused() {
     ];
     let mut failures = Vec::new();
     for (what, env, stdin, releases) in &rows {
-        let (pod, tree, state, c) = setup("Global tclass=106\n");
-        run_conf(&state, "ADD", "c1", &pod, &c).ok();
-        let exec = Exec::cni(BIN, &node_config(&state), "DEL", "c1", &pod.path(), "net1")
-            .stdin(stdin.clone().unwrap_or_else(|| c.to_string()));
+        let rail = Rail::spec().class("Global tclass=106\n").build();
+        rail.add("c1").ok();
+        let exec = Exec::cni(
+            BIN,
+            &node_config(&rail.state),
+            "DEL",
+            "c1",
+            &rail.pod.path(),
+            "net1",
+        )
+        .stdin(stdin.clone().unwrap_or_else(|| rail.conf.to_string()));
         let r = env
             .iter()
             .fold(exec, |e, (k, v)| match v {
@@ -423,7 +440,7 @@ fn del_never_refuses_what_add_would_have_refused() {
         if !r.stderr.contains("DEL") {
             why.push(format!("nothing logged: {:?}", r.stderr));
         }
-        let (class, entries) = (tree.tc(DEV), state.entries());
+        let (class, entries) = (rail.tree.tc(DEV), rail.state.entries());
         if *releases && (class != "tclass=106" || !entries.is_empty()) {
             why.push(format!(
                 "not released: class {class:?}, entries {entries:?}"
@@ -448,31 +465,31 @@ fn del_never_refuses_what_add_would_have_refused() {
 #[test]
 fn an_entry_whose_netns_is_a_fifo_hangs_nothing() {
     needs!(root);
-    let (pod, tree, state, c) = setup("Global tclass=106\n");
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
-    let fifo = state.base().join("netns-fifo");
+    let rail = Rail::spec().class("Global tclass=106\n").build();
+    rail.add("c1").ok();
+    let fifo = rail.state.base().join("netns-fifo");
     sh(&format!("mkfifo {}", path_str(&fifo)));
-    let mut e = state.entry("c1", "net1").unwrap();
+    let mut e = rail.state.entry("c1", "net1").unwrap();
     e["netns"] = json!(path_str(&fifo));
-    state.plant(&e);
+    rail.state.plant(&e);
     let limit = Duration::from_secs(5);
-    let r = gc_orphans(&state);
+    let r = gc_orphans(&rail.state);
     assert!(!r.hung && r.status == 0, "gc --orphans: {r:?}");
     assert_eq!(
-        tree.tc(DEV),
+        rail.tree.tc(DEV),
         "tclass=106",
         "a FIFO is no netns: the pod is gone"
     );
     // A fresh ADD (which sweeps) with another FIFO entry planted.
-    run_conf(&state, "ADD", "c2", &pod, &c).ok();
-    let mut e = state.entry("c2", "net1").unwrap();
+    rail.add("c2").ok();
+    let mut e = rail.state.entry("c2", "net1").unwrap();
     e["netns"] = json!(path_str(&fifo));
-    state.plant(&e);
+    rail.state.plant(&e);
     let other = Pod::new("net1", Some(ADDR));
-    let c3 = rail_conf(&tree, &state, PCI, &other, 41, &[ADDR]);
+    let c3 = rail_conf(&rail.tree, &rail.state, PCI, &other, 41, &[ADDR]);
     let r = Exec::cni(
         BIN,
-        &node_config(&state),
+        &node_config(&rail.state),
         "ADD",
         "c3",
         &other.path(),

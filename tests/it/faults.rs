@@ -17,12 +17,6 @@ use roce_tune::rdma::traffic_class::{self, TrafficClass};
 use serde_json::{json, Value};
 use std::path::Path;
 
-const PCI: &str = "0000:0c:00.2";
-const DEV: &str = "mlx5_2";
-const ADDR: &str = "192.168.0.34/16";
-const IP: &str = "192.168.0.34";
-const CLASS: u8 = 41;
-
 pub(crate) const ADD_POINTS: &[&str] = &[
     "add-after-validation",
     "add-after-sysctls",

@@ -10,56 +10,38 @@ use crate::common::*;
 use serde_json::{json, Value};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
-const PCI: &str = "0000:0c:00.2";
-const DEV: &str = "mlx5_2";
-const ADDR: &str = "192.168.0.34/16";
-const IP: &str = "192.168.0.34";
-
-fn setup() -> (Pod, Tree, StateDirPath, Value) {
-    let pod = Pod::new("net1", Some(ADDR));
-    let tree = Tree::new();
-    tree.add_device(PCI, DEV, "");
-    let state = StateDirPath::new();
-    let c = rail_conf(&tree, &state, PCI, &pod, 41, &[ADDR]);
-    (pod, tree, state, c)
-}
-
 // ------------------------------------------------------------ gidCheck present
 
 #[test]
 fn gid_check_present_accepts_any_index_and_logs_it() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup();
+    let mut rail = Rail::spec().no_gids().build();
     // NCCL picks the index itself: here the v2 GID of the address is at 5.
-    tree.set_gid(DEV, 5, &v4_gid(IP), "RoCE v2");
-    assert_eq!(
-        run_conf(&state, "ADD", "c1", &pod, &c).code(),
-        101,
-        "enforce wants index 3"
-    );
-    c["gidCheck"] = json!("present");
-    let r = run_conf(&state, "ADD", "c1", &pod, &c);
+    rail.tree.set_gid(DEV, 5, &v4_gid(IP), "RoCE v2");
+    assert_eq!(rail.add("c1").code(), 101, "enforce wants index 3");
+    rail.conf["gidCheck"] = json!("present");
+    let r = rail.add("c1");
     r.ok();
     assert!(
         r.stderr.contains("GID index 5 of mlx5_2"),
         "logs the index: {}",
         r.stderr
     );
-    run_conf(&state, "CHECK", "c1", &pod, &c).ok();
+    rail.check("c1").ok();
     // Where the GID never appears, present fails like enforce, naming it.
-    tree.set_gid(DEV, 5, ZERO_GID, "");
-    c["gidTimeoutMs"] = json!(200);
-    let r = run_conf(&state, "ADD", "c2", &pod, &c);
+    rail.tree.set_gid(DEV, 5, ZERO_GID, "");
+    rail.conf["gidTimeoutMs"] = json!(200);
+    let r = rail.add("c2");
     assert_eq!(r.code(), 101, "{}", r.stdout);
     assert!(r.msg().contains("no index holds"), "{}", r.msg());
     // A late GID at another index is waited for.
     let r = std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(std::time::Duration::from_millis(100));
-            tree.set_gid(DEV, 7, &v4_gid(IP), "RoCE v2");
+            rail.tree.set_gid(DEV, 7, &v4_gid(IP), "RoCE v2");
         });
-        c["gidTimeoutMs"] = json!(3000);
-        run_conf(&state, "ADD", "c3", &pod, &c)
+        rail.conf["gidTimeoutMs"] = json!(3000);
+        rail.add("c3")
     });
     r.ok();
     assert!(r.stderr.contains("GID index 7"), "{}", r.stderr);
@@ -81,64 +63,63 @@ fn with_configfs(tree: &Tree, tos: &str) -> std::path::PathBuf {
 #[test]
 fn rdma_cm_tos_is_recorded_written_verified_and_restored_exactly() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup();
-    tree.set_ipv4_gids(DEV, IP);
-    let tos = with_configfs(&tree, "0\n");
-    c.as_object_mut().unwrap().remove("trafficClass");
-    c["rdmaCmTos"] = json!(106);
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    let mut rail = Rail::new();
+    let tos = with_configfs(&rail.tree, "0\n");
+    rail.conf.as_object_mut().unwrap().remove("trafficClass");
+    rail.conf["rdmaCmTos"] = json!(106);
+    rail.add("c1").ok();
     assert_eq!(std::fs::read_to_string(&tos).unwrap(), "106");
     assert_eq!(
-        tree.tc(DEV),
+        rail.tree.tc(DEV),
         "",
         "the class is left alone without trafficClass"
     );
-    let e = state.entry("c1", "net1").unwrap();
+    let e = rail.state.entry("c1", "net1").unwrap();
     assert_eq!(
         e["owned"]["rdmaCmTos"],
         json!({"original": 0, "written": 106})
     );
     assert_eq!(e["owned"]["trafficClass"], Value::Null);
-    run_conf(&state, "CHECK", "c1", &pod, &c).ok();
+    rail.check("c1").ok();
     // A repeated ADD keeps the first original, not the 106 it finds.
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    rail.add("c1").ok();
     assert_eq!(
-        state.entry("c1", "net1").unwrap()["owned"]["rdmaCmTos"]["original"],
+        rail.state.entry("c1", "net1").unwrap()["owned"]["rdmaCmTos"]["original"],
         0
     );
     std::fs::write(&tos, "8").unwrap();
-    let r = run_conf(&state, "CHECK", "c1", &pod, &c);
+    let r = rail.check("c1");
     assert_eq!(r.code(), 105, "CHECK reports the drift: {}", r.stdout);
     std::fs::write(&tos, "106").unwrap();
-    run_conf(&state, "DEL", "c1", &pod, &c).ok();
+    rail.del("c1").ok();
     assert_eq!(
         std::fs::read_to_string(&tos).unwrap(),
         "0",
         "the original, exactly"
     );
-    assert!(state.entries().is_empty());
+    assert!(rail.state.entries().is_empty());
 
     // Someone else changed it since: left alone.
-    run_conf(&state, "ADD", "c2", &pod, &c).ok();
+    rail.add("c2").ok();
     std::fs::write(&tos, "32").unwrap();
-    run_conf(&state, "DEL", "c2", &pod, &c).ok();
+    rail.del("c2").ok();
     assert_eq!(std::fs::read_to_string(&tos).unwrap(), "32");
 
     // Both knobs at once: each restored.
-    c["trafficClass"] = json!(41);
+    rail.conf["trafficClass"] = json!(41);
     std::fs::write(&tos, "0").unwrap();
-    run_conf(&state, "ADD", "c3", &pod, &c).ok();
+    rail.add("c3").ok();
     assert_eq!(
         (
-            tree.tc(DEV).as_str(),
+            rail.tree.tc(DEV).as_str(),
             std::fs::read_to_string(&tos).unwrap().as_str()
         ),
         ("tclass=41", "106")
     );
-    run_conf(&state, "DEL", "c3", &pod, &c).ok();
+    rail.del("c3").ok();
     assert_eq!(
         (
-            tree.tc(DEV).as_str(),
+            rail.tree.tc(DEV).as_str(),
             std::fs::read_to_string(&tos).unwrap().as_str()
         ),
         ("tclass=-1", "0")
@@ -148,25 +129,25 @@ fn rdma_cm_tos_is_recorded_written_verified_and_restored_exactly() {
 #[test]
 fn rdma_cm_tos_without_configfs_is_105_and_changes_nothing() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup();
-    tree.set_ipv4_gids(DEV, IP);
-    c["rdmaCmTos"] = json!(106);
-    let r = run_conf(&state, "ADD", "c1", &pod, &c);
+    let mut rail = Rail::new();
+    rail.conf["rdmaCmTos"] = json!(106);
+    let r = rail.add("c1");
     assert_eq!(r.code(), 105, "{}", r.stdout);
     assert!(
         r.msg().contains("configfs") && r.msg().contains("rdma_cm"),
         "{}",
         r.msg()
     );
-    assert_eq!(tree.tc(DEV), "", "the class was not left written");
-    assert!(state.entries().is_empty());
+    assert_eq!(rail.tree.tc(DEV), "", "the class was not left written");
+    assert!(rail.state.entries().is_empty());
     // configfs mounted, the device's group not made yet: roce-tune makes it
     // (a test tree's mkdir makes no port file, where the kernel would).
-    std::fs::create_dir_all(tree.root.join("kernel/config/rdma_cm")).unwrap();
-    let r = run_conf(&state, "ADD", "c1", &pod, &c);
+    std::fs::create_dir_all(rail.tree.root.join("kernel/config/rdma_cm")).unwrap();
+    let r = rail.add("c1");
     assert_eq!(r.code(), 105, "{}", r.stdout);
     assert!(
-        tree.root
+        rail.tree
+            .root
             .join(format!("kernel/config/rdma_cm/{DEV}"))
             .is_dir(),
         "mkdir of the group"
@@ -196,35 +177,34 @@ fn rdma_cm_tos_out_of_range_is_7() {
 #[test]
 fn a_pod_picks_its_class_only_from_the_networks_list() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup();
-    tree.set_ipv4_gids(DEV, IP);
-    c["args"] = json!({"cni": {"trafficClass": 106}});
-    let r = run_conf(&state, "ADD", "c1", &pod, &c);
+    let mut rail = Rail::new();
+    rail.conf["args"] = json!({"cni": {"trafficClass": 106}});
+    let r = rail.add("c1");
     assert_eq!(r.code(), 7, "without podTrafficClasses: {}", r.stdout);
     assert!(
         r.msg().contains("lists no podTrafficClasses"),
         "{}",
         r.msg()
     );
-    c["podTrafficClasses"] = json!([41, 96]);
-    let r = run_conf(&state, "ADD", "c1", &pod, &c);
+    rail.conf["podTrafficClasses"] = json!([41, 96]);
+    let r = rail.add("c1");
     assert_eq!(r.code(), 7, "outside the list: {}", r.stdout);
     assert!(r.msg().contains("[41, 96]"), "names the list: {}", r.msg());
-    assert_eq!(tree.tc(DEV), "", "nothing written");
-    c["args"]["cni"]["trafficClass"] = json!(96);
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    assert_eq!(rail.tree.tc(DEV), "", "nothing written");
+    rail.conf["args"]["cni"]["trafficClass"] = json!(96);
+    rail.add("c1").ok();
     assert_eq!(
-        tree.tc(DEV),
+        rail.tree.tc(DEV),
         "tclass=96",
         "the pod's class overrides the network's 41"
     );
-    run_conf(&state, "CHECK", "c1", &pod, &c).ok();
-    run_conf(&state, "DEL", "c1", &pod, &c).ok();
-    assert_eq!(tree.tc(DEV), "tclass=-1");
+    rail.check("c1").ok();
+    rail.del("c1").ok();
+    assert_eq!(rail.tree.tc(DEV), "tclass=-1");
     // Without args the network's class applies, list or not.
-    c.as_object_mut().unwrap().remove("args");
-    run_conf(&state, "ADD", "c2", &pod, &c).ok();
-    assert_eq!(tree.tc(DEV), "tclass=41");
+    rail.conf.as_object_mut().unwrap().remove("args");
+    rail.add("c2").ok();
+    assert_eq!(rail.tree.tc(DEV), "tclass=41");
 }
 
 // ------------------------------------------------------------ device info
@@ -232,14 +212,13 @@ fn a_pod_picks_its_class_only_from_the_networks_list() {
 #[test]
 fn device_info_names_the_rdma_device_and_stays_read_only() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup();
-    tree.set_ipv4_gids(DEV, IP);
-    let dir = state.base().join("devinfo");
+    let mut rail = Rail::new();
+    let dir = rail.state.base().join("devinfo");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     write_node_config(
-        &state,
-        Some(&tree),
+        &rail.state,
+        Some(&rail.tree),
         json!({"deviceInfoDir": path_str(&dir)}),
     );
     // What sriov-cni wrote before roce-tune runs: read-only, no rdma-device,
@@ -251,9 +230,9 @@ fn device_info_names_the_rdma_device_and_stays_read_only() {
     )
     .unwrap();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o444)).unwrap();
-    c["capabilities"] = json!({"CNIDeviceInfoFile": true});
-    c["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(&file)});
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    rail.conf["capabilities"] = json!({"CNIDeviceInfoFile": true});
+    rail.conf["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(&file)});
+    rail.add("c1").ok();
     let info: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     assert_eq!(info["pci"]["rdma-device"], DEV);
     assert_eq!(info["pci"]["pci-address"], PCI, "what was there is kept");
@@ -266,8 +245,8 @@ fn device_info_names_the_rdma_device_and_stays_read_only() {
 
     // A missing file is created.
     let fresh = dir.join("default-rdma-vf-c2_net1");
-    c["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(&fresh)});
-    run_conf(&state, "ADD", "c2", &pod, &c).ok();
+    rail.conf["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(&fresh)});
+    rail.add("c2").ok();
     let info: Value = serde_json::from_slice(&std::fs::read(&fresh).unwrap()).unwrap();
     assert_eq!(info["pci"]["rdma-device"], DEV);
     assert_eq!(info["type"], "pci");
@@ -281,19 +260,18 @@ fn device_info_names_the_rdma_device_and_stays_read_only() {
 #[test]
 fn device_info_is_only_this_attachments_own() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup();
-    tree.set_ipv4_gids(DEV, IP);
+    let mut rail = Rail::new();
     // deviceInfoDir does not exist yet: roce-tune makes it, root's, 0700.
-    let dir = state.base().join("run/devinfo/cni");
+    let dir = rail.state.base().join("run/devinfo/cni");
     write_node_config(
-        &state,
-        Some(&tree),
+        &rail.state,
+        Some(&rail.tree),
         json!({"deviceInfoDir": path_str(&dir)}),
     );
-    c["capabilities"] = json!({"CNIDeviceInfoFile": true});
+    rail.conf["capabilities"] = json!({"CNIDeviceInfoFile": true});
     let own = dir.join("default-rail-c1_net1");
-    c["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(&own)});
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    rail.conf["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(&own)});
+    rail.add("c1").ok();
     let meta = std::fs::metadata(&dir).unwrap();
     assert_eq!(
         (meta.uid(), meta.mode() & 0o777),
@@ -303,7 +281,7 @@ fn device_info_is_only_this_attachments_own() {
     let info: Value = serde_json::from_slice(&std::fs::read(&own).unwrap()).unwrap();
     assert_eq!(info["pci"]["rdma-device"], DEV);
     assert_eq!(info["pci"]["pci-address"], PCI, "the PCI function proved");
-    run_conf(&state, "DEL", "c1", &pod, &c).ok();
+    rail.del("c1").ok();
     assert!(
         !own.exists(),
         "the file roce-tune made outlived its attachment"
@@ -318,8 +296,8 @@ fn device_info_is_only_this_attachments_own() {
     std::fs::write(&theirs, &other).unwrap();
     std::fs::write(&own, &other).unwrap();
     for (file, why) in [(&theirs, "not this attachment's"), (&own, "0000:0c:00.3")] {
-        c["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(file)});
-        let r = run_conf(&state, "ADD", "c1", &pod, &c);
+        rail.conf["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(file)});
+        let r = rail.add("c1");
         r.ok();
         assert!(r.stderr.contains(why), "{}: {}", file.display(), r.stderr);
         assert_eq!(
@@ -328,7 +306,7 @@ fn device_info_is_only_this_attachments_own() {
             "{}",
             file.display()
         );
-        run_conf(&state, "DEL", "c1", &pod, &c).ok();
+        rail.del("c1").ok();
         assert!(file.exists(), "DEL removed a file roce-tune did not make");
     }
 
@@ -337,28 +315,27 @@ fn device_info_is_only_this_attachments_own() {
     let sriovs = json!({"type": "pci", "version": "1.1.0", "pci": {"pci-address": PCI}});
     std::fs::remove_file(&own).unwrap();
     std::fs::write(&own, sriovs.to_string()).unwrap();
-    c["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(&own)});
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    rail.conf["runtimeConfig"] = json!({"CNIDeviceInfoFile": path_str(&own)});
+    rail.add("c1").ok();
     let info: Value = serde_json::from_slice(&std::fs::read(&own).unwrap()).unwrap();
     assert_eq!(info["pci"]["rdma-device"], DEV);
-    run_conf(&state, "DEL", "c1", &pod, &c).ok();
+    rail.del("c1").ok();
     assert!(own.exists(), "sriov-cni's file is sriov-cni's to remove");
 }
 
 #[test]
 fn device_info_outside_the_nodes_dir_is_never_written() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup();
-    tree.set_ipv4_gids(DEV, IP);
-    let dir = state.base().join("devinfo");
+    let mut rail = Rail::new();
+    let dir = rail.state.base().join("devinfo");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
     write_node_config(
-        &state,
-        Some(&tree),
+        &rail.state,
+        Some(&rail.tree),
         json!({"deviceInfoDir": path_str(&dir)}),
     );
-    let host = state.base().join("host");
+    let host = rail.state.base().join("host");
     std::fs::create_dir_all(&host).unwrap();
     std::fs::write(host.join("precious"), "do not touch\n").unwrap();
     // This attachment's name, but a link to a host file.
@@ -376,11 +353,11 @@ fn device_info_outside_the_nodes_dir_is_never_written() {
             "not directly inside",
         ),
     ] {
-        c["runtimeConfig"] = json!({"CNIDeviceInfoFile": path});
-        let r = run_conf(&state, "ADD", "c1", &pod, &c);
+        rail.conf["runtimeConfig"] = json!({"CNIDeviceInfoFile": path});
+        let r = rail.add("c1");
         r.ok();
         assert!(r.stderr.contains(why), "{path}: {}", r.stderr);
-        run_conf(&state, "DEL", "c1", &pod, &c).ok();
+        rail.del("c1").ok();
     }
     assert_eq!(
         std::fs::read_to_string(host.join("precious")).unwrap(),

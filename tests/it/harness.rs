@@ -93,3 +93,58 @@ fn the_scripts_check_the_same_rail_sysctls() {
     ours.sort();
     assert_eq!(scripts, ours);
 }
+
+/// The Rail fixture is what it says it is (`tests/it/common/rail.rs`): each
+/// rail's interface in the pod with its address, its VF in the tree with the
+/// class asked for and the v2 GID of the address at index 3, bound as the
+/// kernel shows it from the pod, the node config naming the tree, the state
+/// dir and the extra keys; and ADD then DEL of a rail through it.
+#[test]
+fn the_rail_fixture_lays_out_each_rail_and_runs_the_plugin_on_it() {
+    needs!(root);
+    let rail = Rail::spec()
+        .rails(7)
+        .class("Global tclass=106\n")
+        .node(serde_json::json!({"podResourcesTimeoutMs": 1000}))
+        .build();
+    assert_eq!(
+        (rail.vfs[0].pci.as_str(), rail.vfs[0].dev.as_str()),
+        (PCI, DEV)
+    );
+    assert_eq!(rail.vfs[0].addr, ADDR);
+    assert_eq!(rail.vfs[6].pci, "0000:0c:01.0", "past function 7");
+    let bound = |vf: &Vf| {
+        let link = rail
+            .tree
+            .netns_dir(rail.pod.ino())
+            .join("class/net")
+            .join(&vf.ifname)
+            .join("device");
+        std::fs::read_link(link).unwrap()
+    };
+    for vf in &rail.vfs {
+        let shown = sh(&format!(
+            "ip -n {} -o addr show dev {}",
+            rail.pod.ns, vf.ifname
+        ));
+        assert!(shown.contains(&format!("inet {} ", vf.addr)), "{shown}");
+        assert_eq!(rail.tree.tc(&vf.dev), "Global tclass=106\n");
+        let gid = std::fs::read_to_string(rail.tree.dev_dir(&vf.dev).join("ports/1/gids/3"));
+        assert_eq!(gid.unwrap().trim(), v4_gid(&vf.ip), "{}", vf.dev);
+        assert!(bound(vf).ends_with(&vf.pci), "{:?}", bound(vf));
+    }
+    let node: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(node_config(&rail.state)).unwrap()).unwrap();
+    assert_eq!(node["sysfsRoot"], path_str(&rail.tree.root));
+    assert_eq!(node["stateDir"], path_str(&rail.state.0));
+    assert_eq!(node["podResourcesTimeoutMs"], 1000);
+    for i in [0, 6] {
+        let r = rail.run_rail("ADD", "c1", i, &rail.conf_of(i));
+        r.ok();
+        assert_eq!(rail.tree.tc(&rail.vfs[i].dev), "tclass=41");
+    }
+    assert_eq!(rail.state.entries(), ["c1:net1.state", "c1:net7.state"]);
+    rail.del("c1").ok();
+    assert_eq!(rail.tree.tc(DEV), "tclass=106");
+    assert_eq!(rail.state.entries(), ["c1:net7.state"]);
+}

@@ -16,16 +16,12 @@
 //! check-conf compares the chart with the kustomize overlays
 //! (integration/chart_compare.py); this file holds it to the binary.
 
-use crate::common::need::needs;
+use crate::common::{doc_section, needs, repo};
 use roce_tune::node::NodeConfig;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn chart() -> PathBuf {
     repo().join("conf/helm/roce-tune")
@@ -51,12 +47,7 @@ fn roce_tune_keys() -> BTreeSet<String> {
 
 /// The first column of the README's node config table.
 fn readme_keys() -> BTreeSet<String> {
-    let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let section = text
-        .split("\n### Node config")
-        .nth(1)
-        .expect("README has a \"Node config\" section");
-    section
+    doc_section("README.md", "### Node config")
         .lines()
         .skip_while(|l| !l.starts_with("| key |"))
         .skip(2)

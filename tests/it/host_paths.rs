@@ -12,10 +12,6 @@ use serde_json::{json, Value};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-const PCI: &str = "0000:0c:00.2";
-const DEV: &str = "mlx5_2";
-const ADDR: &str = "192.168.0.34/16";
-const IP: &str = "192.168.0.34";
 /// Multus's name for the attachment's file (`<NAD namespace>-<NAD name>-<cid>_<ifname>`).
 const INFO: &str = "default-rail-c1_net1";
 
@@ -31,21 +27,13 @@ enum Target {
 /// real `<base>/run` (root's, 0755), and whose node config names its state
 /// dir, device-info dir and log file through `<base>/var/run`.
 struct Node {
-    pod: Pod,
-    tree: Tree,
-    state: StateDirPath,
-    conf: Value,
+    rail: Rail,
 }
 
 impl Node {
     fn new(target: Target) -> Node {
-        let pod = Pod::new("net1", Some(ADDR));
-        let tree = Tree::new();
-        tree.add_device(PCI, DEV, "");
-        tree.set_ipv4_gids(DEV, IP);
-        let state = StateDirPath::new();
-        let mut conf = rail_conf(&tree, &state, PCI, &pod, 41, &[ADDR]);
-        let base = state.base();
+        let mut rail = Rail::new();
+        let base = rail.state.base();
         for d in ["var", "run"] {
             std::fs::create_dir(base.join(d)).unwrap();
             std::fs::set_permissions(base.join(d), std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -55,27 +43,22 @@ impl Node {
             Target::Absolute => base.join("run"),
         };
         std::os::unix::fs::symlink(to, base.join("var/run")).unwrap();
-        let node = Node {
-            pod,
-            tree,
-            state,
-            conf: Value::Null,
-        };
+        let info = path_str(&base.join("var/run/devinfo/cni").join(INFO));
+        rail.conf["capabilities"] = json!({"CNIDeviceInfoFile": true});
+        rail.conf["runtimeConfig"] = json!({"CNIDeviceInfoFile": info});
+        let node = Node { rail };
         node.node_config(json!({}));
-        conf["capabilities"] = json!({"CNIDeviceInfoFile": true});
-        conf["runtimeConfig"] =
-            json!({"CNIDeviceInfoFile": path_str(&node.linked("devinfo/cni").join(INFO))});
-        Node { conf, ..node }
+        node
     }
 
     /// `rel` under the link, as the node config names it.
     fn linked(&self, rel: &str) -> PathBuf {
-        self.state.base().join("var/run").join(rel)
+        self.rail.state.base().join("var/run").join(rel)
     }
 
     /// `rel` where it really is.
     fn real(&self, rel: &str) -> PathBuf {
-        self.state.base().join("run").join(rel)
+        self.rail.state.base().join("run").join(rel)
     }
 
     /// The node config: every path this node has behind the link, and `extra`.
@@ -88,11 +71,11 @@ impl Node {
         for (k, v) in extra.as_object().unwrap() {
             keys[k] = v.clone();
         }
-        write_node_config(&self.state, Some(&self.tree), keys);
+        self.rail.node_config(keys);
     }
 
     fn run(&self, command: &str) -> Run {
-        run_conf(&self.state, command, "c1", &self.pod, &self.conf)
+        self.rail.run(command, "c1")
     }
 }
 
@@ -115,14 +98,14 @@ fn host_paths_through_a_root_link_in_a_root_dir_are_used() {
         let log = std::fs::read_to_string(n.real("roce-tune.log")).unwrap();
         assert!(log.contains("ADD c1/net1: done"), "{target:?}: {log}");
         assert!(
-            std::fs::symlink_metadata(n.state.base().join("var/run"))
+            std::fs::symlink_metadata(n.rail.state.base().join("var/run"))
                 .unwrap()
                 .file_type()
                 .is_symlink(),
             "the link is left as it was"
         );
         n.run("DEL").ok();
-        assert_eq!(n.tree.tc(DEV), "tclass=-1", "{target:?}: DEL restored");
+        assert_eq!(n.rail.tree.tc(DEV), "tclass=-1", "{target:?}: DEL restored");
         assert!(!n.real("roce-tune/c1:net1.state").exists());
         assert!(
             !n.real("devinfo/cni").join(INFO).exists(),
@@ -135,14 +118,14 @@ fn host_paths_through_a_root_link_in_a_root_dir_are_used() {
 /// under the node's base dir or in the test tree changes; DEL succeeds
 /// (nothing could have been recorded through a refused node config).
 fn refused(n: &Node, needles: &[&str]) {
-    let before = (snapshot(n.state.base()), snapshot(&n.tree.root));
+    let before = (snapshot(n.rail.state.base()), snapshot(&n.rail.tree.root));
     let r = n.run("ADD");
     assert_eq!(r.code(), 104, "{}", r.stdout);
     for needle in needles {
         assert!(r.msg().contains(needle), "{needle:?} not in {}", r.msg());
     }
     n.run("DEL").ok();
-    let after = (snapshot(n.state.base()), snapshot(&n.tree.root));
+    let after = (snapshot(n.rail.state.base()), snapshot(&n.rail.tree.root));
     assert!(
         before == after,
         "the node changed: {:?} {:?}",
@@ -155,7 +138,7 @@ fn refused(n: &Node, needles: &[&str]) {
 fn a_link_another_uid_owns_is_refused_naming_it_and_its_owner() {
     needs!(root);
     let n = Node::new(Target::Relative);
-    let link = n.state.base().join("var/run");
+    let link = n.rail.state.base().join("var/run");
     std::os::unix::fs::lchown(&link, Some(1000), Some(1000)).unwrap();
     refused(
         &n,
@@ -172,12 +155,12 @@ fn a_link_another_uid_owns_is_refused_naming_it_and_its_owner() {
 fn a_link_in_a_dir_others_can_write_is_refused_naming_the_dir() {
     needs!(root);
     let n = Node::new(Target::Absolute);
-    let var = n.state.base().join("var");
+    let var = n.rail.state.base().join("var");
     std::fs::set_permissions(&var, std::fs::Permissions::from_mode(0o775)).unwrap();
     refused(
         &n,
         &[
-            &path_str(&n.state.base().join("var/run")),
+            &path_str(&n.rail.state.base().join("var/run")),
             &path_str(&var),
             "mode 775",
             "chmod go-w",
@@ -193,7 +176,7 @@ fn a_link_in_a_dir_others_can_write_is_refused_naming_the_dir() {
 fn a_link_loop_is_refused() {
     needs!(root);
     let n = Node::new(Target::Relative);
-    let base = n.state.base();
+    let base = n.rail.state.base();
     std::os::unix::fs::symlink("b", base.join("a")).unwrap();
     std::os::unix::fs::symlink("a", base.join("b")).unwrap();
     n.node_config(json!({"stateDir": path_str(&base.join("a/state"))}));
@@ -208,7 +191,7 @@ fn every_host_path_of_the_node_config_is_held_to_the_rule() {
     let n = Node::new(Target::Relative);
     // The test tree, behind the link too (its own last component is the
     // tree's, followed as before).
-    std::os::unix::fs::symlink(&n.tree.root, n.real("tree")).unwrap();
+    std::os::unix::fs::symlink(&n.rail.tree.root, n.real("tree")).unwrap();
     let keys = [
         ("stateDir", "roce-tune"),
         ("logFile", "roce-tune.log"),
@@ -230,7 +213,7 @@ fn every_host_path_of_the_node_config_is_held_to_the_rule() {
     let r = n.run("ADD");
     r.ok();
     n.run("DEL").ok();
-    let bad = n.state.base().join("bad");
+    let bad = n.rail.state.base().join("bad");
     std::fs::create_dir(&bad).unwrap();
     std::os::unix::fs::symlink("../run", bad.join("run")).unwrap();
     std::os::unix::fs::lchown(bad.join("run"), Some(1000), None).unwrap();
@@ -249,15 +232,15 @@ fn every_host_path_of_the_node_config_is_held_to_the_rule() {
 fn the_device_info_file_is_honoured_only_in_the_nodes_dir_by_either_name() {
     needs!(root);
     let mut n = Node::new(Target::Relative);
-    n.conf["runtimeConfig"] =
+    n.rail.conf["runtimeConfig"] =
         json!({"CNIDeviceInfoFile": path_str(&n.real("devinfo/cni").join(INFO))});
     n.run("ADD").ok();
     assert!(n.real("devinfo/cni").join(INFO).is_file());
     n.run("DEL").ok();
     // A link of the tenant's choosing to the same directory.
-    let other: &Path = &n.state.base().join("other");
+    let other: &Path = &n.rail.state.base().join("other");
     std::os::unix::fs::symlink(n.real(""), other).unwrap();
-    n.conf["runtimeConfig"] =
+    n.rail.conf["runtimeConfig"] =
         json!({"CNIDeviceInfoFile": path_str(&other.join("devinfo/cni").join(INFO))});
     let r = n.run("ADD");
     r.ok();

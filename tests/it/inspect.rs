@@ -34,16 +34,7 @@ fn inspect(args: &[&str]) -> Run {
     let r = Exec::new(BIN).arg("inspect").args(args).run();
     // docs/inspect.md is pasted from these runs:
     // INSPECT_SHOW=1 cargo test --test it inspect:: -- --nocapture --test-threads=1
-    if std::env::var_os("INSPECT_SHOW").is_some() {
-        eprintln!(
-            "$ roce-tune inspect {}\n{}{}[exit {}]\n",
-            args.join(" "),
-            r.stdout,
-            r.stderr,
-            r.status
-        );
-    }
-    r
+    shown(&format!("roce-tune inspect {}", args.join(" ")), r)
 }
 
 fn lines_starting<'a>(r: &'a Run, prefix: &str) -> Vec<&'a str> {

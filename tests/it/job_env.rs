@@ -12,42 +12,19 @@ use roce_tune::state::StateDir;
 use serde_json::{json, Value};
 use std::os::unix::fs::MetadataExt;
 
-/// net1..net4 on mlx5_2..mlx5_5, each at 10.10.<i>.2.
-const RAILS: [(&str, &str, &str, &str); 4] = [
-    ("net1", "mlx5_2", "0000:0c:00.2", "10.10.1.2"),
-    ("net2", "mlx5_3", "0000:0c:00.3", "10.10.2.2"),
-    ("net3", "mlx5_4", "0000:0c:00.4", "10.10.3.2"),
-    ("net4", "mlx5_5", "0000:0c:00.5", "10.10.4.2"),
-];
 const HCA: &str = "NCCL_IB_HCA==mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1";
 
-/// A node with four VFs and a pod whose four rails are bound to them.
+/// A node with four VFs and a pod whose four rails (net1..net4 on
+/// mlx5_2..mlx5_5) are bound to them, one sandbox.
 struct Node {
-    tree: Tree,
-    state: StateDirPath,
-    pod: Pod,
+    rail: Rail,
     cid: String,
 }
 
 impl Node {
     fn new(node_extra: Value) -> Node {
-        let tree = Tree::new();
-        let state = StateDirPath::new();
-        write_node_config(&state, Some(&tree), node_extra);
-        let (ifname, _, _, ip) = RAILS[0];
-        let pod = Pod::new(ifname, Some(&format!("{ip}/24")));
-        for (i, (ifname, dev, pci, ip)) in RAILS.iter().enumerate() {
-            if i > 0 {
-                pod.add_rail(ifname, Some(&format!("{ip}/24")));
-            }
-            tree.add_device(pci, dev, "");
-            tree.set_ipv4_gids(dev, ip);
-            tree.bind(&pod, ifname, pci);
-        }
         Node {
-            tree,
-            state,
-            pod,
+            rail: Rail::spec().rails(4).node(node_extra).build(),
             cid: unique("sandbox"),
         }
     }
@@ -55,11 +32,11 @@ impl Node {
     /// The rail's network config: `extra` over the defaults (gidCheck
     /// enforce at index 3, no class).
     fn conf(&self, rail: usize, extra: &Value) -> Value {
-        let (ifname, _, _, ip) = RAILS[rail];
+        let vf = &self.rail.vfs[rail];
         let mut c = json!({
             "cniVersion": "1.1.0", "name": format!("rail-{}", rail + 1), "type": "roce-tune",
             "gidTimeoutMs": 500,
-            "prevResult": prev_result("1.1.0", ifname, &self.pod.path(), &[&format!("{ip}/24")]),
+            "prevResult": prev_result("1.1.0", &vf.ifname, &self.rail.pod.path(), &[&vf.addr]),
         });
         for (k, v) in extra.as_object().unwrap() {
             c[k] = v.clone();
@@ -68,15 +45,8 @@ impl Node {
     }
 
     fn run(&self, command: &str, rail: usize, extra: &Value) -> Run {
-        let conf = self.conf(rail, extra);
-        run_plugin(
-            &self.state,
-            command,
-            &self.cid,
-            &self.pod.path(),
-            RAILS[rail].0,
-            conf.to_string().as_bytes(),
-        )
+        self.rail
+            .run_rail(command, &self.cid, rail, &self.conf(rail, extra))
     }
 
     /// Every rail, in the order given, as a runtime runs the pod's networks.
@@ -89,39 +59,40 @@ impl Node {
     /// Play the kernel: the rail's address came second on its VF, so its
     /// RoCE v2 GID is at `index`, not at 3.
     fn move_gid(&self, rail: usize, index: u32) {
-        let (_, dev, _, ip) = RAILS[rail];
-        self.tree.set_gid(dev, 2, ZERO_GID, "");
-        self.tree.set_gid(dev, 3, ZERO_GID, "");
-        self.tree.set_gid(dev, index, &v4_gid(ip), "RoCE v2");
+        let vf = &self.rail.vfs[rail];
+        self.rail.tree.set_gid(&vf.dev, 2, ZERO_GID, "");
+        self.rail.tree.set_gid(&vf.dev, 3, ZERO_GID, "");
+        self.rail
+            .tree
+            .set_gid(&vf.dev, index, &v4_gid(&vf.ip), "RoCE v2");
     }
 
     fn entry(&self, rail: usize) -> Option<Value> {
-        self.state.entry(&self.cid, RAILS[rail].0)
+        self.rail
+            .state
+            .entry(&self.cid, &self.rail.vfs[rail].ifname)
     }
 
     fn inspect_env(&self, extra_args: &[&str]) -> Run {
         let r = Exec::new(BIN)
-            .args(["inspect", "--netns", &self.pod.path(), "--env"])
+            .args(["inspect", "--netns", &self.rail.pod.path(), "--env"])
             .args(extra_args)
-            .env("ROCE_TUNE_NODE_CONFIG", node_config(&self.state))
+            .env("ROCE_TUNE_NODE_CONFIG", node_config(&self.rail.state))
             .run();
         // docs/inspect.md's "--env" runs are pasted from these:
         // INSPECT_SHOW=1 cargo test --test it job_env:: -- --nocapture --test-threads=1
-        if std::env::var_os("INSPECT_SHOW").is_some() {
-            eprintln!(
-                "$ roce-tune inspect --netns {} --env {}\n{}{}[exit {}]\n",
-                self.pod.path(),
-                extra_args.join(" "),
-                r.stdout,
-                r.stderr,
-                r.status
-            );
-        }
-        r
+        let netns = self.rail.pod.path();
+        shown(
+            &format!(
+                "roce-tune inspect --netns {netns} --env {}",
+                extra_args.join(" ")
+            ),
+            r,
+        )
     }
 
     fn ns_id(&self) -> NsId {
-        match NetNs::lookup(std::path::Path::new(&self.pod.path())).unwrap() {
+        match NetNs::lookup(std::path::Path::new(&self.rail.pod.path())).unwrap() {
             Lookup::Netns(ns) => ns.id(),
             _ => panic!("the pod's netns is gone"),
         }
@@ -180,9 +151,9 @@ fn every_rdma_add_records_its_rail() {
     );
     let e = node.entry(0).unwrap();
     assert_eq!(e["owned"], json!({}), "a rail that owns nothing");
-    assert_eq!(e["gid"], json!(v4_gid(RAILS[0].3)));
+    assert_eq!(e["gid"], json!(v4_gid(&node.rail.vfs[0].ip)));
     // The owned class is taken as before, and the rail is recorded beside it.
-    assert_eq!(node.tree.tc(RAILS[3].1), "tclass=41");
+    assert_eq!(node.rail.tree.tc(&node.rail.vfs[3].dev), "tclass=41");
     assert_eq!(
         node.entry(3).unwrap()["owned"]["trafficClass"]["written"],
         41
@@ -199,7 +170,7 @@ fn present_records_the_index_it_found_and_a_failed_add_records_nothing() {
     let failed = node.run("ADD", 0, &json!({"gidTimeoutMs": 50}));
     assert_eq!(failed.code(), 101, "{}", failed.stderr);
     assert_eq!(node.entry(0), None, "a failed ADD left a record");
-    assert!(node.state.entries().is_empty());
+    assert!(node.rail.state.entries().is_empty());
     node.run("ADD", 0, &json!({"gidCheck": "present"})).ok();
     assert_eq!(node.entry(0).unwrap()["rail"]["gidIndex"], 4);
 }
@@ -228,19 +199,20 @@ fn a_pod_with_four_rails_gets_its_exact_lines() {
     assert_eq!(r.stderr, "", "nothing is missing, so nothing to note");
     // `--pid`: the netns of a process in the pod, the same lines.
     let mut sleeper = std::process::Command::new("ip")
-        .args(["netns", "exec", &node.pod.ns, "sleep", "30"])
+        .args(["netns", "exec", &node.rail.pod.ns, "sleep", "30"])
         .spawn()
         .unwrap();
     let pid = sleeper.id().to_string();
     // `ip netns exec` enters the netns, then execs: wait until it has.
     let ino = || std::fs::metadata(format!("/proc/{pid}/ns/net")).map(|m| m.ino());
     let t = std::time::Instant::now();
-    while ino().ok() != Some(node.pod.ino()) && t.elapsed() < std::time::Duration::from_secs(5) {
+    while ino().ok() != Some(node.rail.pod.ino()) && t.elapsed() < std::time::Duration::from_secs(5)
+    {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let by_pid = Exec::new(BIN)
         .args(["inspect", "--pid", &pid, "--env"])
-        .env("ROCE_TUNE_NODE_CONFIG", node_config(&node.state))
+        .env("ROCE_TUNE_NODE_CONFIG", node_config(&node.rail.state))
         .run();
     let _ = sleeper.kill();
     let _ = sleeper.wait();
@@ -263,15 +235,16 @@ fn a_pod_with_four_rails_gets_its_exact_lines() {
 fn the_class_from_rdma_cm_tos_and_an_omitted_variable() {
     needs!(root);
     let node = Node::new(json!({"jobEnvOmit": ["NCCL_IB_GID_INDEX"]}));
-    for (_, dev, _, _) in RAILS {
+    for dev in node.rail.vfs.iter().map(|v| &v.dev) {
         std::fs::create_dir_all(
-            node.tree
+            node.rail
+                .tree
                 .root
                 .join(format!("kernel/config/rdma_cm/{dev}/ports/1")),
         )
         .unwrap();
         std::fs::write(
-            node.tree.root.join(format!(
+            node.rail.tree.root.join(format!(
                 "kernel/config/rdma_cm/{dev}/ports/1/default_roce_tos"
             )),
             "0\n",
@@ -338,9 +311,9 @@ fn a_pod_without_rails_gets_nothing_and_the_reason() {
     let other = Node::new(json!({}));
     other.add_all(&[0, 1], &json!({}));
     write_node_config(
-        &node.state,
-        Some(&node.tree),
-        json!({"stateDir": path_str(&other.state.0)}),
+        &node.rail.state,
+        Some(&node.rail.tree),
+        json!({"stateDir": path_str(&other.rail.state.0)}),
     );
     let r = node.inspect_env(&[]);
     assert_eq!((r.status, r.stdout.as_str()), (1, ""), "{}", r.stderr);
@@ -366,7 +339,7 @@ fn del_removes_the_rail_from_the_environment() {
     for rail in [0, 2, 3] {
         node.run("DEL", rail, &json!({})).ok();
     }
-    assert!(node.state.entries().is_empty());
+    assert!(node.rail.state.entries().is_empty());
     assert_eq!(node.inspect_env(&[]).status, 1);
 }
 
@@ -380,7 +353,7 @@ fn the_rails_cache_follows_adds_and_dels() {
         families: vec![Family::Nccl],
         omit: vec![],
     };
-    let state = || StateDir::existing(&node.state.0).unwrap().unwrap();
+    let state = || StateDir::existing(&node.rail.state.0).unwrap().unwrap();
     let hca = |rails: &Rails| {
         rails
             .env_for(&node.ns_id(), &policy)
@@ -419,7 +392,10 @@ fn the_rails_cache_follows_adds_and_dels() {
     );
     // A dir quiet for longer than a file time's granularity: its own stamp
     // shows nothing changed, and no entry is even listed.
-    sh(&format!("touch -d '1 hour ago' {}", node.state.0.display()));
+    sh(&format!(
+        "touch -d '1 hour ago' {}",
+        node.rail.state.0.display()
+    ));
     assert!(rails.refresh(&state()).listed);
     let r = rails.refresh(&state());
     assert_eq!((r.listed, r.read, r.kept), (false, 0, 1));
@@ -440,6 +416,6 @@ fn the_rails_cache_follows_adds_and_dels() {
     assert_eq!(rails.env_for(&host, &policy), Err(NoEnv::NoRail));
     // The pod gone, its orphan entry no longer counts, whatever its inode.
     let id = node.ns_id();
-    node.pod.delete();
+    node.rail.pod.delete();
     assert_eq!(rails.env_for(&id, &policy), Err(NoEnv::NoRail));
 }

@@ -17,22 +17,14 @@
 //! `mod.rs` (`super::RdmaPort`) and a `mod.rs`'s of its own files are the
 //! module's face, not a circle.
 
+use crate::common::{doc_section, repo};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// The modules of the Module map, first row first: `quote.rs` and `cni/` as
 /// `quote` and `cni`.
 fn map_order() -> Vec<String> {
-    let design = std::fs::read_to_string(root().join("docs/design.md")).unwrap();
-    let section = design
-        .split("\n## Module map\n")
-        .nth(1)
-        .expect("docs/design.md has a \"## Module map\" section");
-    let section = section.split("\n## ").next().unwrap();
+    let section = doc_section("docs/design.md", "## Module map");
     let mut order = Vec::new();
     for line in section.lines() {
         let Some(cell) = line.strip_prefix("| `") else {
@@ -48,7 +40,7 @@ fn map_order() -> Vec<String> {
 
 /// `pub mod x;` lines of src/lib.rs.
 fn lib_modules() -> BTreeSet<String> {
-    let lib = std::fs::read_to_string(root().join("src/lib.rs")).unwrap();
+    let lib = std::fs::read_to_string(repo().join("src/lib.rs")).unwrap();
     lib.lines()
         .filter_map(|l| l.trim().strip_prefix("pub mod "))
         .map(|l| l.trim_end_matches(';').to_string())
@@ -213,7 +205,7 @@ fn imports_only_go_down_the_layers() {
         .map(|(i, m)| (m.as_str(), i))
         .collect();
     let modules = lib_modules();
-    let src = root().join("src");
+    let src = repo().join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();
@@ -236,7 +228,7 @@ fn imports_only_go_down_the_layers() {
             if theirs > mine {
                 up.push(format!(
                     "{} ({module}, row {}) uses {used} (row {})",
-                    file.strip_prefix(root()).unwrap().display(),
+                    file.strip_prefix(repo()).unwrap().display(),
                     mine + 1,
                     theirs + 1
                 ));
@@ -273,7 +265,7 @@ fn the_reader_sees_every_kind_of_use() {
 #[test]
 fn the_readme_lists_the_same_layers() {
     // The README's Layout states the order for a reader; it must be the map's.
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
     let joined = readme.split_whitespace().collect::<Vec<_>>().join(" ");
     let list = joined
         .split("Layers, base first: ")
@@ -479,7 +471,7 @@ fn a_circle(edges: &Graph) -> Option<Vec<String>> {
 
 #[test]
 fn the_files_of_a_module_import_each_other_in_no_circle() {
-    let src = root().join("src");
+    let src = repo().join("src");
     let mut paths = Vec::new();
     rust_files(&src, &mut paths);
     paths.sort();

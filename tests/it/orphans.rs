@@ -7,9 +7,6 @@
 use crate::common::*;
 use serde_json::json;
 
-const ADDR: &str = "192.168.0.34/16";
-const IP: &str = "192.168.0.34";
-
 /// Device `i` of the test tree: its PCI address and name.
 fn dev(i: usize) -> (String, String) {
     (format!("0000:0c:{:02x}.2", i), format!("mlx5_{i}"))

@@ -10,11 +10,11 @@
 //! then GPU IDs of every form, and every way the kubelet can fail an ADD
 //! that did not ask for it (it must not: one "placement check skipped" line).
 
+use crate::common::kubelet::{FakeKubelet, FLOODS, NOBODY};
 use crate::common::topology::{
     self as b48, Node, POD_A_GPUS, POD_A_PORTS, POD_B_GPUS, POD_B_PORTS,
 };
 use crate::common::*;
-use crate::podresources::{Fake, FLOODS, NOBODY};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -78,12 +78,26 @@ impl Site {
     }
 
     /// The node config with the kubelet at `fake`.
-    fn with_kubelet(&self, fake: &Fake, extra: Value) -> PathBuf {
+    fn with_kubelet(&self, fake: &FakeKubelet, extra: Value) -> PathBuf {
         let mut e = json!({"podResourcesSocket": path_str(&fake.socket)});
         for (k, v) in extra.as_object().unwrap() {
             e[k] = v.clone();
         }
         self.configure(e)
+    }
+
+    /// The fake kubelet serving `pods` (fake_kubelet.py `flags`), and the
+    /// node config naming it with `extra`.
+    fn kubelet(
+        &self,
+        py: &Path,
+        pods: &[&K8sPod],
+        flags: &[&str],
+        extra: Value,
+    ) -> (FakeKubelet, PathBuf) {
+        let kubelet = FakeKubelet::serving(py, &kubelet_pods(pods), flags);
+        let conf = self.with_kubelet(&kubelet, extra);
+        (kubelet, conf)
     }
 }
 
@@ -108,6 +122,12 @@ struct K8sPod {
     netns: Pod,
     rails: Vec<Rail>,
     gpus: Vec<(String, String)>,
+}
+
+/// The resource of every VF of a pod from ONE_POOL (what gave the measured
+/// split).
+fn one_pool(_: (u8, u8)) -> String {
+    ONE_POOL.into()
 }
 
 /// `(bus, port)` of every port of the node, in PCI order.
@@ -138,16 +158,29 @@ impl K8sPod {
             gpus,
             &POD_A_PORTS,
             vf_n,
-            |_| ONE_POOL.into(),
+            one_pool,
+        )
+    }
+
+    /// The whole node: team-a/whole-node, 16 VFs and 8 GPUs, every rail
+    /// near.
+    fn whole_node(site: &Site) -> K8sPod {
+        let gpus = uuids(&b48::GPUS);
+        K8sPod::new(
+            site,
+            "team-a",
+            "whole-node",
+            gpus,
+            &all_ports(),
+            0,
+            one_pool,
         )
     }
 
     /// The measured split's second pod: team-a/trainer-b, the other half.
     fn split_b(site: &Site) -> K8sPod {
         let gpus = uuids(&POD_B_GPUS);
-        K8sPod::new(site, "team-a", "trainer-b", gpus, &POD_B_PORTS, 0, |_| {
-            ONE_POOL.into()
-        })
+        K8sPod::new(site, "team-a", "trainer-b", gpus, &POD_B_PORTS, 0, one_pool)
     }
 
     /// The per-rail layout's first pod: team-c/trainer, GPUs on two roots,
@@ -429,8 +462,7 @@ fn the_measured_split_starves_both_pods_and_each_rail_says_why() {
     let site = Site::new();
     let a = K8sPod::split_a(&site);
     let b = K8sPod::split_b(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a, &b]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&a, &b], &[], json!({}));
     assert_starved_pod(&a, &conf, &POD_A_NEAR);
     assert_starved_pod(&b, &conf, &POD_B_NEAR);
 }
@@ -441,8 +473,7 @@ fn enforce_fails_the_first_add_with_106_and_changes_nothing() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&a], &[], json!({}));
     // A node that has run pods before: its state dir and locks exist.
     let off = json!({"placementCheck": "off"});
     a.add(&conf, 0, &off).ok();
@@ -545,24 +576,14 @@ fn one_resource_per_rail_and_the_whole_node_are_clean() {
         1,
         rail_resource,
     );
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&c, &d]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&c, &d], &[], json!({}));
     assert_clean_pod(&c, &conf, 4, &[0x0c, 0x16, 0x47, 0x4b]);
     assert_clean_pod(&d, &conf, 4, &[0x89, 0x93, 0xc3, 0xd1]);
 
     // The whole node: 16 VFs and 8 GPUs, every rail near.
     let site = Site::new();
-    let all = K8sPod::new(
-        &site,
-        "team-a",
-        "whole-node",
-        uuids(&b48::GPUS),
-        &all_ports(),
-        0,
-        |_| ONE_POOL.into(),
-    );
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&all]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let all = K8sPod::whole_node(&site);
+    let (_kubelet, conf) = site.kubelet(&py, &[&all], &[], json!({}));
     assert_clean_pod(&all, &conf, 8, &b48::NICS);
 }
 
@@ -572,8 +593,7 @@ fn the_gdr_level_is_the_networks_nccl_net_gdr_level() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&a], &[], json!({}));
     // SYS: every rail is near; PIX: none is, and no placement of this node
     // could do better, so nothing is starved. PHB: each root is its own
     // NUMA node here, as PXB.
@@ -619,7 +639,7 @@ fn gpu_ids_of_every_form_are_placed_or_reported() {
         gpu_ids(&[&uuid50, &mig_old, mig_new, "4", &replica]),
         &POD_A_PORTS,
         0,
-        |_| ONE_POOL.into(),
+        one_pool,
     );
     // AMD's plugin names a GPU by its PCI address.
     let amd = K8sPod::new(
@@ -634,8 +654,7 @@ fn gpu_ids_of_every_form_are_placed_or_reported() {
         1,
         |_| "amd.com/rdma_vf".into(),
     );
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&ids, &amd]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&ids, &amd], &[], json!({}));
     let r = ids.add(&conf, 0, &json!({}));
     r.ok();
     let line = verdict_line(&r);
@@ -687,7 +706,7 @@ fn a_gpu_missing_from_the_proc_dir_is_reported_not_guessed() {
         gpu_ids(&[&uuid50, &b48::uuid(0x53)]),
         &[(0x47, 0), (0x4b, 0)],
         0,
-        |_| ONE_POOL.into(),
+        one_pool,
     );
     let none = K8sPod::new(
         &site,
@@ -696,10 +715,9 @@ fn a_gpu_missing_from_the_proc_dir_is_reported_not_guessed() {
         gpu_ids(&[&uuid50, "3"]),
         &[(0x47, 1)],
         0,
-        |_| ONE_POOL.into(),
+        one_pool,
     );
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&half, &none]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&half, &none], &[], json!({}));
     let r = half.add(&conf, 0, &json!({}));
     r.ok();
     let line = verdict_line(&r);
@@ -731,7 +749,7 @@ fn small_pod(site: &Site, namespace: &str, name: &str, vf_n: u8) -> K8sPod {
         uuids(&[0x0f]),
         &[(0x0c, 0)],
         vf_n,
-        |_| ONE_POOL.into(),
+        one_pool,
     )
 }
 
@@ -741,7 +759,7 @@ fn a_kubelet_slow_within_the_bound_is_waited_for() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-g", "slow", 0);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &["--delay-ms", "300"]);
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&pod]), &["--delay-ms", "300"]);
     let bound = Duration::from_millis(3000);
     let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 3000}));
     let r = pod.add(&conf, 0, &json!({}));
@@ -770,7 +788,7 @@ fn a_kubelet_beyond_the_bound_hanging_or_talking_garbage_is_skipped_in_time() {
         (&["--hang"][..], 300, "no complete answer within 300 ms"),
         (&["--garbage", "--seed", "7"][..], 2000, "PodResources: "),
     ] {
-        let kubelet = Fake::serving(&py, &pods, flags);
+        let kubelet = FakeKubelet::serving(&py, &pods, flags);
         let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": ms}));
         let r = pod.add(&conf, 0, &json!({}));
         r.ok();
@@ -811,7 +829,7 @@ fn an_add_against_a_kubelet_that_never_stops_sending_ends_within_the_bound() {
     let bound = Duration::from_millis(250 + 50);
     let mut failures = Vec::new();
     for kind in FLOODS {
-        let peer = Fake::serving(&py, "{\"pods\": []}", &["--flood", kind]);
+        let peer = FakeKubelet::serving(&py, "{\"pods\": []}", &["--flood", kind]);
         let conf = site.with_kubelet(&peer, json!({"podResourcesTimeoutMs": 250}));
         let r = pod
             .exec(&conf, "ADD", 0, &json!({}))
@@ -867,8 +885,7 @@ fn an_answer_of_a_hundred_thousand_gpus_is_refused_in_time_in_one_short_line() {
     pod.gpus = (0..100_000)
         .map(|i| (GPU.to_string(), i.to_string()))
         .collect();
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 2000}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&pod], &[], json!({"podResourcesTimeoutMs": 2000}));
     let r = skipped_within(&pod, &conf, 2000);
     let why = skipped(&r);
     assert!(why.contains("more than 1024 device IDs"), "{why}");
@@ -915,16 +932,21 @@ fn without_a_kubelet_a_pod_or_gpus_the_check_is_skipped_with_one_line() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-h", "trainer", 0);
-    let no_gpus = K8sPod::new(&site, "team-h", "cpu-only", vec![], &[(0x16, 0)], 0, |_| {
-        ONE_POOL.into()
-    });
+    let no_gpus = K8sPod::new(
+        &site,
+        "team-h",
+        "cpu-only",
+        vec![],
+        &[(0x16, 0)],
+        0,
+        one_pool,
+    );
     // No socket: the node has no kubelet (or it is down).
     let conf = site.configure(json!({}));
     let r = pod.add(&conf, 0, &json!({}));
     r.ok();
     assert_eq!(skipped(&r), "the kubelet's PodResources socket is absent");
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&no_gpus]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&no_gpus], &[], json!({}));
     // A pod the kubelet does not know.
     let r = pod.add(&conf, 0, &json!({}));
     r.ok();
@@ -961,8 +983,12 @@ fn placement_check_off_never_asks_the_kubelet() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-h", "trainer", 0);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &["--hang"]);
-    let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 5000}));
+    let (_kubelet, conf) = site.kubelet(
+        &py,
+        &[&pod],
+        &["--hang"],
+        json!({"podResourcesTimeoutMs": 5000}),
+    );
     let r = pod.add(&conf, 0, &json!({"placementCheck": "off"}));
     r.ok();
     assert!(placement_lines(&r).is_empty(), "{}", r.stderr);
@@ -981,7 +1007,7 @@ fn a_pod_of_the_same_name_in_another_namespace_is_not_confused() {
         uuids(&POD_A_GPUS),
         &POD_A_PORTS,
         0,
-        |_| ONE_POOL.into(),
+        one_pool,
     );
     let b = K8sPod::new(
         &site,
@@ -990,12 +1016,11 @@ fn a_pod_of_the_same_name_in_another_namespace_is_not_confused() {
         uuids(&[0x0f, 0x15]),
         &[(0x0c, 0), (0x16, 1)],
         1,
-        |_| ONE_POOL.into(),
+        one_pool,
     );
     // Get, and List filtered by namespace and name (kubelets before 1.27).
     for flags in [&[][..], &["--no-get"][..]] {
-        let kubelet = Fake::serving(&py, &kubelet_pods(&[&a, &b]), flags);
-        let conf = site.with_kubelet(&kubelet, json!({}));
+        let (_kubelet, conf) = site.kubelet(&py, &[&a, &b], flags, json!({}));
         let source = if flags.is_empty() { "Get" } else { "List" };
         let r = b.add(&conf, 0, &json!({}));
         r.ok();
@@ -1115,7 +1140,7 @@ fn a_kubelet_served_by_another_uid_is_not_believed() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let nobody = Fake::serving_as(&py, &kubelet_pods(&[&a]), &[], Some(NOBODY));
+    let nobody = FakeKubelet::serving_as(&py, &kubelet_pods(&[&a]), &[], Some(NOBODY));
     let conf = site.with_kubelet(&nobody, json!({}));
     assert_untrusted(&site, &a, &conf, "served by uid 65534, not root");
 }
@@ -1151,8 +1176,7 @@ fn an_information_file_others_could_write_is_not_believed() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&a], &[], json!({}));
     let info = site.node.proc.join(b48::gpu(0x8c)).join("information");
     let text = std::fs::read(&info).unwrap();
     for (needle, plant) in UNTRUSTED {
@@ -1184,19 +1208,10 @@ fn a_16_rail_pod_asks_the_kubelet_once() {
     needs!(root);
     let py = needs!(grpc_venv);
     let site = Site::new();
-    let all = K8sPod::new(
-        &site,
-        "team-a",
-        "whole-node",
-        uuids(&b48::GPUS),
-        &all_ports(),
-        0,
-        |_| ONE_POOL.into(),
-    );
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&all]), &[]);
+    let all = K8sPod::whole_node(&site);
     // Far past the default: under the whole suite's load a call of 250 ms
     // can end before the fake counts it.
-    let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 5000}));
+    let (kubelet, conf) = site.kubelet(&py, &[&all], &[], json!({"podResourcesTimeoutMs": 5000}));
     assert_clean_pod(&all, &conf, 8, &b48::NICS);
     assert_eq!(kubelet.calls(), ["Get team-a/whole-node"]);
     assert_eq!(
@@ -1229,8 +1244,12 @@ fn concurrent_adds_of_one_pod_make_one_call() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let c = K8sPod::per_rail_c(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&c]), &["--delay-ms", "100"]);
-    let conf = site.with_kubelet(&kubelet, json!({"podResourcesTimeoutMs": 8000}));
+    let (kubelet, conf) = site.kubelet(
+        &py,
+        &[&c],
+        &["--delay-ms", "100"],
+        json!({"podResourcesTimeoutMs": 8000}),
+    );
     let runs: Vec<Run> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..c.rails.len())
             .map(|i| {
@@ -1256,8 +1275,7 @@ fn a_corrupt_stale_or_foreign_pod_record_is_never_believed() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (kubelet, conf) = site.kubelet(&py, &[&a], &[], json!({}));
     a.add(&conf, 0, &json!({})).ok();
     let record = site
         .state
@@ -1348,8 +1366,7 @@ fn gc_releases_the_pods_record_with_its_last_rail() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-g", "collected", 0);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&pod], &[], json!({}));
     pod.add(&conf, 0, &json!({})).ok();
     assert_eq!(pod_records(&site).len(), 1);
     let gc = |valid: Value| {
@@ -1376,8 +1393,7 @@ fn the_orphan_repair_releases_a_gone_pods_record() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let pod = small_pod(&site, "team-g", "gone", 0);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&pod]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&pod], &[], json!({}));
     pod.add(&conf, 0, &json!({})).ok();
     assert_eq!(pod_records(&site).len(), 1);
     pod.netns.delete();
@@ -1424,11 +1440,32 @@ fn one_placer_for_the_pod_places_as_locate_does() {
     assert_eq!(gpus, b48::GPUS);
 }
 
+/// What the kubelet lists for a pod of the GPUs at `gpus` (by bus) and the
+/// first VF of each of `rails` from ONE_POOL, each VF's ID as `vf_id` prints
+/// it.
+fn pod_devices(
+    gpus: &[u8],
+    rails: &[(u8, u8)],
+    vf_id: fn(String) -> String,
+) -> roce_tune::podresources::PodDevices {
+    use roce_tune::podresources::{Device, PodDevices};
+    let gpus = gpus.iter().map(|&b| Device {
+        resource: GPU.into(),
+        id: b48::uuid(b),
+    });
+    let vfs = rails.iter().map(|p| Device {
+        resource: ONE_POOL.into(),
+        id: vf_id(b48::vf(p.0, p.1, 0)),
+    });
+    PodDevices {
+        devices: gpus.chain(vfs).collect(),
+    }
+}
+
 /// Below PHB the verdict places only the ports under the GPUs' roots
 /// (`Placer::rdma_ports_under`); it must be the verdict every port gives.
 #[test]
 fn the_ports_under_other_roots_do_not_change_a_verdict() {
-    use roce_tune::podresources::{Device, PodDevices};
     use roce_tune::topology::verdict::{self, Gpu, Rail};
     use roce_tune::topology::{pci, PathType};
     let node = Node::build("under");
@@ -1445,18 +1482,7 @@ fn the_ports_under_other_roots_do_not_change_a_verdict() {
         (&[0x8c], &[(0x0c, 0), (0x89, 1)]),
     ];
     for (gpus, rails) in pods {
-        let mut devices: Vec<Device> = gpus
-            .iter()
-            .map(|&b| Device {
-                resource: GPU.into(),
-                id: b48::uuid(b),
-            })
-            .collect();
-        devices.extend(rails.iter().map(|p| Device {
-            resource: ONE_POOL.into(),
-            id: b48::vf(p.0, p.1, 0),
-        }));
-        let pd = PodDevices { devices };
+        let pd = pod_devices(gpus, rails, |id| id);
         let placed_gpus: Vec<Gpu> = gpus
             .iter()
             .map(|&b| Gpu {
@@ -1491,7 +1517,6 @@ fn the_ports_under_other_roots_do_not_change_a_verdict() {
 /// rail of every layout and level; a VF the kubelet does not list has none.
 #[test]
 fn one_judgement_for_the_pod_is_each_rails_own() {
-    use roce_tune::podresources::{Device, PodDevices};
     use roce_tune::topology::PathType;
     let node = Node::build("shared");
     let view = roce_tune::sysfs::View::open(&node.sysfs).unwrap();
@@ -1505,19 +1530,8 @@ fn one_judgement_for_the_pod_is_each_rails_own() {
         (&b48::GPUS, &ports),
     ];
     for (gpus, rails) in pods {
-        let mut devices: Vec<Device> = gpus
-            .iter()
-            .map(|&b| Device {
-                resource: GPU.into(),
-                id: b48::uuid(b),
-            })
-            .collect();
-        devices.extend(rails.iter().map(|p| Device {
-            resource: ONE_POOL.into(),
-            // As a device plugin may print it: upper case.
-            id: b48::vf(p.0, p.1, 0).to_uppercase(),
-        }));
-        let pd = PodDevices { devices };
+        // VF IDs as a device plugin may print them: upper case.
+        let pd = pod_devices(gpus, rails, |id| id.to_uppercase());
         for level in [PathType::Pix, PathType::Pxb, PathType::Phb, PathType::Sys] {
             let pod = roce_tune::placement::judge(&view, &nc, &pd, &[], level).unwrap();
             for (i, p) in rails.iter().enumerate() {
@@ -1553,16 +1567,7 @@ fn inspect(node_config: &Path, site: &Site, args: &[&str]) -> Run {
         .run();
     // docs/topology.md is pasted from these runs:
     // INSPECT_SHOW=1 cargo test --test it placement::inspect -- --nocapture --test-threads=1
-    if std::env::var_os("INSPECT_SHOW").is_some() {
-        eprintln!(
-            "$ roce-tune inspect {}\n{}{}[exit {}]\n",
-            args.join(" "),
-            r.stdout,
-            r.stderr,
-            r.status
-        );
-    }
-    r
+    shown(&format!("roce-tune inspect {}", args.join(" ")), r)
 }
 
 fn check_lines<'a>(r: &'a Run, name: &str) -> Vec<&'a str> {
@@ -1580,8 +1585,7 @@ fn inspect_shows_the_measured_split_as_nvidia_smi_would_and_fails_it() {
     let py = needs!(grpc_venv);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&a], &[], json!({}));
     let netns = a.netns.path();
     // No ADD yet, so no state entry names the pod: nothing to judge.
     let r = inspect(&conf, &site, &["--netns", &netns]);
@@ -1691,8 +1695,7 @@ fn inspect_takes_the_pod_and_level_add_recorded() {
     let site = Site::new();
     let c = K8sPod::per_rail_c(&site);
     let a = K8sPod::split_a_on_vf(&site, 1);
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&c, &a]), &[]);
-    let conf = site.with_kubelet(&kubelet, json!({}));
+    let (_kubelet, conf) = site.kubelet(&py, &[&c, &a], &[], json!({}));
     for i in 0..c.rails.len() {
         c.add(&conf, i, &json!({})).ok();
     }
@@ -1886,10 +1889,16 @@ fn cost_of_the_placement_check_on_a_full_add() {
         .unwrap_or(1000);
     let site = Site::new();
     let a = K8sPod::split_a(&site);
-    let cpu = K8sPod::new(&site, "team-a", "cpu-only", vec![], &[(0x16, 0)], 1, |_| {
-        ONE_POOL.into()
-    });
-    let kubelet = Fake::serving(&py, &kubelet_pods(&[&a, &cpu]), &[]);
+    let cpu = K8sPod::new(
+        &site,
+        "team-a",
+        "cpu-only",
+        vec![],
+        &[(0x16, 0)],
+        1,
+        one_pool,
+    );
+    let kubelet = FakeKubelet::serving(&py, &kubelet_pods(&[&a, &cpu]), &[]);
     let with_kubelet = site.with_kubelet(&kubelet, json!({}));
     // The bench's node: the default socket and checkpoint paths, absent here.
     assert!(

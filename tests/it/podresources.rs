@@ -8,15 +8,14 @@
 //! says `needs!(grpc_venv)`, which skips without it, except under
 //! ROCE_TUNE_REQUIRE_ROOT=1 (CI), where a missing venv is a failure.
 
-use crate::common::needs;
+use crate::common::kubelet::{FakeKubelet, FLOODS, NOBODY};
+use crate::common::{needs, repo, unique};
 use roce_tune::podresources::{
     pod_devices, Device, Error, PodDevices, Query, Source, GET_RESPONSE_MAX, MAX_RESPONSE,
 };
-use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::path::Path;
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -39,109 +38,9 @@ const PODS: &str = r#"{"pods": [
   {"name": "idle", "namespace": "team-a", "containers": [{"name": "main"}]}
 ]}"#;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
-fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "rt-podres-{tag}-{}-{}",
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::SeqCst)
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// A running fake kubelet; killed and cleaned up on drop. Also what
-/// tests/it/placement.rs serves its pods with.
-pub(crate) struct Fake {
-    child: Child,
-    dir: PathBuf,
-    pub(crate) socket: PathBuf,
-}
-
-impl Fake {
-    fn start(py: &Path, flags: &[&str]) -> Fake {
-        Fake::serving(py, PODS, flags)
-    }
-
-    /// A fake kubelet serving `pods` (fake_kubelet.py's `--pods` JSON).
-    pub(crate) fn serving(py: &Path, pods: &str, flags: &[&str]) -> Fake {
-        Fake::serving_as(py, pods, flags, None)
-    }
-
-    /// `serving`, run as `uid` (its own group too, no others) when given,
-    /// through util-linux's setpriv: a kubelet socket anyone may serve.
-    pub(crate) fn serving_as(py: &Path, pods: &str, flags: &[&str], uid: Option<u32>) -> Fake {
-        let dir = scratch("fake");
-        let socket = dir.join("kubelet.sock");
-        let pods_file = dir.join("pods.json");
-        std::fs::write(&pods_file, pods).unwrap();
-        let pods = pods_file;
-        let mut command = match uid {
-            Some(uid) => {
-                std::os::unix::fs::chown(&dir, Some(uid), Some(uid)).unwrap();
-                let mut c = Command::new("setpriv");
-                c.arg(format!("--reuid={uid}"))
-                    .arg(format!("--regid={uid}"))
-                    .arg("--clear-groups")
-                    .arg(py);
-                c
-            }
-            None => Command::new(py),
-        };
-        let mut child = command
-            .arg(repo().join("integration/fake_kubelet/fake_kubelet.py"))
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--pods")
-            .arg(&pods)
-            .arg("--calls")
-            .arg(dir.join("calls"))
-            .args(flags)
-            .env("FAKE_KUBELET_LIFETIME_S", "300")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the fake kubelet");
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(out).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let mut fake = Fake { child, dir, socket };
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l.starts_with("listening ") => fake,
-            other => {
-                let _ = fake.child.kill();
-                panic!("fake kubelet {flags:?} did not start: {other:?}");
-            }
-        }
-    }
-}
-
-impl Fake {
-    /// The calls served so far, one line each (`Get <ns>/<name>`, `List`).
-    pub(crate) fn calls(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.join("calls"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
-    }
-}
-
-impl Drop for Fake {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// The fake kubelet serving PODS.
+fn start(py: &Path, flags: &[&str]) -> FakeKubelet {
+    FakeKubelet::serving(py, PODS, flags)
 }
 
 fn q<'a>(namespace: &'a str, name: &'a str) -> Query<'a> {
@@ -218,7 +117,7 @@ fn fake_kubelet_matches_the_documented_api() {
 #[test]
 fn get_finds_the_pod_by_namespace_and_name() {
     let py = needs!(grpc_venv);
-    let fake = Fake::start(&py, &[]);
+    let fake = start(&py, &[]);
     let (r, _) = call(&fake.socket, T, &q("team-a", "trainer"));
     assert_eq!(found(r, Source::Get), trainer_a());
     // Same name, other namespace: the other pod's devices, and only those.
@@ -231,7 +130,7 @@ fn get_finds_the_pod_by_namespace_and_name() {
 #[test]
 fn an_unknown_pod_is_none_after_get_then_list() {
     let py = needs!(grpc_venv);
-    let fake = Fake::start(&py, &[]);
+    let fake = start(&py, &[]);
     // Get answers UNKNOWN "pod ... not found"; List on the same connection
     // (HPACK table carried over) does not have it either.
     for (ns, name) in [
@@ -248,7 +147,7 @@ fn an_unknown_pod_is_none_after_get_then_list() {
 fn without_get_list_is_used_and_filtered_by_namespace() {
     let py = needs!(grpc_venv);
     for flag in ["--no-get", "--get-disabled"] {
-        let fake = Fake::start(&py, &[flag]);
+        let fake = start(&py, &[flag]);
         let (r, _) = call(&fake.socket, T, &q("team-a", "trainer"));
         assert_eq!(found(r, Source::List), trainer_a(), "{flag}");
         let (r, _) = call(&fake.socket, T, &q("team-b", "trainer"));
@@ -261,7 +160,7 @@ fn without_get_list_is_used_and_filtered_by_namespace() {
 #[test]
 fn a_slow_kubelet_within_the_timeout_answers() {
     let py = needs!(grpc_venv);
-    let fake = Fake::start(&py, &["--delay-ms", "300"]);
+    let fake = start(&py, &["--delay-ms", "300"]);
     let (r, took) = call(
         &fake.socket,
         Duration::from_secs(3),
@@ -278,7 +177,7 @@ fn a_slow_kubelet_within_the_timeout_answers() {
 #[test]
 fn a_slow_kubelet_beyond_the_timeout_times_out() {
     let py = needs!(grpc_venv);
-    let fake = Fake::start(&py, &["--delay-ms", "2000"]);
+    let fake = start(&py, &["--delay-ms", "2000"]);
     for ms in [100, 400] {
         let timeout = Duration::from_millis(ms);
         let (r, took) = call(&fake.socket, timeout, &q("team-a", "trainer"));
@@ -290,7 +189,7 @@ fn a_slow_kubelet_beyond_the_timeout_times_out() {
 #[test]
 fn a_hanging_kubelet_times_out() {
     let py = needs!(grpc_venv);
-    let fake = Fake::start(&py, &["--hang"]);
+    let fake = start(&py, &["--hang"]);
     let timeout = Duration::from_millis(300);
     let (r, took) = call(&fake.socket, timeout, &q("team-a", "trainer"));
     assert!(matches!(r, Err(Error::Timeout { .. })), "{r:?}");
@@ -301,7 +200,7 @@ fn a_hanging_kubelet_times_out() {
 fn garbage_is_a_protocol_error_at_once() {
     let py = needs!(grpc_venv);
     for seed in ["1", "2", "3"] {
-        let fake = Fake::start(&py, &["--garbage", "--seed", seed]);
+        let fake = start(&py, &["--garbage", "--seed", seed]);
         let (r, took) = call(
             &fake.socket,
             Duration::from_secs(2),
@@ -325,7 +224,7 @@ fn a_huge_answer_is_too_large() {
         (&["--huge"][..], GET_RESPONSE_MAX),
         (&["--huge", "--no-get"][..], MAX_RESPONSE),
     ] {
-        let fake = Fake::start(&py, flags);
+        let fake = start(&py, flags);
         let (r, _) = call(
             &fake.socket,
             Duration::from_secs(10),
@@ -343,7 +242,8 @@ fn a_huge_answer_is_too_large() {
 
 #[test]
 fn no_socket_is_no_socket() {
-    let dir = scratch("nosock");
+    let dir = std::env::temp_dir().join(unique("rt-podres-nosock-"));
+    std::fs::create_dir_all(&dir).unwrap();
     let (r, _) = call(&dir.join("kubelet.sock"), T, &q("team-a", "trainer"));
     assert!(matches!(r, Err(Error::NoSocket(_))), "{r:?}");
     // A stopped kubelet leaves its socket file: ECONNREFUSED.
@@ -354,18 +254,6 @@ fn no_socket_is_no_socket() {
     assert!(took < Duration::from_millis(100), "{took:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
-
-/// fake_kubelet.py's `--flood` kinds: each an endless run of frames RFC
-/// 9113 lets a server send (FLOODS there cites the section of each).
-pub(crate) const FLOODS: [&str; 7] = [
-    "informational",
-    "unknown",
-    "window-update",
-    "ping",
-    "settings",
-    "priority",
-    "padding",
-];
 
 /// Issue 25, "Every bound real": a peer that never stops sending valid
 /// frames held a call for seconds, since the bound was checked only before
@@ -378,7 +266,7 @@ fn a_peer_that_never_stops_sending_is_cut_off_within_the_bound() {
     let timeout = Duration::from_millis(250);
     let mut failures = Vec::new();
     for kind in FLOODS {
-        let peer = Fake::start(&py, &["--flood", kind]);
+        let peer = start(&py, &["--flood", kind]);
         let socket = peer.socket.clone();
         let (tx, rx) = mpsc::channel();
         let t = Instant::now();
@@ -406,9 +294,6 @@ fn a_peer_that_never_stops_sending_is_cut_off_within_the_bound() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// The uid the tests run untrusted servers and files as: Debian's `nobody`.
-pub(crate) const NOBODY: u32 = 65534;
-
 /// Issue 25, "Ownership": any uid may serve the kubelet's socket path if
 /// it can bind it first, and whoever answers decides the placement verdict.
 /// The socket's peer must be root (SO_PEERCRED): a kubelet served by
@@ -417,7 +302,7 @@ pub(crate) const NOBODY: u32 = 65534;
 fn a_kubelet_socket_served_by_another_uid_is_not_trusted() {
     needs!(root);
     let py = needs!(grpc_venv);
-    let fake = Fake::serving_as(&py, PODS, &[], Some(NOBODY));
+    let fake = FakeKubelet::serving_as(&py, PODS, &[], Some(NOBODY));
     let (r, _) = call(&fake.socket, T, &q("team-a", "trainer"));
     match r {
         Err(e) => {

@@ -4,24 +4,16 @@
 //! never. A failed check (101) leaves the node as ADD found it.
 
 use crate::common::*;
-use serde_json::{json, Value};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
-const PCI: &str = "0000:0c:00.2";
-const DEV: &str = "mlx5_2";
-const ADDR: &str = "192.168.0.34/16";
-const IP: &str = "192.168.0.34";
-
-/// A pod with `addr`, a VF whose class starts unset, and a config with
-/// trafficClass 41 and gidCheck enforce.
-fn setup(addr: &str) -> (Pod, Tree, StateDirPath, Value) {
-    let pod = Pod::new("net1", Some(addr));
-    let tree = Tree::new();
-    tree.add_device(PCI, DEV, "");
-    let state = StateDirPath::new();
-    let mut c = rail_conf(&tree, &state, PCI, &pod, 41, &[addr]);
-    c["gidCheck"] = json!("enforce");
-    (pod, tree, state, c)
+/// A pod with `addr`, a VF whose class starts unset and whose table has no
+/// GID of the address yet, and a config with trafficClass 41 and gidCheck
+/// enforce.
+fn enforcing(addr: &str) -> Rail {
+    let mut rail = Rail::spec().addr(addr).no_gids().build();
+    rail.conf["gidCheck"] = json!("enforce");
+    rail
 }
 
 /// ADD failed with 101 and left no trace: the GID is proved before the class
@@ -41,28 +33,28 @@ fn assert_gid_failure(r: &Run, tree: &Tree, state: &StateDirPath) -> String {
 #[test]
 fn gid_present_at_once() {
     needs!(root);
-    let (pod, tree, state, c) = setup(ADDR);
-    tree.set_ipv4_gids(DEV, IP);
-    let r = run_conf(&state, "ADD", "c1", &pod, &c);
+    let rail = enforcing(ADDR);
+    rail.tree.set_ipv4_gids(DEV, IP);
+    let r = rail.add("c1");
     r.ok();
     assert_eq!(r.json()["ips"][0]["address"], json!(ADDR));
-    assert_eq!(tree.tc(DEV), "tclass=41");
-    assert_eq!(state.entries(), vec!["c1:net1.state".to_string()]);
+    assert_eq!(rail.tree.tc(DEV), "tclass=41");
+    assert_eq!(rail.state.entries(), vec!["c1:net1.state".to_string()]);
 }
 
 #[test]
 fn gid_appearing_late_is_waited_for() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup(ADDR);
-    c["gidTimeoutMs"] = json!(3000);
+    let mut rail = enforcing(ADDR);
+    rail.conf["gidTimeoutMs"] = json!(3000);
     let start = Instant::now();
     let r = std::thread::scope(|s| {
         // The kernel's workqueue adds the GID some time after the address.
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(300));
-            tree.set_ipv4_gids(DEV, IP);
+            rail.tree.set_ipv4_gids(DEV, IP);
         });
-        run_conf(&state, "ADD", "c1", &pod, &c)
+        rail.add("c1")
     });
     let took = start.elapsed();
     r.ok();
@@ -74,18 +66,18 @@ fn gid_appearing_late_is_waited_for() {
         took < Duration::from_millis(3000),
         "it waited the whole timeout: {took:?}"
     );
-    assert_eq!(tree.tc(DEV), "tclass=41");
+    assert_eq!(rail.tree.tc(DEV), "tclass=41");
 }
 
 #[test]
 fn gid_never_appearing_fails_after_the_timeout() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup(ADDR);
-    c["gidTimeoutMs"] = json!(500);
+    let mut rail = enforcing(ADDR);
+    rail.conf["gidTimeoutMs"] = json!(500);
     let start = Instant::now();
-    let r = run_conf(&state, "ADD", "c1", &pod, &c);
+    let r = rail.add("c1");
     let took = start.elapsed();
-    let msg = assert_gid_failure(&r, &tree, &state);
+    let msg = assert_gid_failure(&r, &rail.tree, &rail.state);
     assert!(
         took >= Duration::from_millis(450) && took <= Duration::from_secs(3),
         "the wait is bounded by gidTimeoutMs 500: {took:?}"
@@ -96,15 +88,15 @@ fn gid_never_appearing_fails_after_the_timeout() {
 #[test]
 fn gid_at_another_index_names_it() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup(ADDR);
+    let mut rail = enforcing(ADDR);
     // An IPv6 address took 2/3 first: the IPv4 pair landed at 4/5.
-    tree.set_gid(DEV, 4, &v4_gid(IP), "IB/RoCE v1");
-    tree.set_gid(DEV, 5, &v4_gid(IP), "RoCE v2");
-    c["gidTimeoutMs"] = json!(3000);
+    rail.tree.set_gid(DEV, 4, &v4_gid(IP), "IB/RoCE v1");
+    rail.tree.set_gid(DEV, 5, &v4_gid(IP), "RoCE v2");
+    rail.conf["gidTimeoutMs"] = json!(3000);
     let start = Instant::now();
-    let r = run_conf(&state, "ADD", "c1", &pod, &c);
+    let r = rail.add("c1");
     let took = start.elapsed();
-    let msg = assert_gid_failure(&r, &tree, &state);
+    let msg = assert_gid_failure(&r, &rail.tree, &rail.state);
     assert!(
         msg.contains("index 5") && msg.contains("NCCL_IB_GID_INDEX=5"),
         "{msg}"
@@ -119,21 +111,21 @@ fn gid_at_another_index_names_it() {
 #[test]
 fn gid_of_type_roce_v1_fails() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup(ADDR);
-    tree.set_gid(DEV, 3, &v4_gid(IP), "IB/RoCE v1");
-    c["gidTimeoutMs"] = json!(400);
-    let msg = assert_gid_failure(&run_conf(&state, "ADD", "c1", &pod, &c), &tree, &state);
+    let mut rail = enforcing(ADDR);
+    rail.tree.set_gid(DEV, 3, &v4_gid(IP), "IB/RoCE v1");
+    rail.conf["gidTimeoutMs"] = json!(400);
+    let msg = assert_gid_failure(&rail.add("c1"), &rail.tree, &rail.state);
     assert!(msg.contains("IB/RoCE v1"), "names the type found: {msg}");
 }
 
 #[test]
 fn gid_of_zeros_fails() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup(ADDR);
-    tree.set_gid(DEV, 2, &v4_gid(IP), "IB/RoCE v1");
-    tree.set_gid(DEV, 3, ZERO_GID, "");
-    c["gidTimeoutMs"] = json!(400);
-    let msg = assert_gid_failure(&run_conf(&state, "ADD", "c1", &pod, &c), &tree, &state);
+    let mut rail = enforcing(ADDR);
+    rail.tree.set_gid(DEV, 2, &v4_gid(IP), "IB/RoCE v1");
+    rail.tree.set_gid(DEV, 3, ZERO_GID, "");
+    rail.conf["gidTimeoutMs"] = json!(400);
+    let msg = assert_gid_failure(&rail.add("c1"), &rail.tree, &rail.state);
     assert!(msg.contains(ZERO_GID), "{msg}");
     assert!(
         msg.contains("at no index"),
@@ -146,24 +138,24 @@ fn ipv6_only_address() {
     needs!(root);
     let v6 = "fd00::34/64";
     let gid = "fd00:0000:0000:0000:0000:0000:0000:0034";
-    let (pod, tree, state, mut c) = setup(v6);
-    c["gidTimeoutMs"] = json!(400);
-    let msg = assert_gid_failure(&run_conf(&state, "ADD", "c1", &pod, &c), &tree, &state);
+    let mut rail = enforcing(v6);
+    rail.conf["gidTimeoutMs"] = json!(400);
+    let msg = assert_gid_failure(&rail.add("c1"), &rail.tree, &rail.state);
     assert!(msg.contains(gid), "the address itself is the GID: {msg}");
 
-    tree.set_gid(DEV, 2, gid, "IB/RoCE v1");
-    tree.set_gid(DEV, 3, gid, "RoCE v2");
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
-    assert_eq!(tree.tc(DEV), "tclass=41");
+    rail.tree.set_gid(DEV, 2, gid, "IB/RoCE v1");
+    rail.tree.set_gid(DEV, 3, gid, "RoCE v2");
+    rail.add("c1").ok();
+    assert_eq!(rail.tree.tc(DEV), "tclass=41");
 }
 
 #[test]
 fn gid_check_warn_logs_and_goes_on() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup(ADDR);
-    c["gidCheck"] = json!("warn");
-    c["gidTimeoutMs"] = json!(400);
-    let r = run_conf(&state, "ADD", "c1", &pod, &c);
+    let mut rail = enforcing(ADDR);
+    rail.conf["gidCheck"] = json!("warn");
+    rail.conf["gidTimeoutMs"] = json!(400);
+    let r = rail.add("c1");
     r.ok();
     assert!(
         r.stderr.contains("GID check failed") && r.stderr.contains("index 3"),
@@ -171,41 +163,41 @@ fn gid_check_warn_logs_and_goes_on() {
         r.stderr
     );
     assert_eq!(r.json()["ips"][0]["address"], json!(ADDR));
-    assert_eq!(tree.tc(DEV), "tclass=41");
-    assert_eq!(state.entries().len(), 1);
+    assert_eq!(rail.tree.tc(DEV), "tclass=41");
+    assert_eq!(rail.state.entries().len(), 1);
 }
 
 #[test]
 fn gid_check_off_reads_no_gid() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup(ADDR);
+    let mut rail = enforcing(ADDR);
     // No GID table at all: a check that read one would fail.
-    std::fs::remove_dir_all(tree.dev_dir(DEV).join("ports")).unwrap();
-    c["gidCheck"] = json!("off");
-    c["gidTimeoutMs"] = json!(3000);
+    std::fs::remove_dir_all(rail.tree.dev_dir(DEV).join("ports")).unwrap();
+    rail.conf["gidCheck"] = json!("off");
+    rail.conf["gidTimeoutMs"] = json!(3000);
     let start = Instant::now();
-    run_conf(&state, "ADD", "c1", &pod, &c).ok();
+    rail.add("c1").ok();
     assert!(start.elapsed() < Duration::from_millis(2000));
-    assert_eq!(tree.tc(DEV), "tclass=41");
-    assert_eq!(state.entries().len(), 1);
+    assert_eq!(rail.tree.tc(DEV), "tclass=41");
+    assert_eq!(rail.state.entries().len(), 1);
 
     // Without a class to write either, the RDMA device is not needed at all.
-    c.as_object_mut().unwrap().remove("trafficClass");
-    c["deviceID"] = json!("0000:0c:00.7");
-    run_conf(&state, "ADD", "c2", &pod, &c).ok();
+    rail.conf.as_object_mut().unwrap().remove("trafficClass");
+    rail.conf["deviceID"] = json!("0000:0c:00.7");
+    rail.add("c2").ok();
 }
 
 #[test]
 fn no_address_under_enforce_fails_before_any_change() {
     needs!(root);
-    let (pod, tree, state, mut c) = setup(ADDR);
-    tree.set_ipv4_gids(DEV, IP);
-    c["prevResult"] = prev_result("1.1.0", "net1", &pod.path(), &[]);
-    pod.set_sysctl("net.ipv4.conf.net1.arp_ignore", "0");
-    let r = run_conf(&state, "ADD", "c1", &pod, &c);
+    let mut rail = enforcing(ADDR);
+    rail.tree.set_ipv4_gids(DEV, IP);
+    rail.conf["prevResult"] = prev_result("1.1.0", "net1", &rail.pod.path(), &[]);
+    rail.pod.set_sysctl("net.ipv4.conf.net1.arp_ignore", "0");
+    let r = rail.add("c1");
     assert_eq!(r.code(), 101, "{}", r.stdout);
     assert!(r.msg().contains("no IP address"), "{}", r.msg());
-    assert_eq!(tree.tc(DEV), "", "nothing written");
-    assert!(state.entries().is_empty());
-    assert_eq!(pod.sysctl("net.ipv4.conf.net1.arp_ignore"), "0");
+    assert_eq!(rail.tree.tc(DEV), "", "nothing written");
+    assert!(rail.state.entries().is_empty());
+    assert_eq!(rail.pod.sysctl("net.ipv4.conf.net1.arp_ignore"), "0");
 }

@@ -13,9 +13,6 @@ use roce_tune::sysfs::View;
 use serde_json::{json, Value};
 use std::path::Path;
 
-const ADDR: &str = "192.168.0.34/16";
-const IP: &str = "192.168.0.34";
-
 /// Two VFs, so a lookup that picks the wrong one shows.
 fn two_vf_tree() -> Tree {
     let tree = Tree::new();

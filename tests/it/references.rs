@@ -12,12 +12,9 @@
 //! `fuzz/run.sh`'s comment and one in a `.txt` once pointed at test files
 //! that had moved into `tests/it/`).
 
+use crate::common::repo;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// The files whose text may cite: source, tests, docs, scripts, configs.
 /// Not generated output (`bench/results/`), not build trees.
@@ -72,17 +69,17 @@ fn citing_files() -> Vec<PathBuf> {
         "fuzz",
         "mk",
     ] {
-        walk(&root().join(top), &mut out);
+        walk(&repo().join(top), &mut out);
     }
     for f in ["README.md", "Makefile", "Cargo.toml"] {
-        out.push(root().join(f));
+        out.push(repo().join(f));
     }
     out.sort();
     out
 }
 
 fn rel(p: &Path) -> String {
-    p.strip_prefix(root()).unwrap().display().to_string()
+    p.strip_prefix(repo()).unwrap().display().to_string()
 }
 
 /// The headings of a Markdown file, without their `#`s.
@@ -117,9 +114,9 @@ fn anchor(heading: &str) -> String {
 /// The document a citation names: `README`, `README.md` or a file of docs/.
 fn cited_doc(name: &str) -> PathBuf {
     if name.starts_with("README") {
-        root().join("README.md")
+        repo().join("README.md")
     } else {
-        root().join(name)
+        repo().join(name)
     }
 }
 
@@ -262,10 +259,10 @@ const WRITTEN_BY_TESTS: [&str; 1] = [
 
 #[test]
 fn external_paths_are_not_ours() {
-    for (prefix, repo) in EXTERNAL {
+    for (prefix, owner) in EXTERNAL {
         assert!(
-            !root().join(prefix).exists(),
-            "{prefix} is listed as {repo}'s but exists here: take it off EXTERNAL"
+            !repo().join(prefix).exists(),
+            "{prefix} is listed as {owner}'s but exists here: take it off EXTERNAL"
         );
     }
 }
@@ -278,7 +275,7 @@ fn every_named_path_exists() {
         let text = std::fs::read_to_string(&file).unwrap_or_default();
         for path in repo_paths(&text) {
             seen += 1;
-            let here = root().join(&path);
+            let here = repo().join(&path);
             // Build products and per-run outputs are named before they exist.
             let generated = path.contains(".build")
                 || path.starts_with("bench/results")
@@ -370,7 +367,7 @@ fn the_readers_find_what_they_should() {
 /// (`inspect::help_and_bad_options`): every `#[test]` fn of each module of
 /// tests/it/main.rs.
 fn it_test_names() -> Vec<String> {
-    let it = root().join("tests/it");
+    let it = repo().join("tests/it");
     let main = std::fs::read_to_string(it.join("main.rs")).unwrap();
     let mut names = Vec::new();
     for module in main
@@ -447,7 +444,7 @@ fn every_cited_test_command_runs_tests_that_exist() {
             seen += 1;
             // One [[test]] target: tests/it (Cargo.toml's autotests find
             // tests/<name>.rs or tests/<name>/main.rs).
-            let target = root().join("tests").join(&binary);
+            let target = repo().join("tests").join(&binary);
             if !target.join("main.rs").exists() && !target.with_extension("rs").exists() {
                 wrong.push(format!(
                     "{}: --test {binary}: no such test binary (the integration tests are one, `--test it`)",

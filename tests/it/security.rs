@@ -15,10 +15,6 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-const PCI: &str = "0000:0c:00.2";
-const DEV: &str = "mlx5_2";
-const ADDR: &str = "192.168.0.34/16";
-const IP: &str = "192.168.0.34";
 const CID: &str = "attack1";
 /// Another pod's VF on the same node, and the PF both sit on: what a tenant
 /// must never reach through its own network config.

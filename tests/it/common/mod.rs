@@ -5,10 +5,14 @@
 #![allow(dead_code)]
 
 pub mod cases;
+pub mod kubelet;
 pub mod need;
+pub mod promtool;
+pub mod rail;
 pub mod topology;
 
 pub(crate) use need::needs;
+pub use rail::*;
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -23,6 +27,32 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_roce-tune");
+
+/// The checkout: where the docs, the charts and integration/ are.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The lines of the checkout's Markdown `file` under the first heading that
+/// starts with `heading` (`"## Module map"`), up to the next heading of its
+/// level or above; a `#` line inside a code fence is no heading.
+pub fn doc_section(file: &str, heading: &str) -> String {
+    let text = std::fs::read_to_string(repo().join(file)).unwrap();
+    let level = heading.len() - heading.trim_start_matches('#').len();
+    let mut lines = text.lines().skip_while(|l| !l.starts_with(heading));
+    assert!(lines.next().is_some(), "{file} has no heading {heading:?}");
+    let mut fenced = false;
+    let mut section = Vec::new();
+    for line in lines {
+        fenced ^= line.starts_with("```");
+        let hashes = line.len() - line.trim_start_matches('#').len();
+        if !fenced && (1..=level).contains(&hashes) && line[hashes..].starts_with(' ') {
+            break;
+        }
+        section.push(line);
+    }
+    section.join("\n")
+}
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
@@ -677,6 +707,19 @@ impl Run {
     }
 }
 
+/// `r`, echoed to stderr as a terminal shows the run of `command_line`
+/// when INSPECT_SHOW is set (with `--nocapture`): the `inspect` outputs in
+/// docs/ are pasted from such runs, so they are what the binary prints.
+pub fn shown(command_line: &str, r: Run) -> Run {
+    if std::env::var_os("INSPECT_SHOW").is_some() {
+        eprintln!(
+            "$ {command_line}\n{}{}[exit {}]\n",
+            r.stdout, r.stderr, r.status
+        );
+    }
+    r
+}
+
 /// Run the plugin as a runtime would: CNI_* env (all six set, empty ones
 /// included, as libcni does), config on stdin, the node config of `state`.
 pub fn run_plugin(
@@ -714,30 +757,6 @@ pub fn gc_orphans(state: &StateDirPath) -> Run {
 
 pub fn path_str(p: &Path) -> String {
     p.to_str().unwrap().to_string()
-}
-
-// Helpers of the RDMA tests (rdma_traffic_class, rdma_gid, rdma_lookup,
-// exclusive_sysfs).
-
-/// The config those tests start from: a rail on the VF `pci` of `tree` (the
-/// tree binds `pod`'s interface to it, as the kernel would), trafficClass `tc`, the default GID check, and a prevResult giving `addrs`
-/// to `pod`'s net1. Tests change keys on the returned value. The node config
-/// naming `tree` and `state` is written too.
-pub fn rail_conf(
-    tree: &Tree,
-    state: &StateDirPath,
-    pci: &str,
-    pod: &Pod,
-    tc: u8,
-    addrs: &[&str],
-) -> Value {
-    write_node_config(state, Some(tree), json!({}));
-    tree.bind(pod, &pod.ifname, pci);
-    json!({
-        "cniVersion": "1.1.0", "name": "rdma-vf", "type": "roce-tune",
-        "trafficClass": tc, "deviceID": pci, "gidTimeoutMs": 800,
-        "prevResult": prev_result("1.1.0", &pod.ifname, &pod.path(), addrs),
-    })
 }
 
 /// Run `command` for `pod`'s rail under `container_id` with config `conf`,
