@@ -5,8 +5,8 @@
 //! ([`Writer`]) writes fields and nested messages, leaving out a field that
 //! holds its default, as proto3 encoders do.
 //!
-//! `src/podresources/proto.rs` has its own copy of the decoding half (the
-//! kubelet client came first); the two are meant to become one here.
+//! Its users: the kubelet's PodResources messages (`podresources::proto`)
+//! and NRI's (`nri::messages`).
 
 use std::fmt;
 

@@ -26,7 +26,7 @@
 //!   ([`super::POD_DEVICES_MAX`], [`super::ID_MAX`]).
 
 use super::{ID_MAX, POD_DEVICES_MAX};
-use std::fmt;
+use crate::protowire::{bytes, err, text, Fields, Value, WireError};
 
 /// Pods in a List: the kubelet's default maxPods is 110 and nodes that raise
 /// it stay in the hundreds; a List of more is no node's.
@@ -39,113 +39,9 @@ pub const CONTAINERS_MAX: usize = 256;
 /// A GetPodResourcesResponse: the one pod, its tag and length.
 pub const GET_RESPONSE_MAX: usize = POD_BYTES_MAX + 16;
 
-/// Why a message could not be decoded: the rule, and sizes, never the bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProtoError(pub String);
-
-impl fmt::Display for ProtoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "protobuf: {}", self.0)
-    }
-}
-
-fn err(what: impl Into<String>) -> ProtoError {
-    ProtoError(what.into())
-}
-
-/// One field's value by wire type. Fixed-size values are skipped unread.
-enum Value<'a> {
-    Varint,
-    Bytes(&'a [u8]),
-    Fixed,
-}
-
-/// The fields of one message, in wire order.
-struct Fields<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Fields<'a> {
-    fn new(buf: &'a [u8]) -> Fields<'a> {
-        Fields { buf, pos: 0 }
-    }
-
-    fn varint(&mut self) -> Result<u64, ProtoError> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let b = *self
-                .buf
-                .get(self.pos)
-                .ok_or_else(|| err("truncated varint"))?;
-            self.pos += 1;
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(err("varint longer than 10 bytes"))
-    }
-
-    fn take(&mut self, n: u64) -> Result<&'a [u8], ProtoError> {
-        let left = self.buf.len() - self.pos;
-        if n > left as u64 {
-            return Err(err(format!(
-                "a field of {n} bytes in the {left} left of its message"
-            )));
-        }
-        let s = &self.buf[self.pos..self.pos + n as usize];
-        self.pos += n as usize;
-        Ok(s)
-    }
-
-    fn next(&mut self) -> Result<Option<(u64, Value<'a>)>, ProtoError> {
-        if self.pos == self.buf.len() {
-            return Ok(None);
-        }
-        let key = self.varint()?;
-        let number = key >> 3;
-        if number == 0 || number > (1 << 29) - 1 {
-            return Err(err(format!("field number {number}")));
-        }
-        let value = match key & 7 {
-            0 => {
-                self.varint()?;
-                Value::Varint
-            }
-            1 => {
-                self.take(8)?;
-                Value::Fixed
-            }
-            2 => {
-                let n = self.varint()?;
-                Value::Bytes(self.take(n)?)
-            }
-            5 => {
-                self.take(4)?;
-                Value::Fixed
-            }
-            // 3 and 4 are proto2 groups, which no proto3 message holds.
-            t => return Err(err(format!("wire type {t} in field {number}"))),
-        };
-        Ok(Some((number, value)))
-    }
-}
-
-/// A length-delimited field the schema fixes (string or message).
-fn bytes<'a>(number: u64, v: Value<'a>, what: &str) -> Result<&'a [u8], ProtoError> {
-    match v {
-        Value::Bytes(b) => Ok(b),
-        _ => Err(err(format!(
-            "{what} (field {number}) is not length-delimited"
-        ))),
-    }
-}
-
-fn text<'a>(number: u64, v: Value<'a>, what: &str) -> Result<&'a str, ProtoError> {
-    let b = bytes(number, v, what)?;
-    std::str::from_utf8(b).map_err(|_| err(format!("{what} is not UTF-8 ({} bytes)", b.len())))
-}
+/// Why a message could not be decoded: the rule, and sizes, never the
+/// bytes. The wire itself is `crate::protowire`'s, shared with the NRI codec.
+pub type ProtoError = WireError;
 
 /// A PodResources message, its containers left encoded until asked for:
 /// List answers every pod of the node and only one is wanted.
@@ -284,29 +180,11 @@ pub fn get_response(msg: &[u8]) -> Result<Option<Pod<'_>>, ProtoError> {
     Ok(found)
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(0x80 | (v & 0x7f) as u8);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put_text(out: &mut Vec<u8>, number: u64, s: &str) {
-    // proto3 leaves a field at its default (empty) off the wire.
-    if !s.is_empty() {
-        put_varint(out, number << 3 | 2);
-        put_varint(out, s.len() as u64);
-        out.extend_from_slice(s.as_bytes());
-    }
-}
-
 /// GetPodResourcesRequest { pod_name = 1, pod_namespace = 2 }.
 pub fn get_request(name: &str, namespace: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(name.len() + namespace.len() + 6);
-    put_text(&mut out, 1, name);
-    put_text(&mut out, 2, namespace);
-    out
+    let mut w = crate::protowire::Writer::new();
+    w.text(1, name).text(2, namespace);
+    w.into_bytes()
 }
 
 #[cfg(test)]
