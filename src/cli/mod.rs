@@ -147,6 +147,14 @@ fn load_node(path: &Path, context: &str) -> Result<NodeConfig> {
     Ok(node)
 }
 
+/// The node config of a command that runs the NRI plugin: `nriSocket`
+/// resolved, or the command stops naming why (no other command resolves it).
+fn load_nri_node(path: &Path, context: &str) -> Result<NodeConfig> {
+    let mut node = load_node(path, context)?;
+    node.resolve_nri_socket().map_err(cause)?;
+    Ok(node)
+}
+
 /// The agent's default period: an orphan or a drifted class is back within
 /// two of them (README, "The agent").
 const DEFAULT_EVERY: Duration = Duration::from_secs(10);
@@ -167,7 +175,7 @@ fn nri(args: &[String]) -> i32 {
             other => return usage_error(&format!("unknown nri option {other:?}")),
         }
     }
-    exit_code(load_node(&node_path, "nri").map(|node| crate::nri::run(&node)))
+    exit_code(load_nri_node(&node_path, "nri").map(|node| crate::nri::run(&node)))
 }
 
 fn agent(args: &[String]) -> i32 {
@@ -193,7 +201,12 @@ fn agent(args: &[String]) -> i32 {
             other => return usage_error(&format!("unknown agent option {other:?}")),
         }
     }
-    exit_code(load_node(&node_path, "agent").map(|node| crate::agent::run(&node, every, with_nri)))
+    let node = if with_nri {
+        load_nri_node(&node_path, "agent")
+    } else {
+        load_node(&node_path, "agent")
+    };
+    exit_code(node.map(|node| crate::agent::run(&node, every, with_nri)))
 }
 
 fn gc_orphans(node_path: &Path, every: Option<Duration>) -> Result<i32> {

@@ -248,7 +248,7 @@ fn an_nri_socket_through_a_link_another_uid_owns_is_refused_by_the_nri_command_n
             .arg("--node-config")
             .arg(&node)
             .run();
-        assert_ne!(r.code(), 0, "{args:?}: {}", r.stderr);
+        assert_eq!(r.status, 1, "{args:?}: {}", r.stderr);
         for needle in ["nriSocket", &path_str(&bad.join("run")), "uid 1000"] {
             assert!(
                 r.stderr.contains(needle),
