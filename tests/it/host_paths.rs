@@ -243,7 +243,7 @@ fn an_nri_socket_through_a_link_another_uid_owns_is_refused_by_the_nri_command_n
     assert_eq!(n.rail.tree.tc(DEV), "tclass=-1", "DEL restored");
     let node = n.rail.state.base().join("node.json");
     for args in [&["nri"][..], &["agent", "--nri", "--every", "1"][..]] {
-        let r = Exec::new(BIN)
+        let r = Exec::new(AGENT_BIN)
             .args(args)
             .arg("--node-config")
             .arg(&node)
