@@ -76,7 +76,8 @@ pub struct NodeConfig {
     pub nvidia_gpus_dir: PathBuf,
     pub metrics_address: SocketAddr,
     pub drift_policy: DriftPolicy,
-    /// Where `roce-tune nri` connects (`nriSocket`).
+    /// Where `roce-tune-agent nri` connects (`nriSocket`): as written until
+    /// that command resolves it (`resolve_nri_socket`).
     pub nri_socket: PathBuf,
     /// The plugin's index among the node's NRI plugins: two digits.
     pub nri_index: String,
