@@ -6,20 +6,27 @@ TARGET       := x86_64-unknown-linux-gnu
 # A static binary: it is copied onto GPU nodes whose libc nobody knows.
 # With --target, RUSTFLAGS do not reach proc-macros and build scripts.
 STATIC_FLAGS := -C target-feature=+crt-static
-STATIC_BIN   := target/$(TARGET)/release/roce-tune
+# Two binaries (docs/design.md, "Two binaries"): the one-shot CNI plugin and
+# operator's tool, and the long-running agent the DaemonSet runs.
+BINS         := roce-tune roce-tune-agent
 BIN          := target/release/roce-tune
+AGENT_BIN    := target/release/roce-tune-agent
 
 .PHONY: all release build test unit integration clean fmt lint
 
 all: release
 
-# `make release`: the static, stripped binary; also copied to target/release
-# where the e2e harness and the benchmarks look for it.
+# `make release`: both static, stripped binaries; also copied to
+# target/release where the e2e harness, the image and the benchmarks look
+# for them.
 release build:
 	RUSTFLAGS="$(STATIC_FLAGS)" $(CARGO) build --release --locked --target $(TARGET)
-	mkdir -p target/release && rm -f $(BIN) && cp $(STATIC_BIN) $(BIN)
-	@file $(BIN) | grep -Eq 'static(-pie)? linked' || { echo "$(BIN) is not static" >&2; exit 1; }
-	@echo "static: $(BIN) ($$(stat -c %s $(BIN)) bytes)"
+	mkdir -p target/release
+	@for b in $(BINS); do \
+		rm -f target/release/$$b && cp target/$(TARGET)/release/$$b target/release/$$b || exit 1; \
+		file target/release/$$b | grep -Eq 'static(-pie)? linked' || { echo "target/release/$$b is not static" >&2; exit 1; }; \
+		echo "static: target/release/$$b ($$(stat -c %s target/release/$$b) bytes)"; \
+	done
 
 # Every test: unit tests, the process-level integration tests against real
 # netns (root required; ROCE_TUNE_REQUIRE_ROOT=1 turns a skip into a failure),

@@ -25,6 +25,7 @@
 #   BENCH_HYPERFINE [1]    hyperfine cross-check (0 = skip)
 #   BENCH_HF_BATCHES [4] BENCH_HF_RUNS [40]   alternating hyperfine batches x runs
 #   ROCE_TUNE_BIN [target/release/roce-tune]  TUNING_BIN [/usr/lib/cni/tuning]
+#   ROCE_TUNE_AGENT_BIN [beside ROCE_TUNE_BIN: roce-tune-agent]  the NRI plugin's binary
 #   BENCH_RESULTS [bench/results]  where latest.md and raw/ go (experiments elsewhere)
 #   BENCH_PLACEMENT [1]     rows 6 and 7: the 16-rail pod with placementCheck warn and off
 #                           against the fake kubelet, and an ADD against a kubelet that never
@@ -48,6 +49,8 @@ die() { echo "bench: ERROR: $*" >&2; exit 1; }
 bin="${ROCE_TUNE_BIN:-$repo/target/release/roce-tune}"
 tuning="${TUNING_BIN:-/usr/lib/cni/tuning}"
 [ -x "$bin" ] || die "$bin missing: run \`make release\` (or \`make bench\`, which does)"
+agent_bin="${ROCE_TUNE_AGENT_BIN:-$(dirname "$bin")/roce-tune-agent}"
+[ -x "$agent_bin" ] || die "$agent_bin missing: run \`make release\` (it builds both binaries)"
 # A plain `cargo build --release` leaves a dynamic binary here: the loader adds
 # ~0.3 ms to every run, and the report would call it static.
 file -L "$bin" | grep -Eq 'static(-pie|ally)? linked' ||
@@ -149,4 +152,4 @@ python3 "$here/harness.py" \
 # The NRI plugin's CreateContainer on the runtime's own clock (bench/nri.py): the pod above and
 # another live pod, whose netns the other entries record.
 ip netns add "${ns}o"
-python3 "$here/nri.py" "$bin" "/run/netns/$ns" "/run/netns/${ns}o" "$statebase" "${BENCH_RESULTS:-$here/results}"
+python3 "$here/nri.py" "$agent_bin" "/run/netns/$ns" "/run/netns/${ns}o" "$statebase" "${BENCH_RESULTS:-$here/results}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/nri.py: how fast `roce-tune nri` answers CreateContainer, on the runtime's own clock.
+"""bench/nri.py: how fast `roce-tune-agent nri` answers CreateContainer, on the runtime's own clock.
 
 Run by bench/bench.sh after harness.py (root; it needs ../shared/nri's nri-sim, and says so
 when it is absent). A node with BENCH_NRI_LIVE (128) live state entries: 4 are the rails of

@@ -13,7 +13,8 @@
      (OVERLAYS) as a hostPath of type Directory; tolerations `operator: Exists`; a
      nodeSelector with the image's architecture; a ServiceAccount in the build; requests
      and limits; a pinned image whose tag is <Cargo.toml version>-<12 hex revision>;
-     container `orphan-repair` running `roce-tune agent --every N`, privileged,
+     container `orphan-repair` running `/roce-tune-agent agent --every N` (the long-running
+     binary: the CNI binary `/roce-tune` refuses `agent`), privileged,
      hostNetwork, hostPID, the state dir and node config dir of node.json mounted from the
      host at the same paths (node config read-only), /run/netns and /var/run/netns with
      HostToContainer propagation, the host's /sys/kernel/config (configfs) read-write; with
@@ -752,12 +753,13 @@ def check_install_ds(ds, docs, expect, version):
         errs.append("container orphan-repair: missing")
         return errs
     cmd = repair.get("command") or []
-    # The agent: orphans, drift, metrics (src/agent/mod.rs); --every as src/cli/mod.rs takes it.
+    # The agent: orphans, drift, metrics (src/agent/mod.rs), in the long-running binary
+    # (docs/design.md, "Two binaries"); --every as src/cli/mod.rs takes it.
     every = args_value(cmd, "--every")
     with_nri = cmd[4:] == ["--nri"]
-    if (cmd[:2] != ["/roce-tune", "agent"] or len(cmd) != 4 + with_nri or every is None
+    if (cmd[:2] != ["/roce-tune-agent", "agent"] or len(cmd) != 4 + with_nri or every is None
             or not re.match(r"^[1-9][0-9]*$", every) or int(every) > 86400):
-        errs.append("container orphan-repair: command must be [/roce-tune, agent, --every, N] with N "
+        errs.append("container orphan-repair: command must be [/roce-tune-agent, agent, --every, N] with N "
                     "from 1 to 86400, and --nri after it for the NRI plugin (got %s)" % cmd)
     mounts = host_path_mounts(pod, repair)
     if with_nri:

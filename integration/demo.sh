@@ -38,7 +38,7 @@ if [ "${DEMO_SKIP_BUILD:-0}" != 1 ]; then
     "${build_cmd[@]}" >/tmp/roce-tune-demo-build.$$ 2>&1 \
         || { tail -n 30 /tmp/roce-tune-demo-build.$$; rm -f /tmp/roce-tune-demo-build.$$; die "build (${build_cmd[*]})"; }
     rm -f /tmp/roce-tune-demo-build.$$
-    say "build        $E2E_BIN ($(stat -c %s "$E2E_BIN") bytes) by: ${build_cmd[*]}"
+    say "build        $E2E_BIN ($(stat -c %s "$E2E_BIN") bytes; the agent's binary, $(stat -c %s "$E2E_AGENT_BIN")) by: ${build_cmd[*]}"
 fi
 lib_check_tools || die "prerequisites"
 

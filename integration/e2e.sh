@@ -34,7 +34,7 @@
 #                  (integration/cni_runtime.py) drives the chain like a spec-1.1.0 runtime:
 #                  ADD, CHECK, STATUS, DEL, GC (valid attachments kept, others restored),
 #                  1.1.0 fields kept
-#   agent-prometheus  a real Prometheus scrapes `roce-tune agent`: the rails' class, class wanted,
+#   agent-prometheus  a real Prometheus scrapes `roce-tune-agent agent`: the rails' class, class wanted,
 #                  ToS, GID index, labels and the CNI request counts in its HTTP API match the
 #                  test tree and the ADDs; a class the rdma CNI fork set to 0 is back within
 #                  two periods and roce_tune_drift_total rose; the series go with the DELs
@@ -574,7 +574,7 @@ s_v110() {
 
 # ============================================================== 7. agent-prometheus
 # A real Prometheus (Debian's 2.42, its own config and data dir, scrape every second) scrapes
-# `roce-tune agent`; what its HTTP API answers is checked against the test tree, and a drift
+# `roce-tune-agent agent`; what its HTTP API answers is checked against the test tree, and a drift
 # shows as roce_tune_drift_total rising while the class comes back.
 s_agent_prometheus() {
     pod_create pod || return 1

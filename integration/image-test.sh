@@ -9,14 +9,15 @@
 # Root (podman's storage, chroot). What it checks:
 #   1. config: entrypoint, no cmd, user root, architecture, OCI labels;
 #   2. files (podman export of a created, never started container, listed with tar): exactly
-#      /roce-tune, /bin/busybox, /bin/sh -> busybox, /install.sh, root-owned, 0755; the
-#      binaries identical to target/release/roce-tune and $BUSYBOX, install.sh to
-#      conf/image/install.sh; roce-tune static, its --version the crate's, and its
-#      `agent --help` offering --every and --nri (the DaemonSet's agent);
+#      /roce-tune, /roce-tune-agent, /bin/busybox, /bin/sh -> busybox, /install.sh,
+#      root-owned, 0755; the binaries identical to target/release/roce-tune,
+#      target/release/roce-tune-agent and $BUSYBOX, install.sh to conf/image/install.sh; both
+#      static, roce-tune's --version the crate's, `roce-tune-agent agent --help` offering
+#      --every and --nri (the DaemonSet's agent), `roce-tune agent` refused naming it;
 #   3. the DaemonSet's containers of conf/deploy/kubernetes, each with its exact command, args
 #      and volumes (from `kubectl kustomize`), run in a chroot of the exported root filesystem
 #      with the volumes bind-mounted from a fake node, as the kubelet would: the
-#      initContainer installs the binary (identical by checksum, 0755, root, renamed over the
+#      initContainer installs the CNI binary alone (identical by checksum, 0755, root, renamed over the
 #      old one: an open old file keeps its bytes) and node.json (identical, 0644), makes the
 #      state dir 0700, leaves no temporary file, changes nothing on a second run, fails
 #      loudly without its bin dir or with a directory in the way; orphan-repair runs its loop
@@ -104,6 +105,7 @@ cat >"$work/expected" <<'EOF'
 -rwxr-xr-x 0/0 bin/busybox  
 -rwxr-xr-x 0/0 install.sh  
 -rwxr-xr-x 0/0 roce-tune  
+-rwxr-xr-x 0/0 roce-tune-agent  
 drwxr-xr-x 0/0 bin/  
 lrwxrwxrwx 0/0 bin/sh -> busybox
 EOF
@@ -112,19 +114,25 @@ diff -u "$work/expected" "$work/listing" >&2 || fail "the image's files differ f
 mkdir -p "$root"
 tar -xf "$work/rootfs.tar" -C "$root"
 cmp -s "$root/roce-tune" target/release/roce-tune || fail "/roce-tune is not target/release/roce-tune"
+cmp -s "$root/roce-tune-agent" target/release/roce-tune-agent || fail "/roce-tune-agent is not target/release/roce-tune-agent"
 cmp -s "$root/bin/busybox" "$BUSYBOX" || fail "/bin/busybox is not $BUSYBOX"
 cmp -s "$root/install.sh" conf/image/install.sh || fail "/install.sh is not conf/image/install.sh"
-file "$root/roce-tune" | grep -Eq 'statically linked|static-pie linked' || fail "/roce-tune is not static: $(file "$root/roce-tune")"
+for b in roce-tune roce-tune-agent; do
+    file "$root/$b" | grep -Eq 'statically linked|static-pie linked' || fail "/$b is not static: $(file "$root/$b")"
+done
 version="$(env -i PATH=/bin "$chroot" "$root" /roce-tune --version)"
 case "$version" in "roce-tune $IMAGE_VERSION "*) ;; *) fail "/roce-tune --version says: $version" ;; esac
-ok "files: exactly roce-tune, bin/busybox, bin/sh, install.sh (0755 root); identical to their sources; $version"
+ok "files: exactly roce-tune, roce-tune-agent, bin/busybox, bin/sh, install.sh (0755 root); identical to their sources; $version"
 
-# The DaemonSet's long-running container runs the repair loop: the binary must offer it.
-agent_help="$(env -i PATH=/bin "$chroot" "$root" /roce-tune agent --help 2>&1 || true)"
+# The DaemonSet's long-running container runs the repair loop: the agent binary must offer
+# it, and the CNI binary must not (docs/design.md, "Two binaries").
+agent_help="$(env -i PATH=/bin "$chroot" "$root" /roce-tune-agent agent --help 2>&1 || true)"
 for flag in --every --nri; do
-    grep -q -- "$flag" <<<"$agent_help" || fail "roce-tune agent --help does not mention $flag, but the DaemonSet runs the agent with it: $agent_help"
+    grep -q -- "$flag" <<<"$agent_help" || fail "roce-tune-agent agent --help does not mention $flag, but the DaemonSet runs the agent with it: $agent_help"
 done
-ok "roce-tune agent --help offers --every and --nri (the DaemonSet's agent)"
+rc=0; cni_agent="$(env -i PATH=/bin "$chroot" "$root" /roce-tune agent 2>&1)" || rc=$?
+[ "$rc" = 2 ] && grep -q roce-tune-agent <<<"$cni_agent" || fail "/roce-tune agent: exit $rc, $cni_agent (want 2 naming roce-tune-agent)"
+ok "roce-tune-agent agent --help offers --every and --nri (the DaemonSet's agent); roce-tune agent is 2, naming it"
 
 # ------------------------------------------------------------------ 3. the containers, as the kubelet runs them
 # A fake node: $host is its root file system. run_container OVERLAY CONTAINER [ARGS...] does
@@ -214,6 +222,7 @@ old_inode="$(stat -c %i "$bin/roce-tune")"
 run_container conf/deploy/kubernetes install >"$work/install.out" 2>&1 || { cat "$work/install.out" >&2; fail "initContainer install of conf/deploy/kubernetes"; }
 sed 's/^/  | /' "$work/install.out"
 cmp -s "$bin/roce-tune" target/release/roce-tune || fail "installed binary differs from target/release/roce-tune"
+[ ! -e "$bin/roce-tune-agent" ] || fail "the agent binary was installed into the CNI bin dir; only roce-tune belongs there"
 [ "$(mode_of "$bin/roce-tune")" = "755 0:0 regular file" ] || fail "installed binary: $(mode_of "$bin/roce-tune")"
 [ "$(stat -c %i "$bin/roce-tune")" != "$old_inode" ] || fail "the binary was rewritten in place, not renamed over the old one"
 [ "$(cat <&3)" = "old roce-tune" ] || fail "a process holding the old binary open saw its bytes change"

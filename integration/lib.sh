@@ -26,6 +26,8 @@
 E2E_LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 E2E_REPO="$(dirname "$E2E_LIB_DIR")"
 E2E_BIN="${ROCE_TUNE_BIN:-$E2E_REPO/target/release/roce-tune}"
+# The long-running binary (agent, nri; docs/design.md, "Two binaries"), beside it by default.
+E2E_AGENT_BIN="${ROCE_TUNE_AGENT_BIN:-$(dirname "$E2E_BIN")/roce-tune-agent}"
 CNITOOL="${CNITOOL:-$E2E_LIB_DIR/.build/bin/cnitool}"
 CNI_PLUGIN_DIR="${CNI_PLUGIN_DIR:-/usr/lib/cni}"
 LIBCNI_CACHE=/var/lib/cni/results
@@ -72,6 +74,7 @@ lib_check_tools() {
     done
     [ -x "$CNITOOL" ] || missing+=("$CNITOOL (run integration/setup.sh)")
     [ -x "$E2E_BIN" ] || missing+=("$E2E_BIN (cargo build --release)")
+    [ -x "$E2E_AGENT_BIN" ] || missing+=("$E2E_AGENT_BIN (cargo build --release)")
     if [ "${#missing[@]}" -gt 0 ]; then
         echo "missing: ${missing[*]}" >&2
         return 1
@@ -89,6 +92,7 @@ lib_init() {
     # CNI_PATH: the Debian plugins first, then a dir with roce-tune (a copy: a rebuild during
     # the run must not change the binary under test).
     cp "$E2E_BIN" "$E2E_TMP/bin/roce-tune"
+    cp "$E2E_AGENT_BIN" "$E2E_TMP/bin/roce-tune-agent"
     cp "$E2E_LIB_DIR/tree-rdma" "$E2E_TMP/bin/tree-rdma"
     # shims/ first: host-device as it runs where pciBusID is a real VF (see the shim).
     E2E_CNI_PATH="$E2E_LIB_DIR/shims:$CNI_PLUGIN_DIR:$E2E_TMP/bin"
@@ -591,7 +595,7 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
-# agent_start <every> [driftPolicy]: `roce-tune agent` on this node, on a port the kernel picks
+# agent_start <every> [driftPolicy]: `roce-tune-agent agent` on this node, on a port the kernel picks
 # (metricsAddress 127.0.0.1:0 in the node config; the plugin ignores the key). Sets AGENT_PID
 # and AGENT_ADDR (from the agent's own "metrics on http://<addr>/metrics" line); its log is
 # $AGENT_LOG, by default $E2E_TMP/logs/<node>.agent.log.
@@ -600,7 +604,7 @@ agent_start() {
     jq --arg p "${2:-repair}" '. + {metricsAddress: "127.0.0.1:0", driftPolicy: $p}' "$NODE_CONF" >"$NODE_CONF.new" \
         && chmod 644 "$NODE_CONF.new" && mv "$NODE_CONF.new" "$NODE_CONF" || return 1
     AGENT_LOG="${AGENT_LOG:-$E2E_TMP/logs/$NODE.agent.log}"
-    "$E2E_TMP/bin/roce-tune" agent --every "$1" --node-config "$NODE_CONF" </dev/null >/dev/null 2>"$AGENT_LOG" &
+    "$E2E_TMP/bin/roce-tune-agent" agent --every "$1" --node-config "$NODE_CONF" </dev/null >/dev/null 2>"$AGENT_LOG" &
     AGENT_PID=$!
     bg_track "$AGENT_PID"
     for i in $(seq 50); do

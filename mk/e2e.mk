@@ -9,7 +9,7 @@
 #                     log of a failed scenario
 #   make demo         one simulated rail through cnitool ADD/CHECK/DEL, explained (root)
 #
-# `e2e-build` is `release` (top Makefile: the static binary, copied to target/release/roce-tune),
+# `e2e-build` is `release` (top Makefile: both static binaries, copied to target/release/),
 # under the name mk/kernel.mk also depends on.
 
 E2E ?=

@@ -50,6 +50,7 @@ image-context: release
 	rm -rf $(IMAGE_CTX)
 	mkdir -p $(IMAGE_CTX)/rootfs/bin
 	install -m 0755 $(BIN) $(IMAGE_CTX)/rootfs/roce-tune
+	install -m 0755 $(AGENT_BIN) $(IMAGE_CTX)/rootfs/roce-tune-agent
 	install -m 0755 $(BUSYBOX) $(IMAGE_CTX)/rootfs/bin/busybox
 	ln -s busybox $(IMAGE_CTX)/rootfs/bin/sh
 	install -m 0755 conf/image/install.sh $(IMAGE_CTX)/rootfs/install.sh

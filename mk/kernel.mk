@@ -14,7 +14,7 @@
 # When the lane cannot boot (no qemu, no kernel, the guest never comes up) it prints a loud
 # SKIPPED banner and these targets succeed; ROCE_TUNE_REQUIRE_KERNEL=1 (CI) makes that a failure.
 # Needs `setup` and `e2e-build` from mk/e2e.mk (cnitool, the reference plugins, the release
-# binary at target/release/roce-tune).
+# binaries at target/release/roce-tune and roce-tune-agent).
 
 KERNEL_CLEAN ?=
 

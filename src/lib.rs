@@ -30,6 +30,7 @@ pub mod placement;
 pub mod plugin;
 pub mod pod_answer;
 pub mod podresources;
+pub mod process;
 pub mod protowire;
 pub mod quote;
 pub mod rdma;

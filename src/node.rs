@@ -76,7 +76,8 @@ pub struct NodeConfig {
     pub nvidia_gpus_dir: PathBuf,
     pub metrics_address: SocketAddr,
     pub drift_policy: DriftPolicy,
-    /// Where `roce-tune nri` connects (`nriSocket`).
+    /// Where `roce-tune-agent nri` connects (`nriSocket`): as written until
+    /// that command resolves it (`resolve_nri_socket`).
     pub nri_socket: PathBuf,
     /// The plugin's index among the node's NRI plugins: two digits.
     pub nri_index: String,
@@ -273,8 +274,18 @@ impl NodeConfig {
             self.pod_resources_checkpoint = Some(paths.resolve("podResourcesCheckpoint", p)?);
         }
         self.nvidia_gpus_dir = paths.resolve("nvidiaGpusDir", &self.nvidia_gpus_dir)?;
-        self.nri_socket = paths.resolve("nriSocket", &self.nri_socket)?;
+        // Not nriSocket: only the NRI plugin connects to it
+        // (`resolve_nri_socket`), and a CNI ADD or DEL would otherwise walk
+        // its path, and refuse every pod's rail when it is refused.
         Ok(self)
+    }
+
+    /// `nriSocket` with its links resolved by the rule of every host path,
+    /// for the NRI plugin's command alone (`roce-tune-agent nri`, `agent
+    /// --nri`): refused, it stops that command and nothing else.
+    pub fn resolve_nri_socket(&mut self) -> NodeResult<()> {
+        self.nri_socket = HostPaths::new(&self.source).resolve("nriSocket", &self.nri_socket)?;
+        Ok(())
     }
 
     /// Decode and validate the file's content.

@@ -3,7 +3,8 @@
 # privileged initContainer (conf/deploy/base/daemonset.yaml) with busybox's sh:
 #
 #   install.sh [--bin-dir DIR] [--node-config FILE --node-config-dir DIR] [--state-dir DIR]
-#       Copy /roce-tune into DIR (the node's CNI bin dir, mounted from the host) and the
+#       Copy /roce-tune into DIR (the node's CNI bin dir, mounted from the host; not
+#       /roce-tune-agent, which the agent container runs from the image) and the
 #       node config FILE (the ConfigMap's node.json) into the node config dir, each
 #       atomically: written under a temporary name in the destination directory, flushed,
 #       checked, then renamed over the old file, so the runtime never executes, and roce-tune

@@ -43,7 +43,7 @@
 #   rdma-cm-tos    rdmaCmTos: default_roce_tos written on ADD, the original restored on DEL;
 #                  when the binary leaves the value alone: "not supported by this binary yet",
 #                  a FAIL only with KERNEL_EXPECT_RDMA_CM_TOS=1
-#   agent-drift    `roce-tune agent --every 1` running: another writer puts 8, then 0, into the
+#   agent-drift    `roce-tune-agent agent --every 1` running: another writer puts 8, then 0, into the
 #                  default_roce_tos roce-tune wrote; the agent writes it back within two periods
 #                  each time and counts both; SIGTERM stops it; DEL restores the original
 # Each prints PASS, FAIL (with the reason) or NOT-SUPPORTED; FACT lines record what the real
@@ -71,6 +71,7 @@ LOG_DIR="${KERNEL_LOG_DIR:-$KL_TMP/logs}"
 mkdir -p "$KL_TMP/bin" "$KL_TMP/netd" "$KL_TMP/state" "$LOG_DIR"
 chmod 0700 "$KL_TMP/state"
 cp "$E2E_BIN" "$KL_TMP/bin/roce-tune"               # a rebuild on the host cannot change it mid-run
+cp "$E2E_AGENT_BIN" "$KL_TMP/bin/roce-tune-agent"   # agent_start runs it (agent-drift)
 cp "$here/rxe-link" "$KL_TMP/bin/rxe-link"
 BIN="$KL_TMP/bin/roce-tune"
 E2E_CNI_PATH="$CNI_PLUGIN_DIR:$KL_TMP/bin"
@@ -918,7 +919,7 @@ s_rdma_cm_tos() {
 }
 
 # ---------------------------------------------------------------- agent-drift
-# `roce-tune agent` repairs drift of the rdma_cm ToS on the real configfs: ADD with rdmaCmTos
+# `roce-tune-agent agent` repairs drift of the rdma_cm ToS on the real configfs: ADD with rdmaCmTos
 # 106 (original 32), the agent running every second; another writer puts 8, then 0 (the
 # kernel's default, what a re-made cma device holds) into default_roce_tos: each time the agent
 # writes 106 back within two periods, and counts it. SIGTERM stops it; DEL restores 32.

@@ -1,8 +1,11 @@
 //! The binary without CNI_COMMAND: an operator's command line (`gc`,
-//! `reset-idle`, `inspect`; `agent` is `crate::agent`'s). Errors here are
+//! `reset-idle`, `inspect`). The long-running commands are `daemons`', which
+//! only `roce-tune-agent` calls: `run` never reaches them, so the CNI binary
+//! does not carry them (docs/design.md, "Two binaries"). Errors here are
 //! `anyhow` chains printed for a person ("roce-tune: what: why"); the CNI
 //! edge (`plugin`) keeps the numeric codes a runtime reads.
 
+pub mod daemons;
 pub(crate) mod errors;
 pub mod inspect;
 
@@ -28,26 +31,18 @@ its network config on stdin. Without CNI_COMMAND it is an operator's tool:
       (exit 0 all pass, 1 a check failed, 2 usage error); inspect --help for more.
   roce-tune inspect (--netns PATH | --pid PID) --env [--json]
       The pod's job environment (NCCL_IB_HCA, GID index, class), KEY=VALUE.
-  roce-tune agent [--every SECONDS] [--nri] [--node-config PATH]
-      The node's agent (the DaemonSet's long-running container): every SECONDS
-      (default 10) repair orphans and drift (driftPolicy), read every rail; serve
-      Prometheus metrics on the node config's metricsAddress (/metrics,
-      /healthz) all the time; with --nri, also be the NRI plugin (see nri);
-      until SIGTERM.
-  roce-tune nri [--node-config PATH]
-      The NRI plugin alone (the agent's duty with `agent --nri`): connect to the
-      runtime's nriSocket, register as roce-tune at nriIndex, and give the
-      containers of pods that ask (ncclEnv) their rails' NCCL_IB_HCA, GID index
-      and class; reconnect whenever the runtime goes; until SIGTERM.
-  roce-tune gc --orphans [--every SECONDS] [--node-config PATH]
-      Restore what every state entry whose pod netns is gone recorded, once;
-      with --every it is `agent --every`. The state dir and sysfs root come from
-      the node config (/etc/cni/roce-tune/node.json, or ROCE_TUNE_NODE_CONFIG).
+  roce-tune gc --orphans [--node-config PATH]
+      Restore what every state entry whose pod netns is gone recorded, once.
+      The state dir and sysfs root come from the node config
+      (/etc/cni/roce-tune/node.json, or ROCE_TUNE_NODE_CONFIG).
   roce-tune reset-idle [--dry-run] [--node-config PATH]
       Return every idle VF (netdev on the host, no pod's entry) that holds a
       traffic class to unset, under the same locks as ADD and DEL: the class
       NVIDIA's rdma CNI fork leaves behind (0 when rdmaQoS is unset).
   roce-tune --help | --version
+
+The long-running commands (agent, nri, gc --orphans --every) are the second
+binary's: roce-tune-agent --help.
 ";
 
 /// Run the command line; returns the exit code.
@@ -74,8 +69,7 @@ pub fn run(args: &[String]) -> i32 {
             0
         }
         Some("gc") => gc(&args[1..]),
-        Some("agent") => agent(&args[1..]),
-        Some("nri") => nri(&args[1..]),
+        Some(cmd @ ("agent" | "nri")) => not_here(cmd),
         Some("reset-idle") => reset_idle(&args[1..]),
         Some("inspect") => inspect::run(&args[1..]),
         Some(other) => {
@@ -99,7 +93,30 @@ fn usage_error(msg: &str) -> i32 {
     2
 }
 
+/// A long-running command asked of the CNI binary: 2, naming the binary
+/// that has it.
+fn not_here(cmd: &str) -> i32 {
+    eprintln!(
+        "roce-tune: {cmd} is a long-running command of roce-tune-agent, not of the CNI \
+         binary: run roce-tune-agent {cmd} (roce-tune-agent --help)"
+    );
+    2
+}
+
 fn gc(args: &[String]) -> i32 {
+    match gc_args(args, usage_error) {
+        Ok((_, Some(_))) => not_here("gc --orphans --every"),
+        Ok((node_path, None)) => exit_code(gc_orphans(&node_path)),
+        Err(code) => code,
+    }
+}
+
+/// `gc`'s options, for either binary (`usage_error`, its own): the node
+/// config and `--every`'s period.
+fn gc_args(
+    args: &[String],
+    usage_error: fn(&str) -> i32,
+) -> std::result::Result<(PathBuf, Option<Duration>), i32> {
     let mut orphans = false;
     let mut every = None;
     let mut node_path = NodeConfig::path_from_env();
@@ -107,30 +124,42 @@ fn gc(args: &[String]) -> i32 {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--orphans" => orphans = true,
-            "--node-config" => match node_config_arg(&mut it) {
-                Ok(p) => node_path = p,
-                Err(code) => return code,
-            },
-            "--every" => match it.next().and_then(|s| s.parse::<u64>().ok()) {
-                Some(n) if (1..=86_400).contains(&n) => every = Some(Duration::from_secs(n)),
-                _ => return usage_error("--every needs a whole number of seconds from 1 to 86400"),
-            },
+            "--node-config" => node_path = node_config_arg(&mut it, usage_error)?,
+            "--every" => every = Some(every_arg(&mut it, usage_error)?),
             "-h" | "--help" => {
-                println!("roce-tune gc --orphans [--every SECONDS] [--node-config PATH]\n  Restore and drop every state entry whose pod netns no longer exists;\n  with --every, repeat every SECONDS until SIGTERM.");
-                return 0;
+                println!("roce-tune gc --orphans [--node-config PATH]\n  Restore and drop every state entry whose pod netns no longer exists.\nroce-tune-agent gc --orphans --every SECONDS [--node-config PATH]\n  The same, every SECONDS until SIGTERM.");
+                return Err(0);
             }
-            other => return usage_error(&format!("unknown gc option {other:?}")),
+            other => return Err(usage_error(&format!("unknown gc option {other:?}"))),
         }
     }
     if !orphans {
-        return usage_error("gc needs --orphans (the only kind of GC that runs outside a runtime)");
+        return Err(usage_error(
+            "gc needs --orphans (the only kind of GC that runs outside a runtime)",
+        ));
     }
-    exit_code(gc_orphans(&node_path, every))
+    Ok((node_path, every))
+}
+
+/// The seconds after `--every`: 1 to 86400.
+fn every_arg(
+    it: &mut std::slice::Iter<'_, String>,
+    usage_error: fn(&str) -> i32,
+) -> std::result::Result<Duration, i32> {
+    match it.next().and_then(|s| s.parse::<u64>().ok()) {
+        Some(n) if (1..=86_400).contains(&n) => Ok(Duration::from_secs(n)),
+        _ => Err(usage_error(
+            "--every needs a whole number of seconds from 1 to 86400",
+        )),
+    }
 }
 
 /// The file after `--node-config`, the option every operator command takes
 /// (else ROCE_TUNE_NODE_CONFIG, else /etc/cni/roce-tune/node.json).
-fn node_config_arg(it: &mut std::slice::Iter<'_, String>) -> std::result::Result<PathBuf, i32> {
+fn node_config_arg(
+    it: &mut std::slice::Iter<'_, String>,
+    usage_error: fn(&str) -> i32,
+) -> std::result::Result<PathBuf, i32> {
     it.next()
         .map(PathBuf::from)
         .ok_or_else(|| usage_error("--node-config needs a file"))
@@ -147,61 +176,8 @@ fn load_node(path: &Path, context: &str) -> Result<NodeConfig> {
     Ok(node)
 }
 
-/// The agent's default period: an orphan or a drifted class is back within
-/// two of them (README, "The agent").
-const DEFAULT_EVERY: Duration = Duration::from_secs(10);
-
-fn nri(args: &[String]) -> i32 {
-    let mut node_path = NodeConfig::path_from_env();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--node-config" => match node_config_arg(&mut it) {
-                Ok(p) => node_path = p,
-                Err(code) => return code,
-            },
-            "-h" | "--help" => {
-                println!("roce-tune nri [--node-config PATH]\n  The NRI plugin: the job environment of a pod's rails at CreateContainer; until SIGTERM.");
-                return 0;
-            }
-            other => return usage_error(&format!("unknown nri option {other:?}")),
-        }
-    }
-    exit_code(load_node(&node_path, "nri").map(|node| crate::nri::run(&node)))
-}
-
-fn agent(args: &[String]) -> i32 {
-    let mut every = DEFAULT_EVERY;
-    let mut with_nri = false;
-    let mut node_path = NodeConfig::path_from_env();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--every" => match it.next().and_then(|s| s.parse::<u64>().ok()) {
-                Some(n) if (1..=86_400).contains(&n) => every = Duration::from_secs(n),
-                _ => return usage_error("--every needs a whole number of seconds from 1 to 86400"),
-            },
-            "--nri" => with_nri = true,
-            "--node-config" => match node_config_arg(&mut it) {
-                Ok(p) => node_path = p,
-                Err(code) => return code,
-            },
-            "-h" | "--help" => {
-                println!("roce-tune agent [--every SECONDS] [--nri] [--node-config PATH]\n  The node's agent: repairs orphans and drift every SECONDS (default 10), serves metrics;\n  with --nri, also the NRI plugin (the job environment at CreateContainer); until SIGTERM.");
-                return 0;
-            }
-            other => return usage_error(&format!("unknown agent option {other:?}")),
-        }
-    }
-    exit_code(load_node(&node_path, "agent").map(|node| crate::agent::run(&node, every, with_nri)))
-}
-
-fn gc_orphans(node_path: &Path, every: Option<Duration>) -> Result<i32> {
+fn gc_orphans(node_path: &Path) -> Result<i32> {
     let node = load_node(node_path, "GC --orphans")?;
-    if let Some(every) = every {
-        // The repair loop grew into the agent; `gc --orphans --every` is it.
-        return Ok(crate::agent::run(&node, every, false));
-    }
     // A state dir or sysfs root that cannot be used is one of the report's
     // failures, not a stop: the sweep says what it could not do.
     let r = crate::orphans::sweep_all(&node, &|| false);
@@ -224,7 +200,7 @@ fn reset_idle(args: &[String]) -> i32 {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--dry-run" => dry_run = true,
-            "--node-config" => match node_config_arg(&mut it) {
+            "--node-config" => match node_config_arg(&mut it, usage_error) {
                 Ok(p) => node_path = p,
                 Err(code) => return code,
             },

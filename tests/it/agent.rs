@@ -1,4 +1,4 @@
-//! `roce-tune agent` as the DaemonSet runs it: a process with a node config,
+//! `roce-tune-agent agent` as the DaemonSet runs it: a process with a node config,
 //! a real pod netns, a sysfs test tree in which the test plays the kernel
 //! and the other writers (NVIDIA's rdma CNI fork writing 0, a driver reset
 //! unsetting the class, a re-created device), and its metrics read over
@@ -23,7 +23,7 @@ const NAMESPACE: &str = "team-a";
 
 // ------------------------------------------------------------ the agent
 
-/// A running `roce-tune agent`; killed (SIGKILL) if a test fails before it
+/// A running `roce-tune-agent agent`; killed (SIGKILL) if a test fails before it
 /// stops it. Its stderr goes to a file, read while it runs: a pipe nobody
 /// drains would stop it at its first 64 KiB of log.
 struct Agent {
@@ -33,13 +33,13 @@ struct Agent {
 }
 
 impl Agent {
-    /// `roce-tune agent --every <every>` on the node of `state`, whose node
+    /// `roce-tune-agent agent --every <every>` on the node of `state`, whose node
     /// config must name `metricsAddress` 127.0.0.1:0: the port the kernel
     /// picks is read from the agent's own log line.
     fn start(state: &StateDirPath, every: u64) -> Agent {
         let log = state.base().join(unique("agent-").to_string() + ".log");
         let err = std::fs::File::create(&log).unwrap();
-        let child = Command::new(BIN)
+        let child = Command::new(AGENT_BIN)
             .env_clear()
             .args(["agent", "--every", &every.to_string(), "--node-config"])
             .arg(node_config(state))

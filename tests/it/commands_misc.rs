@@ -177,6 +177,42 @@ fn help_prints_usage() {
     }
 }
 
+/// The CNI binary does not carry the long-running commands: each is 2,
+/// naming the binary that runs it, and starts nothing.
+#[test]
+fn the_long_running_commands_are_roce_tune_agents() {
+    for args in [
+        &["agent"][..],
+        &["agent", "--nri", "--every", "1"][..],
+        &["nri"][..],
+        &["gc", "--orphans", "--every", "1"][..],
+    ] {
+        let r = run_by_hand(args);
+        assert_eq!(r.status, 2, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("roce-tune-agent"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    // The agent binary has them, and sends the operator's commands back.
+    let r = Exec::new(AGENT_BIN).arg("--help").run();
+    assert_eq!(r.status, 0, "{r:?}");
+    for part in [
+        "roce-tune-agent agent",
+        "roce-tune-agent nri",
+        "roce-tune-agent gc --orphans [--every",
+    ] {
+        assert!(r.stdout.contains(part), "usage lacks {part}: {}", r.stdout);
+    }
+    let r = Exec::new(AGENT_BIN).arg("--version").run();
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(r.stdout.starts_with("roce-tune-agent "), "{}", r.stdout);
+    let r = Exec::new(AGENT_BIN).arg("inspect").run();
+    assert_eq!(r.status, 2, "{r:?}");
+    assert!(r.stderr.contains("roce-tune's"), "{}", r.stderr);
+}
+
 #[test]
 fn no_args_and_no_cni_command_is_an_error_on_stderr() {
     let r = run_by_hand(&[]);

@@ -529,7 +529,7 @@ fn the_repair_loop_restores_every_original_and_stops_on_sigterm() {
         }
     }
     let mut repair = Repair(
-        Command::new(BIN)
+        Command::new(AGENT_BIN)
             .env_clear()
             .args(["gc", "--orphans", "--every", "1", "--node-config"])
             .arg(node_config(&state))

@@ -202,7 +202,6 @@ fn every_host_path_of_the_node_config_is_held_to_the_rule() {
             "kubelet/kubelet_internal_checkpoint",
         ),
         ("nvidiaGpusDir", "nvidia/gpus"),
-        ("nriSocket", "nri/nri.sock"),
         ("sysfsRoot", "tree"),
     ];
     let all: serde_json::Map<String, Value> = keys
@@ -222,6 +221,41 @@ fn every_host_path_of_the_node_config_is_held_to_the_rule() {
         conf.insert(key.into(), json!(path_str(&bad.join("run").join(rel))));
         n.node_config(Value::Object(conf));
         refused(&n, &[key, &path_str(&bad.join("run")), "uid 1000"]);
+    }
+}
+
+/// `nriSocket` is the NRI plugin's alone: ADD and DEL neither resolve it nor
+/// refuse a pod's rail for it, and the NRI command (`nri`, `agent --nri`)
+/// refuses it, naming the key, the link and its owner, before it connects.
+#[test]
+fn an_nri_socket_through_a_link_another_uid_owns_is_refused_by_the_nri_command_not_by_add() {
+    needs!(root);
+    let n = Node::new(Target::Relative);
+    let bad = n.rail.state.base().join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    std::os::unix::fs::symlink("../run", bad.join("run")).unwrap();
+    std::os::unix::fs::lchown(bad.join("run"), Some(1000), None).unwrap();
+    n.node_config(json!({"nriSocket": path_str(&bad.join("run/nri/nri.sock"))}));
+    let r = n.run("ADD");
+    r.ok();
+    assert!(!r.stderr.contains("nriSocket"), "{}", r.stderr);
+    n.run("DEL").ok();
+    assert_eq!(n.rail.tree.tc(DEV), "tclass=-1", "DEL restored");
+    let node = n.rail.state.base().join("node.json");
+    for args in [&["nri"][..], &["agent", "--nri", "--every", "1"][..]] {
+        let r = Exec::new(AGENT_BIN)
+            .args(args)
+            .arg("--node-config")
+            .arg(&node)
+            .run();
+        assert_eq!(r.status, 1, "{args:?}: {}", r.stderr);
+        for needle in ["nriSocket", &path_str(&bad.join("run")), "uid 1000"] {
+            assert!(
+                r.stderr.contains(needle),
+                "{args:?}: {needle:?} not in {}",
+                r.stderr
+            );
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! `roce-tune nri` as a process against containerd's own NRI adaptation
+//! `roce-tune-agent nri` as a process against containerd's own NRI adaptation
 //! (../shared/nri: `nri-sim-0.12` is NRI v0.12.2, `nri-sim-old` v0.11.0,
 //! both driven by a JSON script, their result JSON read back), and against a
 //! raw peer of the test's own where a real runtime cannot send the bad
@@ -89,7 +89,7 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
-/// `roce-tune nri` (or the agent, with `args`) on a node config of its own.
+/// `roce-tune-agent nri` (or the agent, with `args`) on a node config of its own.
 struct Plugin {
     child: Child,
     log: PathBuf,
@@ -111,7 +111,7 @@ impl Plugin {
     /// ADDed).
     fn on(state: StateDirPath, config: &Path, args: &[&str]) -> Plugin {
         let log = state.base().join("plugin.log");
-        let child = Command::new(BIN)
+        let child = Command::new(AGENT_BIN)
             .env_clear()
             .args(args)
             .arg("--node-config")
@@ -965,7 +965,7 @@ const HCA: &str = "NCCL_IB_HCA==mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1";
 /// A pod with four rails on a test tree, each ADDed as the runtime runs the
 /// plugin (trafficClass 41), the RoCE v2 GID of rail `i` at `gid_index[i]`
 /// (gidCheck present, so a GID away from 3 still comes up): the records the
-/// NRI plugin reads. Then `roce-tune nri` on that node, on `socket`.
+/// NRI plugin reads. Then `roce-tune-agent nri` on that node, on `socket`.
 fn four_rails(socket: &Path, gid_index: [u32; 4]) -> (Tree, Pod, Plugin) {
     let tree = Tree::new();
     let state = StateDirPath::new();

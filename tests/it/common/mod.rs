@@ -27,6 +27,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_roce-tune");
+/// The long-running binary: `agent`, `nri`, `gc --orphans --every`.
+pub const AGENT_BIN: &str = env!("CARGO_BIN_EXE_roce-tune-agent");
 
 /// The checkout: where the docs, the charts and integration/ are.
 pub fn repo() -> PathBuf {

@@ -1,0 +1,36 @@
+//! What std's start-up did that both binaries rely on, and one thing it
+//! adds: `roce-tune` (src/main.rs) skips std's start-up, and
+//! `roce-tune-agent` (src/bin/roce-tune-agent.rs) runs it and then this, so
+//! the two start alike.
+
+use nix::libc;
+
+/// Call first, before any file is opened or any thread made.
+pub fn start() {
+    // File descriptors 0, 1 and 2 must be open: a runtime that started us
+    // with stdout closed would otherwise have the first file we open (a
+    // state entry) become fd 1, and the result printed into it.
+    for fd in 0..3 {
+        // SAFETY: fcntl(F_GETFD) on an integer only reads the fd table.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            let flags = if fd == 0 {
+                libc::O_RDONLY
+            } else {
+                libc::O_WRONLY
+            };
+            // SAFETY: a constant C string; the lowest free fd is `fd` itself.
+            unsafe { libc::open(c"/dev/null".as_ptr(), flags) };
+        }
+    }
+    // SAFETY: setting a signal's disposition to ignore runs no handler. A
+    // write to a closed pipe is then an EPIPE error, not a death by signal.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    // One malloc arena: the pod thread of `netns::NetNs::run` would make a
+    // second one (a 64 MiB reservation trimmed by two munmaps, fresh pages
+    // faulted in) for a few kilobytes. Contention is nil: two threads, one
+    // waiting for the other. The agent's few threads (the pass, the HTTP
+    // server, the NRI plugin) allocate little and seldom; it ran so before
+    // it had a binary of its own.
+    // SAFETY: a documented glibc tunable, set before any thread exists.
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) };
+}
