@@ -1,10 +1,13 @@
-//! What the plugin answers: the event mask it asks for, and the environment
-//! a container gets at CreateContainer. Everything here answers from what is
-//! already on the node (the state dir's records, through [`RailEnv`]), never
-//! waiting on a device lock, a GID or the kubelet: the runtime drops a
-//! plugin whose answer outlasts its request timeout (2 s by default), and
-//! the pod then starts without the environment (what nri-sim observed of
-//! the adaptation: docs/design.md, "NRI").
+//! What the plugin answers: the event mask it asks for, the environment a
+//! container gets at CreateContainer, and the pod events. CreateContainer
+//! answers from what is already on the node (the state dir's records,
+//! through [`RailEnv`]), never waiting on a device lock, a GID or the
+//! kubelet: the runtime drops a plugin whose answer outlasts its request
+//! timeout (2 s by default), and the pod then starts without the
+//! environment (what nri-sim observed of the adaptation: docs/design.md,
+//! "NRI"). A pod event tunes or gives back the pod's DRA rails
+//! (`super::dra`), device locks and GID wait included, within
+//! [`Plugin::pod_event_budget`].
 
 use super::dra::DraRails;
 use super::messages::{Configure, Container, Pod, PodEvent, Synchronize};
