@@ -357,8 +357,9 @@ fn a_gid_that_never_comes_is_bounded_by_the_answers_budget() {
     }
 }
 
-/// A StopPodSandbox that never comes (the netns gone with the pod): the
-/// agent's orphan repair gives both classes back within two periods.
+/// A live DRA rail is seen by `inspect --env` and held by the agent's drift
+/// repair; a StopPodSandbox that never comes (the netns gone with the pod):
+/// the agent's orphan repair gives both classes back within two periods.
 #[test]
 fn a_lost_stop_pod_sandbox_is_finished_by_the_agent_within_two_periods() {
     needs!(root);
@@ -376,6 +377,24 @@ fn a_lost_stop_pod_sandbox_is_finished_by_the_agent_within_two_periods() {
     );
     never_dropped("nri-sim-0.12", &result, 0);
     assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=41");
+    // `inspect --env` reads a DRA rail's entry as it reads a CNI rail's.
+    let env = Exec::new(BIN)
+        .args(["inspect", "--netns", &node.pod.path(), "--env"])
+        .env("ROCE_TUNE_NODE_CONFIG", &node.config)
+        .run();
+    env.ok();
+    assert!(env.stdout.contains(HCA), "{}", env.stdout);
+    // The agent's drift repair holds a live DRA rail to what it wrote.
+    node.tree.set_tc(&node.vfs[0].dev, "Global tclass=7\n");
+    let drifted = Instant::now();
+    while node.tree.tc(&node.vfs[0].dev) != "tclass=41" {
+        assert!(
+            drifted.elapsed() < Duration::from_millis(2500),
+            "drift not repaired within two periods: {}",
+            plugin.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     node.pod.delete();
     let gone = Instant::now();
     let restored = |n: &Node| {
@@ -639,4 +658,95 @@ fn a_stop_for_a_pod_never_seen_and_a_rail_renamed_before_the_stop() {
         assert_eq!(node.tree.tc(&node.vfs[1].dev), "tclass=106", "{name}");
         assert!(node.entries().is_empty(), "{name}");
     }
+}
+
+/// Exclusive RDMA netns mode: the devices moved into the pod with their
+/// netdevs. At StopPodSandbox dranet (index 00) has moved rail 0's device
+/// back to the host already: it is restored through the host's view. Rail
+/// 1's device no view shows yet: its entry stays, with a line, and the
+/// agent's orphan repair restores it once the kernel has it back.
+#[test]
+fn in_exclusive_mode_stop_restores_through_the_view_that_shows_the_device_now() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    let mut node = Node::new(2, profile(), true);
+    std::fs::write(
+        node.tree.root.join("module/ib_core/parameters/netns_mode"),
+        "N\n",
+    )
+    .unwrap();
+    let ino = node.pod.ino();
+    for vf in &node.vfs {
+        node.tree.move_into(&node.pod, &vf.pci, &vf.dev);
+    }
+    let plugin = node.plugin(&["nri"]);
+    let sandbox = unique("sb");
+    let p = pod(&sandbox, Some(&node.pod.path()), json!({}));
+    let result = node.run(
+        &sims.v012,
+        json!([
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"run_pod": p}
+        ]),
+        &[],
+    );
+    never_dropped("nri-sim-0.12", &result, 0);
+    for vf in &node.vfs {
+        assert_eq!(node.tree.tc_in(ino, &vf.dev), "tclass=41", "{}", vf.ifname);
+        let e = node.entry(&sandbox, &vf.ifname).unwrap();
+        assert_eq!(e["reach"], "pod", "{e}");
+    }
+    // Play dranet's StopPodSandbox: rail 0's device is back on the host;
+    // rail 1's is on its way (in no view yet).
+    node.tree.move_back(ino, &node.vfs[0].pci, &node.vfs[0].dev);
+    let limbo = node.tree.root.join("limbo");
+    let (pci1, dev1) = (&node.vfs[1].pci, &node.vfs[1].dev);
+    for rel in [
+        format!("class/infiniband/{dev1}"),
+        format!("bus/pci/devices/{pci1}/infiniband/{dev1}"),
+    ] {
+        let dst = limbo.join(&rel);
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::rename(node.tree.netns_dir(ino).join(&rel), &dst).unwrap();
+    }
+    let result = node.run(
+        &sims.v012,
+        json!([
+            {"existing_pods": [p]},
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"stop_pod": sandbox}
+        ]),
+        &[],
+    );
+    never_dropped("nri-sim-0.12", &result, 1);
+    assert_eq!(
+        node.tree.tc(&node.vfs[0].dev),
+        "tclass=-1",
+        "through the host's view"
+    );
+    assert!(node.entry(&sandbox, "net1").is_none());
+    assert!(
+        node.entry(&sandbox, "net2").is_some(),
+        "kept for the repair"
+    );
+    plugin.wait_log(
+        "DRA rail net2 on mlx5_3: kept for the orphan repair",
+        1,
+        Duration::from_secs(5),
+    );
+    // The kernel has it back on the host once the netns is gone.
+    node.pod.delete();
+    for rel in [
+        format!("class/infiniband/{dev1}"),
+        format!("bus/pci/devices/{pci1}/infiniband/{dev1}"),
+    ] {
+        std::fs::rename(limbo.join(&rel), node.tree.root.join(&rel)).unwrap();
+    }
+    Exec::new(BIN)
+        .args(["gc", "--orphans", "--node-config"])
+        .arg(&node.config)
+        .run()
+        .ok();
+    assert_eq!(node.tree.tc(dev1), "tclass=106");
+    assert!(node.entries().is_empty(), "{:?}", node.entries());
 }
