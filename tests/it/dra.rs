@@ -7,7 +7,7 @@
 
 use crate::common::need::NriSims;
 use crate::common::*;
-use crate::nri::{adjusted_env, ctr, never_dropped, pod, rpcs, socket, steps, Plugin, Sim};
+use crate::nri::{adjusted_env, ctr, never_dropped, pod, rpcs, scrape, socket, steps, Plugin, Sim};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -357,8 +357,8 @@ fn a_gid_that_never_comes_is_bounded_by_the_answers_budget() {
     }
 }
 
-/// A live DRA rail is seen by `inspect --env` and held by the agent's drift
-/// repair; a StopPodSandbox that never comes (the netns gone with the pod):
+/// A live DRA rail is seen by `inspect --env` and the agent's metrics, and
+/// held by its drift repair; a StopPodSandbox that never comes (the netns gone with the pod):
 /// the agent's orphan repair gives both classes back within two periods.
 #[test]
 fn a_lost_stop_pod_sandbox_is_finished_by_the_agent_within_two_periods() {
@@ -384,6 +384,34 @@ fn a_lost_stop_pod_sandbox_is_finished_by_the_agent_within_two_periods() {
         .run();
     env.ok();
     assert!(env.stdout.contains(HCA), "{}", env.stdout);
+    // The agent's metrics show it as a rail like any other.
+    let log = plugin.wait_log("metrics on http://", 1, Duration::from_secs(5));
+    let addr = log
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap()
+        .to_string();
+    let class = |metrics: &str, dev: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with("roce_tune_rail_traffic_class{") && l.contains(dev))
+            .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+    };
+    // A scrape shows the last pass: the next one, within a period, sees it.
+    let tuned_at = Instant::now();
+    loop {
+        let metrics = scrape(&addr);
+        let both = ["\"mlx5_2\"", "\"mlx5_3\""].map(|d| class(&metrics, d));
+        if both == [Some("41".to_owned()), Some("41".to_owned())] {
+            break;
+        }
+        assert!(
+            tuned_at.elapsed() < Duration::from_millis(2500),
+            "{both:?}: {metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // The agent's drift repair holds a live DRA rail to what it wrote.
     node.tree.set_tc(&node.vfs[0].dev, "Global tclass=7\n");
     let drifted = Instant::now();
