@@ -20,7 +20,7 @@ use crate::netns::{Lookup, NetNs, NsId};
 use crate::node::NodeConfig;
 use crate::ownership::{self, Done, Place};
 use crate::rdma::lookup::{self, CrossCheck, LookupError, Names};
-use crate::rdma::reach::{PodSide, Sysfs};
+use crate::rdma::reach::{PodSide, Reach, Sysfs};
 use crate::rdma::setting::{PodIface, Views};
 use crate::state::{Entry, LockWait, PodRecord, StateDir, DRA_NETWORK};
 use std::path::Path;
@@ -192,21 +192,19 @@ impl DraRails {
         who: &str,
     ) {
         for t in tuned.into_iter().rev() {
+            // Where the take wrote: the pod's view of an exclusive-mode
+            // device, the host's otherwise (ADD's own undo uses the same).
+            let pod_view = match t.entry.reach {
+                Reach::Pod => sysfs.pod_side_of(netns).ok().flatten(),
+                Reach::Host => None,
+            };
             let views = Views {
-                device: sysfs.host(),
+                device: pod_view.as_ref().unwrap_or(sysfs.host()),
                 host: sysfs.host(),
                 pod: Some(PodIface {
                     netns,
                     ifname: &t.entry.ifname,
                 }),
-            };
-            let pod_view = match t.entry.reach {
-                crate::rdma::reach::Reach::Pod => sysfs.pod_side_of(netns).ok().flatten(),
-                crate::rdma::reach::Reach::Host => None,
-            };
-            let views = Views {
-                device: pod_view.as_ref().unwrap_or(views.device),
-                ..views
             };
             ownership::undo_take(
                 state,

@@ -778,3 +778,49 @@ fn in_exclusive_mode_stop_restores_through_the_view_that_shows_the_device_now() 
     assert_eq!(node.tree.tc(dev1), "tclass=106");
     assert!(node.entries().is_empty(), "{:?}", node.entries());
 }
+
+/// A later rail's failure gives back what the answer already did: net1 is
+/// tuned, net2's GID never comes under `enforce`, the sandbox fails, and
+/// net1's class is unset again and its sysctls as they were.
+#[test]
+fn a_failure_on_a_later_rail_gives_back_the_rails_tuned_before_it() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    let mut node = Node::new(
+        2,
+        json!({"trafficClass": 41, "gidCheck": "enforce", "gidTimeoutMs": 300}),
+        true,
+    );
+    let late = &node.vfs[1].dev.clone();
+    node.tree.set_gid(late, 2, ZERO_GID, "");
+    node.tree.set_gid(late, 3, ZERO_GID, "");
+    let before = node.picture();
+    let plugin = node.plugin(&["nri"]);
+    let sandbox = unique("sb");
+    let result = node.run(
+        &sims.v012,
+        json!([
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"run_pod": pod(&sandbox, Some(&node.pod.path()), json!({}))}
+        ]),
+        &[],
+    );
+    let step = &steps(&result)[1];
+    assert_eq!(step["ok"], false, "{step}");
+    assert!(
+        step["error"]
+            .as_str()
+            .unwrap()
+            .contains("DRA rail net2: GID check failed"),
+        "{step}"
+    );
+    let log = plugin.log();
+    assert!(
+        log.contains("DRA rail net1 on mlx5_2 port 1 tuned"),
+        "{log}"
+    );
+    assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=-1", "unset again");
+    assert_eq!(node.tree.tc(late), "Global tclass=106\n", "never taken");
+    assert_eq!(node.picture().1, before.1, "the sysctls as they were");
+    assert!(node.entries().is_empty(), "{:?}", node.entries());
+}
