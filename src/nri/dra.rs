@@ -466,3 +466,51 @@ fn renamed(entries: &[Entry], who: &str, event: &str) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(id: &str) -> Pod<'_> {
+        Pod {
+            id,
+            name: "train-0",
+            namespace: "team-a",
+            ..Pod::default()
+        }
+    }
+
+    #[test]
+    fn a_sandbox_id_that_cannot_name_an_entry_is_refused() {
+        assert!(sandbox_id(&pod("4b1c2f0e6a53")).is_ok());
+        for bad in ["a/b", "../x", "", ":x", "x:y", "-x", "a\nb"] {
+            assert!(sandbox_id(&pod(bad)).is_err(), "{bad:?}");
+        }
+        let long = "s".repeat(300);
+        let why = sandbox_id(&pod(&long)).unwrap_err();
+        assert!(why.contains("300 long"), "{why}");
+        assert!(sandbox_id(&pod(&"s".repeat(255))).is_ok());
+    }
+
+    #[test]
+    fn a_line_names_the_pod_escaped_and_cut_short() {
+        let long = format!("{}\n", "s".repeat(300));
+        let p = Pod {
+            name: "a\u{1b}[31mb",
+            ..pod(&long)
+        };
+        let line = who(&p);
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(line.len() < 200, "{}", line.len());
+    }
+
+    #[test]
+    fn without_a_profile_there_are_no_dra_rails() {
+        let node = NodeConfig::defaults("/etc/cni/roce-tune/node.json".into());
+        assert!(DraRails::new(&node).is_none());
+        let mut with = node.clone();
+        with.dra_rails = Some(serde_json::json!({"trafficClass": 41}));
+        let dra = DraRails::new(&with).unwrap();
+        assert!(!dra.host.is_empty(), "this process's own netns at least");
+    }
+}
