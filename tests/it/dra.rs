@@ -692,7 +692,7 @@ fn a_stop_for_a_pod_never_seen_and_a_rail_renamed_before_the_stop() {
 /// netdevs. At StopPodSandbox dranet (index 00) has moved rail 0's device
 /// back to the host already: it is restored through the host's view. Rail
 /// 1's device no view shows yet: its entry stays, with a line, and the
-/// agent's orphan repair restores it once the kernel has it back.
+/// RemovePodSandbox (no netns) restores it once the kernel has it back.
 #[test]
 fn in_exclusive_mode_stop_restores_through_the_view_that_shows_the_device_now() {
     needs!(root);
@@ -762,7 +762,9 @@ fn in_exclusive_mode_stop_restores_through_the_view_that_shows_the_device_now() 
         1,
         Duration::from_secs(5),
     );
-    // The kernel has it back on the host once the netns is gone.
+    // The kernel has it back on the host once the netns is gone; the
+    // RemovePodSandbox (without the netns, as containerd 2.3+ sends it)
+    // releases what is left.
     node.pod.delete();
     for rel in [
         format!("class/infiniband/{dev1}"),
@@ -770,11 +772,17 @@ fn in_exclusive_mode_stop_restores_through_the_view_that_shows_the_device_now() 
     ] {
         std::fs::rename(limbo.join(&rel), node.tree.root.join(&rel)).unwrap();
     }
-    Exec::new(BIN)
-        .args(["gc", "--orphans", "--node-config"])
-        .arg(&node.config)
-        .run()
-        .ok();
+    let result = node.run(
+        &sims.v012,
+        json!([
+            {"existing_pods": [pod(&sandbox, None, json!({}))]},
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"remove_pod": sandbox}
+        ]),
+        &[],
+    );
+    never_dropped("nri-sim-0.12", &result, 1);
+    plugin.wait_log("RemovePodSandbox pod team-a/", 1, Duration::from_secs(5));
     assert_eq!(node.tree.tc(dev1), "tclass=106");
     assert!(node.entries().is_empty(), "{:?}", node.entries());
 }
