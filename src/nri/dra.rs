@@ -214,7 +214,7 @@ impl DraRails {
                 &t.entry.ifname,
                 LockWait::REPAIR,
             );
-            if let Err(e) = netns.run(|| crate::sysctl::revert(&t.sysctls)) {
+            if let Err(e) = in_pod(netns, &mut || crate::sysctl::revert(&t.sysctls)) {
                 crate::error!(
                     "{who}: the sysctls of {} could not be put back: {e}",
                     t.entry.ifname
@@ -321,6 +321,13 @@ impl DraRails {
     }
 }
 
+/// `f` on a thread inside `netns`: one instance of the netns machinery
+/// (a scoped thread) for every trip of this module, not one per closure
+/// type (measured: each instance is kilobytes of the one binary).
+fn in_pod(netns: &NetNs, f: &mut (dyn FnMut() + Send)) -> Result<(), crate::netns::NsError> {
+    netns.run(f)
+}
+
 /// How a pod is named in every line: escaped, it is the runtime's input.
 fn who(pod: &Pod<'_>) -> String {
     // Cut short: a sandbox id of any length reaches this line.
@@ -381,47 +388,12 @@ fn candidates(
     recorded: &[String],
     who: &str,
 ) -> Result<Vec<Candidate>, CniError> {
-    let reach = sysfs.reach();
-    let found = netns
-        .run(|| -> Result<Vec<Candidate>, CniError> {
-            let mut nl = Netlink::open()?;
-            let links = nl.links()?;
-            let primary = nl.default_route_links()?;
-            let label = format!("<sysfs of netns {}>", netns.path().display());
-            let mut side = PodSide::new(sysfs, netns.id(), label);
-            let cross = CrossCheck {
-                device_id: None,
-                rdma_port: conf.rdma_port,
-                names: Names::Config,
-            };
-            let mut out = Vec::new();
-            for link in &links {
-                if link.name == "lo" {
-                    continue;
-                }
-                if link.name == PRIMARY || primary.contains(&link.index) {
-                    crate::debug!("{who}: {} is the pod's primary: left alone", link.name);
-                    continue;
-                }
-                if recorded.contains(&link.name) {
-                    crate::debug!("{who}: {} is a CNI rail: left to its chain", link.name);
-                    continue;
-                }
-                match lookup::locate(&mut side, reach, link, &cross) {
-                    Ok(f) => out.push(Candidate {
-                        ifname: link.name.clone(),
-                        device: f.port.device,
-                        port: f.port.port,
-                    }),
-                    Err(LookupError::NotAVf { .. }) => {
-                        crate::debug!("{who}: {} has no RDMA port: left alone", link.name)
-                    }
-                    Err(e) => crate::warn!("{who}: {} left alone: {e}", link.name),
-                }
-            }
-            Ok(out)
-        })
-        .map_err(crate::commands::ns_error)??;
+    let mut found = Ok(Vec::new());
+    in_pod(netns, &mut || {
+        found = scan(conf, netns, sysfs, recorded, who)
+    })
+    .map_err(crate::commands::ns_error)?;
+    let found = found?;
     for (i, a) in found.iter().enumerate() {
         if let Some(b) = found[i + 1..]
             .iter()
@@ -439,6 +411,53 @@ fn candidates(
     Ok(found)
 }
 
+/// `candidates`' look at the pod netns, on a thread inside it.
+fn scan(
+    conf: &NetConf,
+    netns: &NetNs,
+    sysfs: &Sysfs,
+    recorded: &[String],
+    who: &str,
+) -> Result<Vec<Candidate>, CniError> {
+    let reach = sysfs.reach();
+    let mut nl = Netlink::open()?;
+    let links = nl.links()?;
+    let primary = nl.default_route_links()?;
+    let label = format!("<sysfs of netns {}>", netns.path().display());
+    let mut side = PodSide::new(sysfs, netns.id(), label);
+    let cross = CrossCheck {
+        device_id: None,
+        rdma_port: conf.rdma_port,
+        names: Names::Config,
+    };
+    let mut out = Vec::new();
+    for link in &links {
+        if link.name == "lo" {
+            continue;
+        }
+        if link.name == PRIMARY || primary.contains(&link.index) {
+            crate::debug!("{who}: {} is the pod's primary: left alone", link.name);
+            continue;
+        }
+        if recorded.contains(&link.name) {
+            crate::debug!("{who}: {} is a CNI rail: left to its chain", link.name);
+            continue;
+        }
+        match lookup::locate(&mut side, reach, link, &cross) {
+            Ok(f) => out.push(Candidate {
+                ifname: link.name.clone(),
+                device: f.port.device,
+                port: f.port.port,
+            }),
+            Err(LookupError::NotAVf { .. }) => {
+                crate::debug!("{who}: {} has no RDMA port: left alone", link.name)
+            }
+            Err(e) => crate::warn!("{who}: {} left alone: {e}", link.name),
+        }
+    }
+    Ok(out)
+}
+
 /// A recorded rail whose interface the pod netns no longer shows by its
 /// name (renamed, or moved out already): said once; its device is given
 /// back by its identity, never by the name.
@@ -450,17 +469,17 @@ fn renamed(entries: &[Entry], who: &str, event: &str) {
         return;
     };
     let names: Vec<String> = entries.iter().map(|e| e.ifname.clone()).collect();
-    let missing = ns.run(|| {
-        let mut nl = Netlink::open().ok()?;
-        Some(
-            names
+    let mut missing = Vec::new();
+    let _ = in_pod(&ns, &mut || {
+        if let Ok(mut nl) = Netlink::open() {
+            missing = names
                 .iter()
                 .filter(|n| nl.link_by_name(n).ok().flatten().is_none())
                 .cloned()
-                .collect::<Vec<_>>(),
-        )
+                .collect();
+        }
     });
-    for n in missing.ok().flatten().unwrap_or_default() {
+    for n in missing {
         crate::info!(
             "{event} {who}: DRA rail {n} is no longer in the pod netns by that name (renamed or moved out): its device is given back by its identity"
         );
