@@ -321,11 +321,10 @@ impl DraRails {
     }
 }
 
-/// `f` on a thread inside `netns`: one instance of the netns machinery
-/// (a scoped thread) for every trip of this module, not one per closure
-/// type (measured: each instance is kilobytes of the one binary).
+/// `f` on a thread inside `netns`, through `NetNs::run_dyn`: the one
+/// instance of the netns machinery that ADD's trips share too.
 fn in_pod(netns: &NetNs, f: &mut (dyn FnMut() + Send)) -> Result<(), crate::netns::NsError> {
-    netns.run(f)
+    netns.run_dyn(f, &mut || {})
 }
 
 /// How a pod is named in every line: escaped, it is the runtime's input.
