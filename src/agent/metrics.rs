@@ -1,4 +1,4 @@
-//! What `roce-tune agent` exposes: the metric catalogue, the plain-data
+//! What `roce-tune-agent agent` exposes: the metric catalogue, the plain-data
 //! [`Snapshot`] the repair loop fills, and [`render`], which turns a snapshot
 //! into the text exposition.
 //!

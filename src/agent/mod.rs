@@ -1,4 +1,4 @@
-//! `roce-tune agent`: the DaemonSet's long-running container, the node's
+//! `roce-tune-agent agent`: the DaemonSet's long-running container, the node's
 //! agent. A CNI plugin speaks once, at ADD; the agent keeps a rail right for
 //! the pod's whole life. Every period it repairs orphans (`crate::orphans`:
 //! pods gone without a DEL reaching roce-tune, which is what a DEL behind the

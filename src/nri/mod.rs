@@ -1,4 +1,4 @@
-//! `roce-tune nri`: a Node Resource Interface plugin (containerd/nri), so
+//! `roce-tune-agent nri`: a Node Resource Interface plugin (containerd/nri), so
 //! that every container of a pod that asks is told its verified rails
 //! (`NCCL_IB_HCA`, the GID index, the class) in its environment at
 //! CreateContainer, instead of lines a job writes by hand (issue 26).
@@ -9,12 +9,15 @@
 //! - `session`: one connection (SO_PEERCRED, register, serve) and the
 //!   reconnect loop around it;
 //! - `answer`: what the plugin answers (the event mask, the environment);
+//! - `dra`: the rails a DRA driver moved into a pod, tuned at
+//!   RunPodSandbox and given back at StopPodSandbox (issue 27);
 //! - `rails`: where the environment comes from (`crate::job_env`).
 //!
 //! The wire is hand-written, not containerd's `ttrpc` crate: measured in
 //! docs/design.md, "NRI".
 
 pub mod answer;
+pub mod dra;
 pub mod messages;
 pub mod mux;
 pub mod rails;
@@ -168,7 +171,7 @@ impl Running {
 }
 
 /// Start the plugin on a thread of its own, reconnecting until stopped: the
-/// agent's duty (`roce-tune agent --nri`) and `roce-tune nri`'s whole job.
+/// agent's duty (`roce-tune-agent agent --nri`) and `roce-tune-agent nri`'s whole job.
 /// The thread holds no lock another thread takes, so the agent's repair
 /// pass never delays an answer, nor an answer a pass. Start it after the
 /// stop signals are blocked: it inherits the block.
@@ -180,7 +183,8 @@ pub fn spawn(
         socket: node.nri_socket.clone(),
         index: node.nri_index.clone(),
     };
-    let mut plugin = answer::Plugin::new(node.nccl_env, Box::new(rails::JobEnv::new(node)));
+    let mut plugin = answer::Plugin::new(node.nccl_env, Box::new(rails::JobEnv::new(node)))
+        .with_dra(dra::DraRails::new(node));
     let quit = std::sync::Arc::new(session::Quit::default());
     let asked = quit.clone();
     let thread = std::thread::Builder::new()
@@ -189,7 +193,7 @@ pub fn spawn(
     Ok(Running { quit, thread })
 }
 
-/// `roce-tune nri`: the plugin alone, until SIGTERM or SIGINT (blocked
+/// `roce-tune-agent nri`: the plugin alone, until SIGTERM or SIGINT (blocked
 /// here, before the thread starts, so only this thread takes them).
 pub fn run(node: &crate::node::NodeConfig) -> i32 {
     use nix::sys::signal::{SigSet, Signal};
