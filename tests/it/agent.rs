@@ -105,18 +105,7 @@ impl Agent {
     /// SIGTERM, and how long the agent took to exit (at most 5 s, then it is
     /// killed and the test fails).
     fn terminate(&mut self) -> (ExitStatus, Duration) {
-        signal(&self.child, nix::sys::signal::Signal::SIGTERM);
-        let t = Instant::now();
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return (s, t.elapsed());
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(5),
-                "SIGTERM did not stop the agent within 5 s"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        crate::common::terminate(&mut self.child, || "the agent".into())
     }
 }
 
@@ -125,10 +114,6 @@ impl Drop for Agent {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn signal(child: &Child, sig: nix::sys::signal::Signal) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
 }
 
 /// One HTTP/1.1 GET: (status, body). The agent closes every connection.

@@ -142,6 +142,13 @@ fn profile() -> Value {
     json!({"trafficClass": 41, "podTrafficClasses": [41, 106], "gidTimeoutMs": 800})
 }
 
+/// A script whose steps start once the plugin has registered.
+fn registered(steps: Value) -> Value {
+    let mut all = vec![json!({"wait_plugins": ["roce-tune"], "timeout_ms": 5000})];
+    all.extend(steps.as_array().expect("a list of steps").iter().cloned());
+    Value::Array(all)
+}
+
 fn run_pod_ms(result: &Value) -> f64 {
     let dedicated = rpcs(result, "RunPodSandbox");
     let r = dedicated
@@ -174,11 +181,10 @@ fn two_dra_rails_are_tuned_at_run_pod_sandbox_and_given_back_at_stop_under_both_
         );
         let result = node.run(
             bin,
-            json!([
-                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            registered(json!([
                 {"run_pod": p},
                 {"create_container": ctr("worker", &sandbox, &["PATH=/bin"])}
-            ]),
+            ])),
             &[],
         );
         never_dropped(name, &result, 0);
@@ -273,10 +279,9 @@ fn a_pod_with_a_cni_rail_and_a_dra_rail_has_only_the_dra_one_tuned_by_the_plugin
     let plugin = node.plugin(&["nri"]);
     let result = node.run(
         &sims.v012,
-        json!([
-            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+        registered(json!([
             {"run_pod": pod(&sandbox, Some(&node.pod.path()), json!({}))}
-        ]),
+        ])),
         &[],
     );
     never_dropped("nri-sim-0.12", &result, 0);
@@ -319,10 +324,9 @@ fn a_gid_that_never_comes_is_bounded_by_the_answers_budget() {
         let sandbox = unique("sb");
         let result = node.run(
             &sims.v012,
-            json!([
-                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            registered(json!([
                 {"run_pod": pod(&sandbox, Some(&node.pod.path()), json!({}))}
-            ]),
+            ])),
             &["--request-timeout-ms", "1000"],
         );
         let ms = run_pod_ms(&result);
@@ -370,10 +374,9 @@ fn a_lost_stop_pod_sandbox_is_finished_by_the_agent_within_two_periods() {
     let sandbox = unique("sb");
     let result = node.run(
         &sims.v012,
-        json!([
-            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+        registered(json!([
             {"run_pod": pod(&sandbox, Some(&node.pod.path()), json!({}))}
-        ]),
+        ])),
         &[],
     );
     never_dropped("nri-sim-0.12", &result, 0);
@@ -474,10 +477,9 @@ fn run_once(pod_of: impl Fn(&Node, &str) -> Value, setup: impl Fn(&Node)) -> Vec
         let sandbox = unique("sb");
         let result = node.run(
             bin,
-            json!([
-                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            registered(json!([
                 {"run_pod": pod_of(&node, &sandbox)}
-            ]),
+            ])),
             &[],
         );
         for s in steps(&result) {
@@ -713,10 +715,9 @@ fn in_exclusive_mode_stop_restores_through_the_view_that_shows_the_device_now() 
     let p = pod(&sandbox, Some(&node.pod.path()), json!({}));
     let result = node.run(
         &sims.v012,
-        json!([
-            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+        registered(json!([
             {"run_pod": p}
-        ]),
+        ])),
         &[],
     );
     never_dropped("nri-sim-0.12", &result, 0);
@@ -808,10 +809,9 @@ fn a_failure_on_a_later_rail_gives_back_the_rails_tuned_before_it() {
     let sandbox = unique("sb");
     let result = node.run(
         &sims.v012,
-        json!([
-            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+        registered(json!([
             {"run_pod": pod(&sandbox, Some(&node.pod.path()), json!({}))}
-        ]),
+        ])),
         &[],
     );
     let step = &steps(&result)[1];

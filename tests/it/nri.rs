@@ -157,23 +157,8 @@ impl Plugin {
     /// SIGTERM, then the exit status and how long it took (the agent's
     /// bound is a second; 5 s fails the test).
     fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .unwrap();
-        let t = Instant::now();
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return (s, t.elapsed());
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(5),
-                "SIGTERM did not stop it: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        let log = self.log.clone();
+        crate::common::terminate(&mut self.child, || read(&log))
     }
 }
 

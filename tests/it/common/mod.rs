@@ -894,3 +894,29 @@ pub fn rail_sysctls(ifname: &str) -> Vec<(String, &'static str)> {
         })
         .collect()
 }
+
+/// SIGTERM to a long-running process of the test (the agent, the NRI
+/// plugin), then its exit status and how long it took: the bound they
+/// promise is a second, and 5 s fails the test with `what` said.
+pub fn terminate(
+    child: &mut std::process::Child,
+    what: impl Fn() -> String,
+) -> (std::process::ExitStatus, std::time::Duration) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return (s, t.elapsed());
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(5),
+            "SIGTERM did not stop it within 5 s: {}",
+            what()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
