@@ -86,6 +86,10 @@ pub struct NodeConfig {
     pub job_env_families: Vec<EnvFamily>,
     /// `jobEnvOmit`: variables never injected (another NRI plugin sets them).
     pub job_env_omit: Vec<String>,
+    /// `draRails`: the profile the NRI plugin tunes the rails a DRA driver
+    /// moved into a pod with (a network config's keys, `PROFILE_KEYS`),
+    /// validated as the node config is read; `None`: no DRA rails.
+    pub dra_rails: Option<Value>,
 }
 
 /// Which pods the NRI plugin gives the job environment at CreateContainer.
@@ -190,6 +194,7 @@ impl NodeConfig {
             nccl_env: NcclEnv::Annotated,
             job_env_families: vec![EnvFamily::Nccl],
             job_env_omit: Vec::new(),
+            dra_rails: None,
         }
     }
 
@@ -308,6 +313,7 @@ impl NodeConfig {
             "ncclEnv",
             "jobEnvFamilies",
             "jobEnvOmit",
+            "draRails",
         ];
         if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
             // A typo here would silently fall back to a default host path.
@@ -418,6 +424,15 @@ impl NodeConfig {
             }
         };
         job_env(obj, &mut node).map_err(&bad)?;
+        node.dra_rails = match obj.get("draRails") {
+            None | Some(Value::Null) => None,
+            // The network config's rules, key for key (`NetConf::from_profile`).
+            Some(v) => {
+                crate::cni::config::NetConf::from_profile(v, "draRails", None)
+                    .map_err(|e| bad(format!("draRails: {}", e.msg)))?;
+                Some(v.clone())
+            }
+        };
         node.sysctl_allowlist = match obj.get("sysctlAllowlist") {
             None | Some(Value::Null) => None,
             Some(Value::Array(a)) if a.len() <= MAX_PATTERNS => Some(
@@ -750,6 +765,47 @@ mod tests {
         ] {
             let e = parse(text).unwrap_err();
             assert!(e.0.contains(needle), "{text}: {}", e.0);
+        }
+    }
+
+    #[test]
+    fn dra_rails_is_a_profile_with_the_network_configs_rules() {
+        assert_eq!(parse("{}").unwrap().dra_rails, None);
+        assert_eq!(parse(r#"{"draRails":null}"#).unwrap().dra_rails, None);
+        let n = parse(
+            r#"{"draRails":{"trafficClass":41,"rdmaCmTos":106,"gidIndex":3,"gidCheck":"present",
+                "gidTimeoutMs":1000,"podTrafficClasses":[41,106],"sysctl":{"net.ipv4.conf.IFNAME.arp_ignore":"1"}}}"#,
+        )
+        .unwrap();
+        let conf = crate::cni::config::NetConf::from_profile(
+            n.dra_rails.as_ref().unwrap(),
+            "nri:dra-rails",
+            Some(("annotation", "106")),
+        )
+        .unwrap();
+        assert_eq!(conf.traffic_class, Some(106));
+        assert_eq!(conf.name, "nri:dra-rails");
+        for (text, needle) in [
+            (r#"{"draRails":{"trafficClas":41}}"#, "unknown key"),
+            (r#"{"draRails":{"trafficClass":256}}"#, "trafficClass"),
+            (r#"{"draRails":{"gidCheck":"always"}}"#, "gidCheck"),
+            (r#"{"draRails":{"gidTimeoutMs":60001}}"#, "gidTimeoutMs"),
+            (r#"{"draRails":{"gidIndex":1024}}"#, "gidIndex"),
+            (
+                r#"{"draRails":{"podTrafficClasses":[300]}}"#,
+                "podTrafficClasses",
+            ),
+            (r#"{"draRails":{"sysctl":{"kernel.panic":"1"}}}"#, "sysctl"),
+            (r#"{"draRails":{"deviceID":"0000:0c:00.2"}}"#, "unknown key"),
+            (r#"{"draRails":{"name":"x"}}"#, "unknown key"),
+            (r#"{"draRails":[]}"#, "object"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(
+                e.0.contains(needle) && e.0.contains("draRails"),
+                "{text}: {}",
+                e.0
+            );
         }
     }
 

@@ -39,6 +39,12 @@ use std::time::Duration;
 /// their key (`owned`), how the device is reached (`reach`, was
 /// `exclusive`), and a device-info file roce-tune made.
 pub const FORMAT: u32 = 4;
+
+/// The `network` of a rail a DRA driver moved into a pod, tuned by the NRI
+/// plugin at RunPodSandbox (`nri::dra`). A colon is in no CNI network's
+/// name (`cni::config::validate_name`), so no CNI GC ever claims these
+/// entries, and no network config can pose as one.
+pub const DRA_NETWORK: &str = "nri:dra-rails";
 /// The first format whose entries are marked in the owner index: older ones
 /// are rewritten while their pod lives (`orphans::sweep`).
 pub const OWNER_INDEX_FORMAT: u32 = 3;
@@ -156,6 +162,18 @@ pub struct PodRecord {
     pub namespace: String,
     pub name: String,
     pub uid: Option<String>,
+}
+
+impl PodRecord {
+    /// A Kubernetes namespace, name and (when known) UID: what an entry may
+    /// record of its pod.
+    pub fn is_valid(&self) -> bool {
+        let uid_ok = self
+            .uid
+            .as_deref()
+            .is_none_or(|u| u.len() == 36 && u.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'));
+        is_k8s_name(&self.namespace, 63) && is_k8s_name(&self.name, 253) && uid_ok
+    }
 }
 
 /// The placement verdict at ADD (README, "Placement"), as it concerns this
@@ -294,7 +312,9 @@ impl Entry {
     pub fn validate(&self) -> Result<(), String> {
         validate_container_id(&self.container_id).map_err(|e| e.msg)?;
         validate_ifname(&self.ifname).map_err(|e| e.msg)?;
-        crate::cni::config::validate_name(&self.network).map_err(|e| e.msg)?;
+        if self.network != DRA_NETWORK {
+            crate::cni::config::validate_name(&self.network).map_err(|e| e.msg)?;
+        }
         if !is_safe_component(&self.device) {
             return Err("its device is not a device name".into());
         }
@@ -324,13 +344,8 @@ impl Entry {
                 return Err("its device-info file is not a file name and a PCI address".into());
             }
         }
-        if let Some(p) = &self.pod {
-            let uid_ok = p.uid.as_deref().is_none_or(|u| {
-                u.len() == 36 && u.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
-            });
-            if !is_k8s_name(&p.namespace, 63) || !is_k8s_name(&p.name, 253) || !uid_ok {
-                return Err("its pod is not a Kubernetes namespace, name and UID".into());
-            }
+        if self.pod.as_ref().is_some_and(|p| !p.is_valid()) {
+            return Err("its pod is not a Kubernetes namespace, name and UID".into());
         }
         if self
             .gid
@@ -943,6 +958,9 @@ impl StateDir {
         let bound = match wait {
             LockWait::Blocking => None,
             LockWait::Within(bound) => Some(bound),
+            LockWait::Until(deadline) => {
+                Some(deadline.saturating_duration_since(std::time::Instant::now()))
+            }
         };
         match flock_within(file, bound) {
             Ok(f) => Ok(DeviceLock { _flock: f }),
@@ -1039,6 +1057,11 @@ pub enum LockWait {
     /// At most this long, then [`StateError::Busy`]: the agent and the orphan
     /// repair, which nothing else bounds; `Within(Duration::ZERO)` tries once.
     Within(Duration),
+    /// Until this instant at most (tried once when it has passed): the NRI
+    /// plugin's RunPodSandbox, whose whole answer has a budget
+    /// (`nri::answer::Plugin::pod_event_budget`) that every lock it takes
+    /// shares.
+    Until(std::time::Instant),
 }
 
 impl LockWait {

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 /// Upper bounds of the duration buckets (the last, +Inf, is implicit): an
 /// ADD takes about 1 ms, and may wait for the kernel's GID up to
-/// `gidTimeoutMs` (3 s by default, 60 s at most).
+/// `gidTimeoutMs` (300 ms by default, 60 s at most).
 pub const BUCKETS: [Duration; 16] = [
     Duration::from_micros(500),
     Duration::from_millis(1),

@@ -19,7 +19,14 @@ use std::str::FromStr;
 pub const MAX_STDIN_BYTES: usize = 1 << 20;
 
 pub const DEFAULT_GID_INDEX: u32 = 3;
-pub const DEFAULT_GID_TIMEOUT_MS: u64 = 3000;
+/// A chain may run inside an NRI request (dra-driver-sriov runs the NAD's
+/// chain from its RunPodSandbox, 2 s for the whole pod, or the runtime drops
+/// the plugin): measured on a test tree, a 4-rail pod's four ADDs took 17 to
+/// 26 ms with the GIDs there, and 1.22 s with none coming at 300 ms each,
+/// which leaves the chain's other plugins 0.78 s of the 2. The kernel adds a
+/// GID from a workqueue right after the address; a node whose kernel is
+/// slower sets `gidTimeoutMs` in its NAD (3000 before issue 27).
+pub const DEFAULT_GID_TIMEOUT_MS: u64 = 300;
 /// A runtime gives a plugin minutes at most; a longer wait is a typo.
 pub const MAX_GID_TIMEOUT_MS: u64 = 60_000;
 /// The kernel keeps at most a few hundred GIDs per port.
@@ -218,6 +225,70 @@ impl NetConf {
         let obj = v
             .as_object()
             .ok_or_else(|| CniError::config("network config must be a JSON object"))?;
+        let asked = obj
+            .get("args")
+            .and_then(|a| a.get("cni"))
+            .and_then(|c| c.get("trafficClass"))
+            .map(|v| PodPick {
+                what: "args.cni.trafficClass",
+                value: v.clone(),
+                of: "network",
+                fix: "remove it from the pod's cni-args",
+            });
+        Self::from_object(obj, node_config, asked)
+    }
+
+    /// A rail profile (the node config's `draRails`) as the config a rail
+    /// is tuned with: the same keys as a network config's, each by the same
+    /// rule (`PROFILE_KEYS`; any other key is refused), and `pod_class`, a
+    /// pod's pick of its class (the annotation `roce-tune.io/traffic-class`),
+    /// judged against the profile's `podTrafficClasses` as
+    /// `args.cni.trafficClass` is against a network's. `network` names what
+    /// tuned the rail in its state entry.
+    pub fn from_profile(
+        profile: &Value,
+        network: &str,
+        pod_class: Option<(&'static str, &str)>,
+    ) -> CniResult<NetConf> {
+        let obj = profile
+            .as_object()
+            .ok_or_else(|| CniError::config("a rail profile must be a JSON object"))?;
+        if let Some(k) = obj.keys().find(|k| !PROFILE_KEYS.contains(&k.as_str())) {
+            return Err(CniError::config(format!(
+                "unknown key {}: a rail profile's keys are {}",
+                crate::quote::input(k),
+                PROFILE_KEYS.join(", ")
+            )));
+        }
+        let mut whole = obj.clone();
+        // What a network config has and a profile does not: the version its
+        // rules are read at, a name (replaced below: `network` is no CNI
+        // network's name), and no placement check (no kubelet answer
+        // names a DRA rail's VF).
+        whole.insert("cniVersion".into(), Value::from("1.1.0"));
+        whole.insert("name".into(), Value::from("rail-profile"));
+        whole.insert("placementCheck".into(), Value::from("off"));
+        let asked = pod_class.map(|(what, v)| PodPick {
+            what,
+            // A number is judged as one; anything else is refused as not one.
+            value: v
+                .parse::<u64>()
+                .ok()
+                .filter(|_| v.bytes().all(|b| b.is_ascii_digit()))
+                .map_or_else(|| Value::from(v), Value::from),
+            of: "profile",
+            fix: "remove it from the pod's annotations",
+        });
+        let mut conf = Self::from_object(&whole, Path::new(""), asked)?;
+        conf.name = network.to_owned();
+        Ok(conf)
+    }
+
+    fn from_object(
+        obj: &Map<String, Value>,
+        node_config: &Path,
+        asked: Option<PodPick>,
+    ) -> CniResult<NetConf> {
         let cni_version = opt_str(obj, "cniVersion")?.ok_or_else(|| {
             CniError::config(
                 "cniVersion is missing: set it to one of 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0",
@@ -262,7 +333,7 @@ impl NetConf {
         };
 
         let traffic_class =
-            pod_class(obj)?.or(opt_int(obj, "trafficClass", 0, 255)?.map(|n| n as u8));
+            pod_class(obj, asked)?.or(opt_int(obj, "trafficClass", 0, 255)?.map(|n| n as u8));
         let rdma_cm_tos = opt_int(obj, "rdmaCmTos", 0, 255)?.map(|n| n as u8);
         // Tenant input like the rest (a network config can carry its own
         // runtimeConfig): only read here, judged against the node's dir.
@@ -406,11 +477,32 @@ impl NetConf {
     }
 }
 
+/// The keys of a rail profile (node config `draRails`): a network config's,
+/// with the same types, bounds and defaults.
+pub const PROFILE_KEYS: &[&str] = &[
+    "sysctl",
+    "trafficClass",
+    "rdmaCmTos",
+    "gidIndex",
+    "gidCheck",
+    "gidTimeoutMs",
+    "podTrafficClasses",
+];
+
+/// A pod's pick of its class: what carried it, its value, whose list it is
+/// judged against, and what the pod does instead.
+struct PodPick {
+    what: &'static str,
+    value: Value,
+    of: &'static str,
+    fix: &'static str,
+}
+
 /// A pod's class: `args.cni.trafficClass` (Multus fills `args.cni` from the
-/// pod's cni-args), allowed only when it is one of the network's
-/// `podTrafficClasses`: a tenant must not pick its own priority unless the
-/// network's owner allows it.
-fn pod_class(obj: &Map<String, Value>) -> CniResult<Option<u8>> {
+/// pod's cni-args) or a DRA rail's annotation, allowed only when it is one
+/// of the network's (or profile's) `podTrafficClasses`: a tenant must not
+/// pick its own priority unless the network's owner allows it.
+fn pod_class(obj: &Map<String, Value>, asked: Option<PodPick>) -> CniResult<Option<u8>> {
     let allowed: Option<Vec<u8>> = match obj.get("podTrafficClasses") {
         None | Some(Value::Null) => None,
         Some(Value::Array(a)) if a.len() <= 256 => Some(
@@ -433,30 +525,26 @@ fn pod_class(obj: &Map<String, Value>) -> CniResult<Option<u8>> {
             ))
         }
     };
-    let Some(asked) = obj
-        .get("args")
-        .and_then(|a| a.get("cni"))
-        .and_then(|c| c.get("trafficClass"))
+    let Some(PodPick {
+        what,
+        value,
+        of,
+        fix,
+    }) = asked
     else {
         return Ok(None);
     };
-    let asked = match asked.as_u64() {
+    let asked = match value.as_u64() {
         Some(n) if n <= 255 => n as u8,
-        _ => {
-            return Err(wrong_type(
-                "args.cni.trafficClass",
-                "a whole number from 0 to 255",
-                asked,
-            ))
-        }
+        _ => return Err(wrong_type(what, "a whole number from 0 to 255", &value)),
     };
     match allowed {
         Some(list) if list.contains(&asked) => Ok(Some(asked)),
         Some(list) => Err(CniError::config(format!(
-            "args.cni.trafficClass {asked} is not one of the network's podTrafficClasses {list:?}: the pod may pick only those; ask the network's owner"
+            "{what} {asked} is not one of the {of}'s podTrafficClasses {list:?}: the pod may pick only those; ask the {of}'s owner"
         ))),
         None => Err(CniError::config(format!(
-            "args.cni.trafficClass {asked} is not allowed: the network lists no podTrafficClasses, so a pod may not pick its own class; remove it from the pod's cni-args, or ask the network's owner to list it"
+            "{what} {asked} is not allowed: the {of} lists no podTrafficClasses, so a pod may not pick its own class; {fix}, or ask the {of}'s owner to list it"
         ))),
     }
 }
@@ -654,7 +742,7 @@ mod tests {
         assert_eq!(c.traffic_class, None);
         assert_eq!(c.gid_index, 3);
         assert_eq!(c.gid_check, GidCheck::Enforce);
-        assert_eq!(c.gid_timeout_ms, 3000);
+        assert_eq!(c.gid_timeout_ms, 300);
         assert_eq!(c.rdma_port, None);
         assert_eq!(c.log_level, LogLevel::Info);
         assert!(c.needs_rdma(), "gidCheck enforce needs the device");

@@ -10,23 +10,26 @@ use crate::cni::env::CniEnv;
 use crate::cni::result::NetResult;
 use crate::cni::{code, CniError, CniResult};
 use crate::device_info::{self, Plan, Request};
+use crate::netlink::Netlink;
+use crate::netns::NetNs;
 use crate::node::NodeConfig;
 use crate::ownership::{self, Claim, Wanted};
 use crate::placement;
 use crate::pod_answer::{self, PodAnswer};
 use crate::rdma::gid::{self, Verdict, Want};
 use crate::rdma::lookup::Found;
-use crate::rdma::reach::{PodSide, Reach};
+use crate::rdma::reach::{PodSide, Reach, Sysfs};
 use crate::rdma::setting::{PodIface, Views};
 use crate::settings;
-use crate::state::{DeviceInfoFile, PlacementRecord, PodRecord, RailRecord, StateDir};
+use crate::state::{DeviceInfoFile, LockWait, PlacementRecord, PodRecord, RailRecord, StateDir};
 use crate::sysctl;
 use crate::sysfs::View;
 use crate::topology::PathType;
 use crate::undo::Undo;
+use ipnetwork::IpNetwork;
 use serde_json::Value;
 use std::net::{IpAddr, Ipv6Addr};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> {
     let ifname = env.ifname();
@@ -37,15 +40,14 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     })?;
     let result = NetResult::parse(prev, &conf.cni_version)?;
     let output = result.to_value(&conf.cni_version)?;
-    let expected = expected_gid(conf, &result, ifname)?;
-    let sysctls = sysctl::resolve(&conf.sysctls, ifname);
+    let expected = expected_gid(
+        conf,
+        &result.addresses_of(ifname),
+        ifname,
+        "prevResult gives",
+    )?;
     sysctl::check_allowlist(&conf.sysctls, ifname, node)?;
     let netns = super::open_netns(env)?;
-    let wants: Vec<Wanted> = conf
-        .owned()
-        .into_iter()
-        .filter_map(|(key, value)| settings::by_key(key).map(|s| (s, value)))
-        .collect();
     // The device-info file is judged by its name now, by its content once
     // the pod's device is known; a refusal is logged, never fatal.
     let info_request = conf
@@ -59,79 +61,196 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
                 })
                 .ok()
         });
-    // Opened once for the record and the orphan sweep. Every RDMA ADD
-    // records its rail; without one, a missing or refused dir only means
-    // nothing to sweep.
-    let state = if conf.needs_rdma() {
-        Some(StateDir::create(&node.state_dir)?)
-    } else {
-        StateDir::existing(&node.state_dir).ok().flatten()
-    };
-    let sysfs = if conf.needs_rdma() || state.is_some() {
-        Some(super::sysfs(node)?)
-    } else {
-        None
-    };
-    // Decided once: where this rail's device is reached.
-    let reach = sysfs.as_ref().map_or(Reach::Host, |s| s.reach());
+    if !conf.needs_rdma() {
+        // Only the sysctls; an existing state dir is swept beside them (a
+        // missing or refused one only means nothing to sweep).
+        let state = StateDir::existing(&node.state_dir).ok().flatten();
+        let sysfs = match state {
+            Some(_) => Some(super::sysfs(node)?),
+            None => None,
+        };
+        let sweep = || {
+            if let (Some(state), Some(sysfs)) = (&state, &sysfs) {
+                crate::orphans::sweep_bounded(super::place(state, sysfs, node), env.container_id());
+            }
+        };
+        let sysctls = sysctl::resolve(&conf.sysctls, ifname);
+        let (applied, ()) = netns
+            .run_beside(|| sysctl::apply(&sysctls), sweep)
+            .map_err(super::ns_error)?;
+        applied?;
+        return Ok(output);
+    }
+    // Opened once for the record and the orphan sweep: every RDMA ADD
+    // records its rail.
+    let state = StateDir::create(&node.state_dir)?;
+    let sysfs = super::sysfs(node)?;
     // The pod's GPUs and VFs, from the kubelet, asked from this host-side
     // thread within the node's bound (or another rail's record of the pod's
     // one call), and the pod judged once; a skip is one log line, never an
     // error (but an untrusted input in enforce mode, 107).
     let pod = env.pod();
     let level = PathType::parse_level(conf.gdr_level.name()).unwrap_or(PathType::Pxb);
-    let kubelet = match sysfs
-        .as_ref()
-        .filter(|_| conf.placement_check != PlacementCheck::Off && conf.needs_rdma())
-    {
-        Some(sysfs) => {
-            // The pod's record lives in the state dir, made for it if need be.
-            let made;
-            let records = match &state {
-                Some(s) => Some(s),
-                None => {
-                    made = StateDir::create(&node.state_dir).ok();
-                    made.as_ref()
-                }
-            };
-            let host = sysfs.host();
-            match pod_answer::obtain(records, host, node, pod.as_ref(), env.container_id(), level) {
-                Err(skip) => {
-                    placement_skipped(conf, &skip)?;
-                    None
-                }
-                Ok(answer) => Some(answer),
+    let kubelet = if conf.placement_check != PlacementCheck::Off {
+        match pod_answer::obtain(
+            Some(&state),
+            sysfs.host(),
+            node,
+            pod.as_ref(),
+            env.container_id(),
+            level,
+        ) {
+            Err(skip) => {
+                placement_skipped(conf, &skip)?;
+                None
             }
+            Ok(answer) => Some(answer),
         }
-        None => None,
+    } else {
+        None
     };
     #[cfg(feature = "fault-injection")]
     crate::fault::point("add-after-validation");
+    // Meanwhile, this thread repairs up to four orphans (other pods'
+    // entries: the trip reads no entry and takes no lock; this ADD's own
+    // take comes after both).
+    let sweep =
+        || crate::orphans::sweep_bounded(super::place(&state, &sysfs, node), env.container_id());
+    let rail = Rail {
+        conf,
+        node,
+        network: &conf.name,
+        container_id: env.container_id(),
+        ifname,
+        netns: &netns,
+        state: &state,
+        sysfs: &sysfs,
+        expect: Expect::Given(expected),
+        pod: pod.map(|p| PodRecord {
+            namespace: p.namespace,
+            name: p.name,
+            uid: p.uid,
+        }),
+        deadline: None,
+    };
+    let extras = AddExtras {
+        kubelet: kubelet.as_ref().map(|a| (a, level)),
+        info_request,
+        sweep: Some(&sweep),
+    };
+    let tuned = tune(&rail, extras)?;
+    if let Some((req, plan, pci)) = &tuned.info {
+        device_info::apply(node, req, plan, &tuned.found.port, pci);
+    }
+    Ok(output)
+}
 
-    // The trip: everything that needs the pod's netns. Its thread dies with
-    // it; this thread never leaves the host's namespaces, and meanwhile
-    // repairs up to four orphans (other pods' entries: the trip reads no
-    // entry and takes no lock; this ADD's own take comes after both).
+/// Where the GID check's address comes from.
+pub enum Expect {
+    /// The prevResult's (a CNI ADD): `None` when the check is off, or warn
+    /// and there is no address.
+    Given(Option<(Ipv6Addr, IpAddr)>),
+    /// The netdev's own addresses in the pod netns, read by rtnetlink on
+    /// the trip: a rail a DRA driver moved in has no prevResult.
+    FromLink,
+}
+
+/// One rail to tune, as a CNI ADD and a DRA rail (`nri::dra`) both have it:
+/// one function tunes both, so they are tuned, recorded and undone alike.
+pub struct Rail<'a> {
+    pub conf: &'a NetConf,
+    pub node: &'a NodeConfig,
+    /// The state entry's `network`: the config's name, or what tuned it.
+    pub network: &'a str,
+    /// The pod sandbox's id (CNI_CONTAINERID is the sandbox's too).
+    pub container_id: &'a str,
+    pub ifname: &'a str,
+    pub netns: &'a NetNs,
+    pub state: &'a StateDir,
+    pub sysfs: &'a Sysfs,
+    pub expect: Expect,
+    pub pod: Option<PodRecord>,
+    /// When the whole answer must be in (a DRA rail: the NRI request's
+    /// budget), bounding the GID wait and every device lock; `None` for a
+    /// CNI ADD, which its runtime bounds.
+    pub deadline: Option<Instant>,
+}
+
+/// What only a CNI ADD has: the kubelet's answer (the placement check), the
+/// device-info file asked for, and the orphan sweep done beside the trip.
+#[derive(Default)]
+pub struct AddExtras<'a> {
+    pub kubelet: Option<(&'a PodAnswer, PathType)>,
+    pub info_request: Option<Request>,
+    pub sweep: Option<&'a dyn Fn()>,
+}
+
+/// A tuned rail: its entry, the sysctls it changed (what a later failure
+/// of the same answer puts back), its device, and the device-info file to
+/// make.
+pub struct Tuned {
+    pub entry: crate::state::Entry,
+    pub sysctls: sysctl::Undo,
+    pub found: Found,
+    pub info: Option<(Request, Plan, String)>,
+}
+
+/// Tune one rail: ONE trip into the pod netns finds the pod's RDMA port (as
+/// the kernel shows it from there), sets the sysctls and proves the GID
+/// (nothing on the device is changed if any of that fails); then the
+/// device's files are taken from this thread, through the view that shows
+/// the device. Each change pushes its undo on a guard, so any failure
+/// leaves the node as this found it.
+pub fn tune(rail: &Rail, extras: AddExtras) -> CniResult<Tuned> {
+    let Rail {
+        conf,
+        node,
+        network,
+        container_id,
+        ifname,
+        netns,
+        state,
+        sysfs,
+        ..
+    } = *rail;
+    let sysctls = sysctl::resolve(&conf.sysctls, ifname);
+    let wants: Vec<Wanted> = conf
+        .owned()
+        .into_iter()
+        .filter_map(|(key, value)| settings::by_key(key).map(|s| (s, value)))
+        .collect();
+    // Decided once: where this rail's device is reached.
+    let reach = sysfs.reach();
+    let lock_wait = rail.deadline.map_or(LockWait::Blocking, LockWait::Until);
+    let gid_wait = GidWait::of(conf, rail.deadline);
     let sweep = || {
-        if let (Some(state), Some(sysfs)) = (&state, &sysfs) {
-            crate::orphans::sweep_bounded(super::place(state, sysfs, node), env.container_id());
+        if let Some(f) = extras.sweep {
+            f()
         }
     };
     let (trip, ()) = netns
         .run_beside(
             || -> CniResult<_> {
-                let Some(sysfs) = sysfs.as_ref().filter(|_| conf.needs_rdma()) else {
-                    let undo = sysctl::apply(&sysctls)?;
-                    return Ok((None, None, undo, (None, None)));
-                };
                 let label = format!("<sysfs of netns {}>", netns.path().display());
                 let mut side = PodSide::new(sysfs, netns.id(), label);
                 let link = super::pod_link(ifname)?;
                 let found = super::locate(conf, &mut side, reach, &link)?;
+                let expected = match &rail.expect {
+                    Expect::Given(e) => *e,
+                    Expect::FromLink => {
+                        let addrs = Netlink::open()?.addresses(link.index)?;
+                        let addrs: Vec<IpNetwork> = addrs
+                            .into_iter()
+                            .filter(|(ip, _)| !is_link_local(ip))
+                            .filter_map(|(ip, len)| IpNetwork::new(ip, len).ok())
+                            .collect();
+                        expected_gid(conf, &addrs, ifname, "the pod netns shows")?
+                    }
+                };
                 // Judged before anything changes: enforce leaves the node as it was.
-                let placed = kubelet
-                    .as_ref()
-                    .and_then(|answer| {
+                let placed = extras
+                    .kubelet
+                    .and_then(|(answer, level)| {
                         judge_placement(conf, node, sysfs, answer, level, ifname, &found)
                     })
                     .transpose()?;
@@ -148,7 +267,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
                 let mut gid_index = None;
                 if let Some((want, addr)) = &expected {
                     let view = pod_view.as_ref().unwrap_or(sysfs.host());
-                    match check_gid(conf, view, &found.port, want, addr) {
+                    match check_gid(conf, view, &found.port, want, addr, gid_wait) {
                         Ok(index) => gid_index = index,
                         Err(e) => {
                             sysctl::revert(&undo);
@@ -156,73 +275,106 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
                         }
                     }
                 }
-                Ok((Some(found), pod_view, undo, (placed, gid_index)))
+                Ok((found, pod_view, undo, placed, gid_index, expected))
             },
             sweep,
         )
         .map_err(super::ns_error)?;
-    let trip = trip?;
-    let (found, pod_view, applied, (placed, gid_index)) = trip;
-    let views = sysfs.as_ref().map(|s| Views {
-        device: pod_view.as_ref().unwrap_or(s.host()),
-        host: s.host(),
-        pod: Some(PodIface {
-            netns: &netns,
-            ifname,
-        }),
-    });
+    let (found, pod_view, applied, placed, gid_index, expected) = trip?;
+    let views = Views {
+        device: pod_view.as_ref().unwrap_or(sysfs.host()),
+        host: sysfs.host(),
+        pod: Some(PodIface { netns, ifname }),
+    };
     let mut undo = Undo::new();
     undo.push(|| {
         let put_back = netns.run(|| sysctl::revert(&applied));
         if let Err(e) = put_back {
-            crate::error!("ADD failed and its sysctls could not be put back: {e}");
+            crate::error!("tuning {ifname} failed and its sysctls could not be put back: {e}");
         }
     });
-
-    let (Some(found), Some(sysfs), Some(views)) = (&found, &sysfs, views) else {
-        undo.disarm();
-        return Ok(output);
+    let info = extras
+        .info_request
+        .and_then(|r| plan_device_info(node, r, &found));
+    let created = info.as_ref().filter(|(_, plan, _)| *plan == Plan::Create);
+    let claim = Claim {
+        network,
+        container_id,
+        ifname,
+        netns,
+        reach,
+        device_info: created.map(|(r, _, pci)| DeviceInfoFile {
+            name: r.name.clone(),
+            pci: pci.clone(),
+        }),
+        pod: rail.pod.clone(),
+        placement: placed,
+        gid: expected.map(|(g, _)| gid::format_gid(&g)),
+        rail: RailRecord {
+            gid_index,
+            traffic_class: conf.traffic_class,
+            rdma_cm_tos: conf.rdma_cm_tos,
+        },
+        lock_wait,
     };
-    let info = info_request.and_then(|r| plan_device_info(node, r, found));
-    if let Some(state) = &state {
-        let created = info.as_ref().filter(|(_, plan, _)| *plan == Plan::Create);
-        let claim = Claim {
-            network: &conf.name,
-            container_id: env.container_id(),
-            ifname,
-            netns: &netns,
-            reach,
-            device_info: created.map(|(r, _, pci)| DeviceInfoFile {
-                name: r.name.clone(),
-                pci: pci.clone(),
-            }),
-            pod: pod.map(|p| PodRecord {
-                namespace: p.namespace,
-                name: p.name,
-                uid: p.uid,
-            }),
-            placement: placed,
-            gid: expected.map(|(g, _)| gid::format_gid(&g)),
-            rail: RailRecord {
-                gid_index,
-                traffic_class: conf.traffic_class,
-                rdma_cm_tos: conf.rdma_cm_tos,
-            },
-        };
-        release_previous_device(super::place(state, sysfs, node), env, &found.port)?;
-        // Recorded before the first write; a failure gives back what this
-        // ADD wrote (the entry says what) and drops the record, before the
-        // sysctls.
-        let port = &found.port;
-        undo.push(move || ownership::undo_take(state, views, port, env.container_id(), ifname));
-        ownership::take(state, views, &found.port, &claim, &wants)?;
-    }
-    if let Some((req, plan, pci)) = &info {
-        device_info::apply(node, req, plan, &found.port, pci);
-    }
+    let mut place = super::place(state, sysfs, node);
+    place.lock_wait = lock_wait;
+    release_previous_device(place, container_id, ifname, &found.port)?;
+    // Recorded before the first write; a failure gives back what this
+    // take wrote (the entry says what) and drops the record, before the
+    // sysctls.
+    let port = &found.port;
+    undo.push(move || ownership::undo_take(state, views, port, container_id, ifname, lock_wait));
+    let entry = ownership::take(state, views, &found.port, &claim, &wants)?;
     undo.disarm();
-    Ok(output)
+    Ok(Tuned {
+        entry,
+        sysctls: applied,
+        found,
+        info,
+    })
 }
+
+/// An IPv6 link-local address: every netdev has one, and its GID is the
+/// port's own (index 0), never the pod's address.
+fn is_link_local(ip: &IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(v6) if (v6.segments()[0] & 0xffc0) == 0xfe80)
+}
+
+/// How long the GID check waits: the config's `gidTimeoutMs`, or what is
+/// left of a deadline when that ends first (`cut`: the wait was cut short
+/// by it, not by the config).
+#[derive(Clone, Copy)]
+struct GidWait {
+    timeout: Duration,
+    cut: bool,
+}
+
+impl GidWait {
+    fn of(conf: &NetConf, deadline: Option<Instant>) -> GidWait {
+        let asked = Duration::from_millis(conf.gid_timeout_ms);
+        match deadline {
+            Some(d) => {
+                // What the take after the wait needs (a lock, two writes,
+                // an fsynced entry): measured in milliseconds, kept whole.
+                let left = d
+                    .saturating_duration_since(Instant::now())
+                    .saturating_sub(TAKE_RESERVE);
+                GidWait {
+                    timeout: asked.min(left),
+                    cut: left < asked,
+                }
+            }
+            None => GidWait {
+                timeout: asked,
+                cut: false,
+            },
+        }
+    }
+}
+
+/// Kept of a deadline for the take after the GID wait.
+const TAKE_RESERVE: Duration = Duration::from_millis(100);
 
 /// The placement verdict for this rail, `Err` (106) when the pod is starved
 /// and the network enforces it; `None` when the check cannot run here.
@@ -320,22 +472,23 @@ fn plan_device_info(
 /// warn-only and there is no address to check).
 fn expected_gid(
     conf: &NetConf,
-    result: &NetResult,
+    addrs: &[IpNetwork],
     ifname: &str,
+    source: &str,
 ) -> CniResult<Option<(Ipv6Addr, IpAddr)>> {
     if conf.gid_check == GidCheck::Off {
         return Ok(None);
     }
-    match gid::expected_gid(&result.addresses_of(ifname)) {
+    match gid::expected_gid(addrs) {
         Some(g) => Ok(Some(g)),
         None if conf.gid_check == GidCheck::Warn => {
-            crate::warn!("GID check skipped: prevResult gives {ifname} no address");
+            crate::warn!("GID check skipped: {source} {ifname} no address");
             Ok(None)
         }
         None => Err(CniError::new(
             code::GID_CHECK,
             format!(
-                "GID check failed: prevResult gives {ifname} no IP address, so no RoCE v2 GID can be expected; give the network an IPAM, or set gidCheck to \"off\""
+                "GID check failed: {source} {ifname} no IP address, so no RoCE v2 GID can be expected; give the network an IPAM, or set gidCheck to \"off\""
             ),
         )),
     }
@@ -357,10 +510,10 @@ fn check_gid(
     port: &crate::rdma::RdmaPort,
     want: &Ipv6Addr,
     addr: &IpAddr,
+    wait: GidWait,
 ) -> CniResult<Option<u32>> {
-    let timeout = Duration::from_millis(conf.gid_timeout_ms);
     let at = wanted_index(conf);
-    match gid::wait_for(view, port, at, want, timeout) {
+    match gid::wait_for(view, port, at, want, wait.timeout) {
         Verdict::Pass(index) => {
             crate::info!(
                 "GID index {index} of {} is the RoCE v2 GID {} of {addr}",
@@ -373,6 +526,15 @@ fn check_gid(
             let err = super::gid_mismatch(port, at, want, addr, found.as_ref(), located);
             if conf.gid_check == GidCheck::Warn {
                 crate::warn!("{} (gidCheck is warn: ADD goes on)", err.msg);
+                Ok(located)
+            } else if wait.cut && conf.gid_check != GidCheck::Enforce {
+                // The answer's budget ended the wait, not the config: the
+                // rail is recorded and the agent's pass finds the GID later.
+                crate::warn!(
+                    "{} (the wait was cut to {} ms by the answer's budget; gidCheck is not enforce: the rail is recorded, and the agent's pass checks its GID)",
+                    err.msg,
+                    wait.timeout.as_millis()
+                );
                 Ok(located)
             } else {
                 crate::error!("{}", err.msg);
@@ -389,10 +551,11 @@ fn check_gid(
 /// overwriting the entry would lose that original.
 fn release_previous_device(
     place: ownership::Place,
-    env: &CniEnv,
+    container_id: &str,
+    ifname: &str,
     port: &crate::rdma::RdmaPort,
 ) -> CniResult<()> {
-    let Ok(old) = place.state.read(env.container_id(), env.ifname()) else {
+    let Ok(old) = place.state.read(container_id, ifname) else {
         return Ok(());
     };
     let same = old.port == port.port

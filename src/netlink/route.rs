@@ -1,5 +1,6 @@
-//! The three rtnetlink requests roce-tune makes and the little it reads of
-//! their answers: RTM_GETLINK by name, the link dump, the address dump.
+//! The four rtnetlink requests roce-tune makes and the little it reads of
+//! their answers: RTM_GETLINK by name, the link dump, the address dump, the
+//! route dump (which links hold a default route).
 //!
 //! Sources (Linux, read for facts only):
 //! - `include/uapi/linux/rtnetlink.h`: RTM_NEWLINK 16, RTM_GETLINK 18,
@@ -21,6 +22,12 @@
 //!   an altname, it answers the link under its real name (seen on this
 //!   machine's 6.18 kernel with `ip link property add ... altname`).
 //!   A name longer than IFNAMSIZ-1 fails the attribute policy (ERANGE).
+//! - `include/uapi/linux/rtnetlink.h`: RTM_NEWROUTE 24, RTM_GETROUTE 26;
+//!   `struct rtmsg` (12 bytes: u8 family, dst_len, src_len, tos, table,
+//!   protocol, scope, type, u32 flags); RTA_OIF 4, RTA_MULTIPATH 9
+//!   (`struct rtnexthop`: u16 len, u8 flags, u8 hops, i32 ifindex, then its
+//!   attributes), RTA_TABLE 15; RT_TABLE_MAIN 254, RTN_UNICAST 1. A route
+//!   dump of family AF_UNSPEC answers IPv4's and IPv6's.
 
 use super::socket::{Protocol, Socket};
 use super::wire::{
@@ -35,6 +42,14 @@ pub const RTM_NEWLINK: u16 = 16;
 pub const RTM_GETLINK: u16 = 18;
 pub const RTM_NEWADDR: u16 = 20;
 pub const RTM_GETADDR: u16 = 22;
+pub const RTM_NEWROUTE: u16 = 24;
+pub const RTM_GETROUTE: u16 = 26;
+const RTMSG_LEN: usize = 12;
+pub const RTA_OIF: u16 = 4;
+pub const RTA_MULTIPATH: u16 = 9;
+pub const RTA_TABLE: u16 = 15;
+const RT_TABLE_MAIN: u32 = 254;
+const RTN_UNICAST: u8 = 1;
 
 const IFINFOMSG_LEN: usize = 16;
 const IFADDRMSG_LEN: usize = 8;
@@ -90,6 +105,8 @@ pub enum Request<'a> {
     Links,
     /// RTM_GETADDR dump of every family (`ifa_family` AF_UNSPEC).
     Addresses,
+    /// RTM_GETROUTE dump of every family (`rtm_family` AF_UNSPEC).
+    Routes,
 }
 
 /// The request as the kernel expects it: a zeroed family header (family
@@ -105,6 +122,9 @@ pub fn encode_request(request: Request<'_>, seq: u32) -> Vec<u8> {
             .finish(),
         Request::Addresses => Builder::new(RTM_GETADDR, NLM_F_REQUEST | NLM_F_DUMP, seq)
             .bytes(&[0; IFADDRMSG_LEN])
+            .finish(),
+        Request::Routes => Builder::new(RTM_GETROUTE, NLM_F_REQUEST | NLM_F_DUMP, seq)
+            .bytes(&[0; RTMSG_LEN])
             .finish(),
     }
 }
@@ -211,6 +231,44 @@ pub fn decode_address(m: Message<'_>) -> Result<Address, DecodeError> {
         prefix_len: p[1],
         addr: local.or(address),
     })
+}
+
+/// The links one RTM_NEWROUTE sends a default route out of: the main
+/// table's unicast routes to `0.0.0.0/0` or `::/0`, by RTA_OIF or each
+/// next hop of RTA_MULTIPATH; empty for any other route.
+pub fn decode_default_route(m: Message<'_>) -> Result<Vec<u32>, DecodeError> {
+    if m.kind != RTM_NEWROUTE {
+        return Err(DecodeError::UnexpectedType { kind: m.kind });
+    }
+    family_header(&m, RTMSG_LEN)?;
+    let p = m.payload;
+    let (dst_len, mut table, kind) = (p[1], u32::from(p[4]), p[7]);
+    let mut oifs = Vec::new();
+    for a in attrs(&p[RTMSG_LEN..], m.offset + RTMSG_LEN) {
+        let (attr, v) = a?;
+        match attr {
+            RTA_OIF => oifs.push(u32::from_ne_bytes(fixed::<4>(attr, v)?)),
+            RTA_TABLE => table = u32::from_ne_bytes(fixed::<4>(attr, v)?),
+            RTA_MULTIPATH => {
+                let mut rest = v;
+                while rest.len() >= 8 {
+                    let len = usize::from(u16::from_ne_bytes([rest[0], rest[1]]));
+                    oifs.push(u32::from_ne_bytes([rest[4], rest[5], rest[6], rest[7]]));
+                    // RTNH_ALIGN: 4 bytes.
+                    let step = len.div_ceil(4) * 4;
+                    if len < 8 || step > rest.len() {
+                        break;
+                    }
+                    rest = &rest[step..];
+                }
+            }
+            _ => {}
+        }
+    }
+    if dst_len != 0 || table != RT_TABLE_MAIN || kind != RTN_UNICAST {
+        oifs.clear();
+    }
+    Ok(oifs)
 }
 
 /// Links in one datagram answering `seq` (tests and the fuzzer; the socket
@@ -334,6 +392,24 @@ impl Netlink {
             },
         )?;
         Ok((links, odd))
+    }
+
+    /// The indexes of the links that hold a default route of the main
+    /// table (IPv4 or IPv6): the pod's primary network's.
+    pub fn default_route_links(&mut self) -> Result<Vec<u32>, Error> {
+        let mut out = Vec::new();
+        self.sock.exchange(
+            |seq| encode_request(Request::Routes, seq),
+            |m| {
+                for i in decode_default_route(m)? {
+                    if !out.contains(&i) {
+                        out.push(i);
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        Ok(out)
     }
 
     /// The IP addresses (with prefix length) of the link with index `index`.

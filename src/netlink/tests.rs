@@ -519,3 +519,62 @@ fn an_answer_that_never_comes_times_out() {
     .unwrap();
     assert!(links >= 1);
 }
+
+/// `struct rtmsg`, then attributes.
+fn newroute(seq: u32, family: u8, dst_len: u8, table: u8, kind: u8, attrs: &[Vec<u8>]) -> Vec<u8> {
+    let mut body = vec![family, dst_len, 0, 0, table, 3, 0, kind];
+    body.extend(0u32.to_ne_bytes());
+    body.extend(attrs.concat());
+    msg(RTM_NEWROUTE, seq, &body)
+}
+
+#[test]
+fn only_the_main_tables_default_routes_name_their_links() {
+    let oif = |i: u32| nla(RTA_OIF, &i.to_ne_bytes());
+    // Two next hops of a multipath default: rtnexthop (8 bytes) each, the
+    // second with an attribute of its own (RTA_GATEWAY, 8 bytes) after it.
+    let mut hops = Vec::new();
+    hops.extend(8u16.to_ne_bytes());
+    hops.extend([0, 0]);
+    hops.extend(7u32.to_ne_bytes());
+    hops.extend(16u16.to_ne_bytes());
+    hops.extend([0, 0]);
+    hops.extend(8u32.to_ne_bytes());
+    hops.extend(nla(5, &[10, 0, 0, 1]));
+    let mut buf = newroute(4, 2, 0, 254, 1, &[oif(2)]);
+    buf.extend(newroute(
+        4,
+        10,
+        0,
+        0,
+        1,
+        &[nla(RTA_TABLE, &254u32.to_ne_bytes()), oif(3)],
+    ));
+    buf.extend(newroute(4, 2, 24, 254, 1, &[oif(4)]));
+    buf.extend(newroute(4, 2, 0, 100, 1, &[oif(5)]));
+    buf.extend(newroute(4, 2, 0, 254, 2, &[oif(6)]));
+    buf.extend(newroute(4, 2, 0, 254, 1, &[nla(RTA_MULTIPATH, &hops)]));
+    buf.extend(encode_end(End::Done, 4));
+    let b = wire::decode(&buf, 4, decode_default_route).unwrap();
+    assert_eq!(
+        b.replies,
+        [vec![2], vec![3], vec![], vec![], vec![], vec![7, 8]],
+        "a /24, another table and a local route hold no default"
+    );
+    assert!(wire::decode(
+        &newroute(4, 2, 0, 254, 1, &[nla(RTA_OIF, &[1, 2])]),
+        4,
+        decode_default_route
+    )
+    .is_err());
+}
+
+#[test]
+fn the_route_dump_of_this_netns_names_its_default_route_links() {
+    // Whatever this netns holds: every index named is a link of it.
+    let mut nl = Netlink::open().unwrap();
+    let links: Vec<u32> = nl.links().unwrap().iter().map(|l| l.index).collect();
+    for i in nl.default_route_links().unwrap() {
+        assert!(links.contains(&i), "{i} of {links:?}");
+    }
+}

@@ -1,17 +1,21 @@
-//! What the plugin answers: the event mask it asks for, and the environment
-//! a container gets at CreateContainer. Everything here answers from what is
-//! already on the node (the state dir's records, through [`RailEnv`]), never
-//! waiting on a device lock, a GID or the kubelet: the runtime drops a
-//! plugin whose answer outlasts its request timeout (2 s by default), and
-//! the pod then starts without the environment (what nri-sim observed of
-//! the adaptation: docs/design.md, "NRI").
+//! What the plugin answers: the event mask it asks for, the environment a
+//! container gets at CreateContainer, and the pod events. CreateContainer
+//! answers from what is already on the node (the state dir's records,
+//! through [`RailEnv`]), never waiting on a device lock, a GID or the
+//! kubelet: the runtime drops a plugin whose answer outlasts its request
+//! timeout (2 s by default), and the pod then starts without the
+//! environment (what nri-sim observed of the adaptation: docs/design.md,
+//! "NRI"). A pod event tunes or gives back the pod's DRA rails
+//! (`super::dra`), device locks and GID wait included, within
+//! [`Plugin::pod_event_budget`].
 
+use super::dra::DraRails;
 use super::messages::{Configure, Container, Pod, PodEvent, Synchronize};
 use super::Stats;
 use crate::netns::{Lookup, NetNs, NsId};
 use crate::node::NcclEnv;
 use std::collections::HashSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The annotation a pod switches the environment on with. Only its value
 /// `"true"` does (node config `ncclEnv: annotated`); with `ncclEnv: all`,
@@ -58,6 +62,9 @@ pub struct Plugin {
     /// Pods whose kept variables were logged (once per pod, then counted
     /// only); cleared when full, so it stays bounded.
     kept_logged: HashSet<String>,
+    /// The node's DRA rails (`draRails`), tuned at RunPodSandbox and given
+    /// back at StopPodSandbox; `None` without a profile.
+    dra: Option<DraRails>,
 }
 
 /// At most this many pods remembered for "logged once".
@@ -70,7 +77,14 @@ impl Plugin {
             rails,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             kept_logged: HashSet::new(),
+            dra: None,
         }
+    }
+
+    /// The plugin with the node's DRA rails to tune (`None`: none).
+    pub fn with_dra(mut self, dra: Option<DraRails>) -> Plugin {
+        self.dra = dra;
+        self
     }
 
     /// The events asked for, never 0: 0 means every event, validation
@@ -126,12 +140,32 @@ impl Plugin {
         );
     }
 
-    /// A pod's run, stop or remove, in either generation's form. Nothing to
-    /// do yet: issue 27 tunes the rails a DRA driver moved in here, within
-    /// [`Plugin::pod_event_budget`].
+    /// A pod's run, stop or remove, in either generation's form: the DRA
+    /// rails of the pod tuned (run) or given back (stop, remove), all
+    /// within [`Plugin::pod_event_budget`]. `Err` fails the sandbox.
     pub fn pod_event(&mut self, e: PodEvent, pod: &Pod<'_>) -> Result<(), String> {
-        crate::debug!("{} {}/{} ({})", e.as_str(), pod.namespace, pod.name, pod.id);
-        Ok(())
+        let deadline = Instant::now() + self.pod_event_budget();
+        let Some(dra) = &self.dra else {
+            crate::debug!(
+                "{} {}/{} ({})",
+                e.as_str(),
+                crate::quote::input(pod.namespace),
+                crate::quote::input(pod.name),
+                crate::quote::input(pod.id)
+            );
+            return Ok(());
+        };
+        match e {
+            PodEvent::Run => dra.run(pod, deadline),
+            PodEvent::Stop => {
+                dra.stop(pod, deadline, false);
+                Ok(())
+            }
+            PodEvent::Remove => {
+                dra.stop(pod, deadline, true);
+                Ok(())
+            }
+        }
     }
 
     /// Whether the pod asked for the environment: `Err` is the log line of

@@ -9,12 +9,15 @@
 //! - `session`: one connection (SO_PEERCRED, register, serve) and the
 //!   reconnect loop around it;
 //! - `answer`: what the plugin answers (the event mask, the environment);
+//! - `dra`: the rails a DRA driver moved into a pod, tuned at
+//!   RunPodSandbox and given back at StopPodSandbox (issue 27);
 //! - `rails`: where the environment comes from (`crate::job_env`).
 //!
 //! The wire is hand-written, not containerd's `ttrpc` crate: measured in
 //! docs/design.md, "NRI".
 
 pub mod answer;
+pub mod dra;
 pub mod messages;
 pub mod mux;
 pub mod rails;
@@ -180,7 +183,8 @@ pub fn spawn(
         socket: node.nri_socket.clone(),
         index: node.nri_index.clone(),
     };
-    let mut plugin = answer::Plugin::new(node.nccl_env, Box::new(rails::JobEnv::new(node)));
+    let mut plugin = answer::Plugin::new(node.nccl_env, Box::new(rails::JobEnv::new(node)))
+        .with_dra(dra::DraRails::new(node));
     let quit = std::sync::Arc::new(session::Quit::default());
     let asked = quit.clone();
     let thread = std::thread::Builder::new()

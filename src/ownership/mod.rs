@@ -79,6 +79,10 @@ pub struct Claim<'a> {
     pub gid: Option<String>,
     /// What the job environment needs of the rail.
     pub rail: RailRecord,
+    /// How long the device's lock is waited for: a CNI ADD as long as it
+    /// takes (its runtime bounds it), a DRA rail until its answer's budget
+    /// ends (`nri::dra`).
+    pub lock_wait: LockWait,
 }
 
 /// A setting ADD writes, and its value.
@@ -94,7 +98,7 @@ pub fn take(
     claim: &Claim,
     wants: &[Wanted],
 ) -> Result<Entry, OwnError> {
-    let _lock = state.lock(&port.lock_key())?;
+    let _lock = state.lock_waiting(&port.lock_key(), claim.lock_wait)?;
     let own = match state.read(claim.container_id, claim.ifname) {
         Ok(e) => Some(e),
         Err(ReadError::Missing) => None,
@@ -481,7 +485,14 @@ fn forget_device_info(place: Place, entry: &Entry) {
 
 /// A failed ADD gives back what it wrote: the entry it recorded says what
 /// (and its originals), so the device ends as ADD found it and no state stays.
-pub fn undo_take(state: &StateDir, at: Views, port: &RdmaPort, container_id: &str, ifname: &str) {
+pub fn undo_take(
+    state: &StateDir,
+    at: Views,
+    port: &RdmaPort,
+    container_id: &str,
+    ifname: &str,
+    wait: LockWait,
+) {
     let entry = match state.read(container_id, ifname) {
         Ok(e) => e,
         Err(ReadError::Missing) => return,
@@ -491,7 +502,7 @@ pub fn undo_take(state: &StateDir, at: Views, port: &RdmaPort, container_id: &st
         }
     };
     let undone = state
-        .lock(&entry.lock_key())
+        .lock_waiting(&entry.lock_key(), wait)
         .map_err(OwnError::from)
         .and_then(|_lock| {
             let done = release_locked(state, &entry, at, port)?;

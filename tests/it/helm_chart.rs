@@ -217,8 +217,65 @@ const PROBES: &[(&str, &str, Verdict)] = &[
     ("jobEnvOmit", r#"["NCCL_IB_TCX"]"#, Refused),
     ("jobEnvOmit", r#"["PATH"]"#, Refused),
     ("jobEnvOmit", r#""NCCL_IB_TC""#, Refused),
+    (
+        "draRails",
+        r#"{"trafficClass": 41, "rdmaCmTos": 106, "gidIndex": 3, "gidCheck": "present",
+            "gidTimeoutMs": 1000, "podTrafficClasses": [41, 106],
+            "sysctl": {"net.ipv4.conf.IFNAME.arp_ignore": "1", "net.core.rmem_max": "4096 87380"}}"#,
+        Accepted,
+    ),
+    ("draRails", "{}", Accepted),
+    ("draRails", "null", Accepted),
+    (
+        "draRails",
+        r#"{"trafficClass": null, "sysctl": null}"#,
+        Accepted,
+    ),
+    (
+        "draRails",
+        r#"{"trafficClass": 0, "gidIndex": 1023, "gidTimeoutMs": 60000}"#,
+        Accepted,
+    ),
+    (
+        "draRails",
+        r#"{"gidTimeoutMs": 0, "gidCheck": "off", "rdmaCmTos": 255}"#,
+        Accepted,
+    ),
+    ("draRails", r#"{"podTrafficClasses": []}"#, Accepted),
+    ("draRails", r#"{"trafficClas": 41}"#, Refused),
+    ("draRails", r#"{"deviceID": "0000:0c:00.2"}"#, Refused),
+    ("draRails", r#"{"trafficClass": 256}"#, Refused),
+    ("draRails", r#"{"trafficClass": -1}"#, Refused),
+    ("draRails", r#"{"trafficClass": 4.5}"#, Refused),
+    ("draRails", r#"{"trafficClass": "41"}"#, Refused),
+    ("draRails", r#"{"rdmaCmTos": 256}"#, Refused),
+    ("draRails", r#"{"gidIndex": 1024}"#, Refused),
+    ("draRails", r#"{"gidCheck": "always"}"#, Refused),
+    ("draRails", r#"{"gidTimeoutMs": 60001}"#, Refused),
+    ("draRails", r#"{"podTrafficClasses": [256]}"#, Refused),
+    ("draRails", r#"{"podTrafficClasses": 41}"#, Refused),
+    ("draRails", r#"{"sysctl": {"kernel.panic": "1"}}"#, Refused),
+    ("draRails", r#"{"sysctl": {"net": "1"}}"#, Refused),
+    ("draRails", r#"{"sysctl": {"net..x": "1"}}"#, Refused),
+    ("draRails", r#"{"sysctl": {"net.a/b": "1"}}"#, Refused),
+    ("draRails", r#"{"sysctl": {"net.a b": "1"}}"#, Refused),
+    ("draRails", r#"{"sysctl": {"net.x": ""}}"#, Refused),
+    ("draRails", r#"{"sysctl": {"net.x": "1\n2"}}"#, Refused),
+    ("draRails", r#"{"sysctl": {"net.x": "1\t2"}}"#, Accepted),
+    ("draRails", r#"{"sysctl": {"net.x": 1}}"#, Refused),
+    ("draRails", r#"{"sysctl": "net.x"}"#, Refused),
+    ("draRails", "[]", Refused),
+    ("draRails", r#""enforce""#, Refused),
     ("statedir", r#""/run/cni/x""#, Refused),
 ];
+
+/// A `draRails` profile of `n` sysctls whose values are `len` long.
+fn sysctls(n: usize, len: usize) -> String {
+    let m: serde_json::Map<String, Value> = (0..n)
+        .map(|i| (format!("net.k{i}"), json!("1".repeat(len))))
+        .collect();
+    json!({ "sysctl": m }).to_string()
+}
 
 /// Probes built rather than written: the count bounds.
 fn built_probes() -> Vec<(&'static str, String, Verdict)> {
@@ -257,6 +314,30 @@ fn built_probes() -> Vec<(&'static str, String, Verdict)> {
         (
             "jobEnvOmit",
             json!(vec!["NCCL_IB_TC"; 65]).to_string(),
+            Refused,
+        ),
+        (
+            "draRails",
+            json!({"podTrafficClasses": vec![41; 256]}).to_string(),
+            Accepted,
+        ),
+        (
+            "draRails",
+            json!({"podTrafficClasses": vec![41; 257]}).to_string(),
+            Refused,
+        ),
+        ("draRails", sysctls(64, 1), Accepted),
+        ("draRails", sysctls(65, 1), Refused),
+        ("draRails", sysctls(1, 256), Accepted),
+        ("draRails", sysctls(1, 257), Refused),
+        (
+            "draRails",
+            json!({"sysctl": {format!("net.{}", "a".repeat(252)): "1"}}).to_string(),
+            Accepted,
+        ),
+        (
+            "draRails",
+            json!({"sysctl": {format!("net.{}", "a".repeat(253)): "1"}}).to_string(),
             Refused,
         ),
     ]

@@ -18,6 +18,7 @@ mod commands_misc;
 mod conf_examples;
 mod del_never_stuck;
 mod docs_figures;
+mod dra;
 mod exclusive_sysfs;
 mod faults;
 mod features;

@@ -17,17 +17,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const REGISTERED: &str = "50-roce-tune";
+pub(crate) const REGISTERED: &str = "50-roce-tune";
 
 /// A runtime: nri-sim serving `socket`, running `script`.
-struct Sim {
+pub(crate) struct Sim {
     child: Child,
     out: PathBuf,
     log: PathBuf,
 }
 
 impl Sim {
-    fn start(bin: &Path, socket: &Path, script: &Value, extra: &[&str]) -> Sim {
+    pub(crate) fn start(bin: &Path, socket: &Path, script: &Value, extra: &[&str]) -> Sim {
         let dir = socket.parent().unwrap();
         let tag = unique("sim");
         let script_path = dir.join(format!("{tag}.json"));
@@ -52,7 +52,7 @@ impl Sim {
 
     /// Wait until the runtime's log holds `needle` (its step markers:
     /// `step 1 wait_plugins: begin`), at most 30 s.
-    fn wait_log(&self, needle: &str) {
+    pub(crate) fn wait_log(&self, needle: &str) {
         let t = Instant::now();
         while !read(&self.log).contains(needle) {
             assert!(
@@ -64,7 +64,7 @@ impl Sim {
     }
 
     /// The result, once the script has run (at most 60 s).
-    fn finish(mut self) -> Value {
+    pub(crate) fn finish(mut self) -> Value {
         let t = Instant::now();
         loop {
             if let Some(s) = self.child.try_wait().unwrap() {
@@ -90,7 +90,7 @@ fn read(p: &Path) -> String {
 }
 
 /// `roce-tune nri` (or the agent, with `args`) on a node config of its own.
-struct Plugin {
+pub(crate) struct Plugin {
     child: Child,
     log: PathBuf,
     _state: StateDirPath,
@@ -109,7 +109,7 @@ impl Plugin {
 
     /// The plugin on the node config of `state` (a node whose rails a test
     /// ADDed).
-    fn on(state: StateDirPath, config: &Path, args: &[&str]) -> Plugin {
+    pub(crate) fn on(state: StateDirPath, config: &Path, args: &[&str]) -> Plugin {
         let log = state.base().join("plugin.log");
         let child = Command::new(BIN)
             .env_clear()
@@ -132,12 +132,12 @@ impl Plugin {
         Plugin::start(socket, extra, &["nri"])
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         read(&self.log)
     }
 
     /// Wait until the log holds `needle` `times` times (at most `bound`).
-    fn wait_log(&self, needle: &str, times: usize, bound: Duration) -> String {
+    pub(crate) fn wait_log(&self, needle: &str, times: usize, bound: Duration) -> String {
         let t = Instant::now();
         loop {
             let log = self.log();
@@ -185,13 +185,13 @@ impl Drop for Plugin {
 }
 
 /// A socket path in a private dir of the test.
-fn socket(tag: &str) -> (PathBuf, PathBuf) {
+pub(crate) fn socket(tag: &str) -> (PathBuf, PathBuf) {
     let dir = private_dir(tag);
     let s = dir.join("nri.sock");
     (dir, s)
 }
 
-fn pod(id: &str, netns: Option<&str>, annotations: Value) -> Value {
+pub(crate) fn pod(id: &str, netns: Option<&str>, annotations: Value) -> Value {
     let mut p = json!({"id": id, "name": format!("{id}-name"), "namespace": "team-a",
                        "uid": format!("uid-{id}"), "annotations": annotations});
     if let Some(n) = netns {
@@ -200,16 +200,16 @@ fn pod(id: &str, netns: Option<&str>, annotations: Value) -> Value {
     p
 }
 
-fn ctr(id: &str, pod: &str, env: &[&str]) -> Value {
+pub(crate) fn ctr(id: &str, pod: &str, env: &[&str]) -> Value {
     json!({"id": id, "pod_id": pod, "name": format!("{id}-name"), "env": env})
 }
 
-fn steps(result: &Value) -> &Vec<Value> {
+pub(crate) fn steps(result: &Value) -> &Vec<Value> {
     result["steps"].as_array().unwrap()
 }
 
 /// Every step after `from` kept the plugin registered, and every step ran.
-fn never_dropped(name: &str, result: &Value, from: usize) {
+pub(crate) fn never_dropped(name: &str, result: &Value, from: usize) {
     assert_eq!(result["ok"], true, "{name}: {result:#}");
     for s in &steps(result)[from..] {
         let after: Vec<&str> = s["registered_after"]
@@ -228,7 +228,7 @@ fn never_dropped(name: &str, result: &Value, from: usize) {
 }
 
 /// The env a step's merged adjustment adds, as `K=V`.
-fn adjusted_env(step: &Value) -> Vec<String> {
+pub(crate) fn adjusted_env(step: &Value) -> Vec<String> {
     step["adjust"]["env"]
         .as_array()
         .map(|a| {
@@ -246,7 +246,7 @@ fn adjusted_env(step: &Value) -> Vec<String> {
 }
 
 /// The ttrpc calls of a result to the plugin, by method name.
-fn rpcs<'a>(result: &'a Value, method: &str) -> Vec<&'a Value> {
+pub(crate) fn rpcs<'a>(result: &'a Value, method: &str) -> Vec<&'a Value> {
     result["rpcs"]
         .as_array()
         .unwrap()

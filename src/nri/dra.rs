@@ -1,0 +1,470 @@
+//! DRA rails (issue 27): the netdevs a DRA driver (dranet, at NRI index
+//! `00`) moved into a pod at RunPodSandbox, which no CNI chain runs for,
+//! tuned with the node config's `draRails` profile exactly as a CNI ADD
+//! tunes a rail: the same lookup from inside the pod netns, the same
+//! `commands::add::tune` (sysctls, class, ToS, GID check, state entry,
+//! undo), and given back at StopPodSandbox by the same `release_entry` a
+//! DEL uses (docs/design.md, "DRA rails").
+//!
+//! The runtime holds one lock across every plugin's answer, so the whole
+//! RunPodSandbox answer, GID wait and device locks included, ends by the
+//! deadline the caller gives (`answer::Plugin::pod_event_budget`): never a
+//! timed-out answer, which gets the plugin dropped.
+
+use super::messages::Pod;
+use crate::cni::config::{GidCheck, NetConf};
+use crate::cni::{code, CniError};
+use crate::commands::add::{self, AddExtras, Expect, Rail};
+use crate::netlink::Netlink;
+use crate::netns::{Lookup, NetNs, NsId};
+use crate::node::NodeConfig;
+use crate::ownership::{self, Done, Place};
+use crate::rdma::lookup::{self, CrossCheck, LookupError, Names};
+use crate::rdma::reach::{PodSide, Sysfs};
+use crate::rdma::setting::{PodIface, Views};
+use crate::state::{Entry, LockWait, PodRecord, StateDir, DRA_NETWORK};
+use std::path::Path;
+use std::time::Instant;
+
+/// The annotation a pod picks its class with, within the profile's
+/// `podTrafficClasses` (as `args.cni.trafficClass` for a CNI rail).
+pub const CLASS_ANNOTATION: &str = "roce-tune.io/traffic-class";
+
+/// The pod's primary interface by name; whichever link holds the pod's
+/// default route is primary too.
+const PRIMARY: &str = "eth0";
+
+/// The DRA rails of the node: its profile and where entries go.
+pub struct DraRails {
+    node: NodeConfig,
+    profile: serde_json::Value,
+    /// The host's netns (`/proc/1/ns/net`) and the plugin's own (the agent
+    /// runs in the host's netns; where init's cannot be opened, as in a
+    /// container of another user namespace, it is the one known): a pod
+    /// netns that is one of them is no netns of the pod's own.
+    host: Vec<NsId>,
+}
+
+/// A netdev of the pod the kernel shows with an RDMA port.
+struct Candidate {
+    ifname: String,
+    device: String,
+    port: u32,
+}
+
+impl DraRails {
+    /// `None` when the node config has no `draRails` profile.
+    pub fn new(node: &NodeConfig) -> Option<DraRails> {
+        let profile = node.dra_rails.clone()?;
+        let host = ["/proc/1/ns/net", "/proc/self/ns/net"]
+            .iter()
+            .filter_map(|p| match NetNs::lookup(Path::new(p)) {
+                Ok(Lookup::Netns(ns)) => Some(ns.id()),
+                _ => None,
+            })
+            .collect();
+        Some(DraRails {
+            node: node.clone(),
+            profile,
+            host,
+        })
+    }
+
+    /// RunPodSandbox: tune every DRA rail of the pod, or none (`Err`: the
+    /// runtime fails the sandbox, and the node is as it was).
+    pub fn run(&self, pod: &Pod<'_>, deadline: Instant) -> Result<(), String> {
+        let started = Instant::now();
+        let who = who(pod);
+        sandbox_id(pod).map_err(|why| format!("{who}: {why}: nothing was changed"))?;
+        let Some(netns) = self.own_netns(pod, &who) else {
+            return Ok(());
+        };
+        let class = pod
+            .annotation(CLASS_ANNOTATION)
+            .map(|v| ("annotation roce-tune.io/traffic-class", v));
+        let conf = NetConf::from_profile(&self.profile, DRA_NETWORK, class)
+            .map_err(|e| format!("{who}: {}: nothing was changed", e.msg))?;
+        let fail = |e: CniError| format!("{who}: {}: nothing was changed", e.msg);
+        let state = StateDir::create(&self.node.state_dir).map_err(|e| fail(e.into()))?;
+        let sysfs = crate::commands::sysfs(&self.node).map_err(fail)?;
+        let recorded = cni_recorded(&state, pod.id);
+        let rails = candidates(&conf, &netns, &sysfs, &recorded, &who).map_err(fail)?;
+        if rails.is_empty() {
+            crate::info!("{who}: no DRA rail (no netdev of the pod's own with an RDMA port beside its primary and its CNI rails)");
+            return Ok(());
+        }
+        for r in &rails {
+            crate::sysctl::check_allowlist(&conf.sysctls, &r.ifname, &self.node)
+                .map_err(|e| fail(e.into()))?;
+        }
+        let record = PodRecord {
+            namespace: pod.namespace.to_owned(),
+            name: pod.name.to_owned(),
+            uid: Some(pod.uid.to_owned()).filter(|u| !u.is_empty()),
+        };
+        let record = if record.is_valid() {
+            Some(record)
+        } else {
+            Some(PodRecord {
+                uid: None,
+                ..record
+            })
+            .filter(PodRecord::is_valid)
+        };
+        let mut tuned: Vec<add::Tuned> = Vec::new();
+        for r in &rails {
+            if Instant::now() >= deadline && conf.gid_check != GidCheck::Enforce {
+                crate::warn!(
+                    "{who}: DRA rail {} on {} port {} not tuned: the answer's budget is spent (gidCheck is not enforce: the sandbox goes on without it)",
+                    r.ifname,
+                    r.device,
+                    r.port
+                );
+                continue;
+            }
+            let rail = Rail {
+                conf: &conf,
+                node: &self.node,
+                network: DRA_NETWORK,
+                container_id: pod.id,
+                ifname: &r.ifname,
+                netns: &netns,
+                state: &state,
+                sysfs: &sysfs,
+                expect: Expect::FromLink,
+                pod: record.clone(),
+                deadline: Some(deadline),
+            };
+            match add::tune(&rail, AddExtras::default()) {
+                Ok(t) => {
+                    crate::info!(
+                        "{who}: DRA rail {} on {} port {} tuned (class {}, ToS {}, GID index {})",
+                        r.ifname,
+                        t.entry.device,
+                        t.entry.port,
+                        show(conf.traffic_class),
+                        show(conf.rdma_cm_tos),
+                        t.entry
+                            .rail
+                            .and_then(|x| x.gid_index)
+                            .map_or("none".into(), |i| i.to_string())
+                    );
+                    tuned.push(t);
+                }
+                Err(e)
+                    if e.code == code::TRY_AGAIN_LATER && conf.gid_check != GidCheck::Enforce =>
+                {
+                    // Its device's lock was held past the budget: nothing of
+                    // this rail was changed.
+                    crate::warn!(
+                        "{who}: DRA rail {} not tuned: {} (gidCheck is not enforce: the sandbox goes on without it)",
+                        r.ifname,
+                        e.msg
+                    );
+                }
+                Err(e) => {
+                    self.roll_back(&state, &sysfs, &netns, tuned, &who);
+                    return Err(format!(
+                        "{who}: DRA rail {}: {}: nothing was changed",
+                        r.ifname, e.msg
+                    ));
+                }
+            }
+        }
+        crate::info!(
+            "{who}: {} of {} DRA rails tuned in {} ms (budget {} ms)",
+            tuned.len(),
+            rails.len(),
+            started.elapsed().as_millis(),
+            deadline.saturating_duration_since(started).as_millis()
+        );
+        Ok(())
+    }
+
+    /// A later rail failed: the ones tuned before it are given back (their
+    /// entries say what), newest first, and their sysctls put back.
+    fn roll_back(
+        &self,
+        state: &StateDir,
+        sysfs: &Sysfs,
+        netns: &NetNs,
+        tuned: Vec<add::Tuned>,
+        who: &str,
+    ) {
+        for t in tuned.into_iter().rev() {
+            let views = Views {
+                device: sysfs.host(),
+                host: sysfs.host(),
+                pod: Some(PodIface {
+                    netns,
+                    ifname: &t.entry.ifname,
+                }),
+            };
+            let pod_view = match t.entry.reach {
+                crate::rdma::reach::Reach::Pod => sysfs.pod_side_of(netns).ok().flatten(),
+                crate::rdma::reach::Reach::Host => None,
+            };
+            let views = Views {
+                device: pod_view.as_ref().unwrap_or(views.device),
+                ..views
+            };
+            ownership::undo_take(
+                state,
+                views,
+                &t.found.port,
+                &t.entry.container_id,
+                &t.entry.ifname,
+                LockWait::REPAIR,
+            );
+            if let Err(e) = netns.run(|| crate::sysctl::revert(&t.sysctls)) {
+                crate::error!(
+                    "{who}: the sysctls of {} could not be put back: {e}",
+                    t.entry.ifname
+                );
+            }
+        }
+    }
+
+    /// StopPodSandbox, and RemovePodSandbox for what is left: every DRA
+    /// rail of the sandbox given back where its device shows now (dranet,
+    /// at index 00, has moved it back to the host already); what nothing
+    /// shows yet stays for the agent's repair. Never fails the event.
+    pub fn stop(&self, pod: &Pod<'_>, deadline: Instant, removing: bool) {
+        let who = who(pod);
+        let event = if removing {
+            "RemovePodSandbox"
+        } else {
+            "StopPodSandbox"
+        };
+        if let Err(why) = sandbox_id(pod) {
+            crate::warn!("{event} {who}: {why}: nothing done");
+            return;
+        }
+        let state = match StateDir::existing(&self.node.state_dir) {
+            Ok(Some(s)) => s,
+            Ok(None) => return,
+            Err(e) => {
+                crate::error!("{event} {who}: {e}: nothing restored now; any entry stays for the agent's repair");
+                return;
+            }
+        };
+        let entries: Vec<Entry> = sandbox_entries(&state, pod.id)
+            .into_iter()
+            .filter(|e| e.network == DRA_NETWORK)
+            .collect();
+        if entries.is_empty() {
+            let line = format!("{event} {who}: no DRA rail recorded for this sandbox (never seen, or given back already): nothing to do");
+            if removing {
+                crate::debug!("{line}");
+            } else {
+                crate::info!("{line}");
+            }
+            return;
+        }
+        let sysfs = match Sysfs::open(&self.node.sysfs_root) {
+            Ok(s) => s,
+            Err(e) => {
+                crate::error!(
+                    "{event} {who}: sysfs root {}: {e}: the DRA rails stay for the agent's repair",
+                    self.node.sysfs_root.display()
+                );
+                return;
+            }
+        };
+        renamed(&entries, &who, event);
+        let place = Place {
+            state: &state,
+            sysfs: &sysfs,
+            device_info_dir: &self.node.device_info_dir,
+            lock_wait: LockWait::Until(deadline),
+        };
+        for e in &entries {
+            match ownership::release_entry(place, e) {
+                done @ Done::Released(_) => crate::info!(
+                    "{event} {who}: DRA rail {} on {}: {done}",
+                    e.ifname,
+                    e.device
+                ),
+                done => crate::warn!(
+                    "{event} {who}: DRA rail {} on {}: {done}; the agent's repair finishes it",
+                    e.ifname,
+                    e.device
+                ),
+            }
+        }
+    }
+
+    /// The pod's netns, when it has one of its own; each skip is a line.
+    fn own_netns(&self, pod: &Pod<'_>, who: &str) -> Option<NetNs> {
+        let Some(path) = pod.netns else {
+            crate::info!("{who}: no network namespace of its own (hostNetwork): no DRA rail");
+            return None;
+        };
+        let shown = crate::quote::input(path);
+        match NetNs::lookup(Path::new(path)) {
+            Ok(Lookup::Netns(ns)) if self.host.contains(&ns.id()) => {
+                crate::info!("{who}: its netns {shown} is the host's: no DRA rail");
+                None
+            }
+            Ok(Lookup::Netns(ns)) => Some(ns),
+            Ok(Lookup::Missing) => {
+                crate::info!("{who}: its netns {shown} is gone: no DRA rail");
+                None
+            }
+            Ok(Lookup::NotNetns) => {
+                crate::warn!("{who}: {shown} is not a network namespace: no DRA rail");
+                None
+            }
+            Err(e) => {
+                crate::warn!("{who}: {e}: no DRA rail");
+                None
+            }
+        }
+    }
+}
+
+/// How a pod is named in every line: escaped, it is the runtime's input.
+fn who(pod: &Pod<'_>) -> String {
+    // Cut short: a sandbox id of any length reaches this line.
+    let id: String = pod.id.chars().take(80).collect();
+    format!(
+        "pod {}/{} ({})",
+        crate::log::escape(pod.namespace),
+        crate::log::escape(pod.name),
+        crate::log::escape(&id)
+    )
+}
+
+fn show(v: Option<u8>) -> String {
+    v.map_or("unset".into(), |v| v.to_string())
+}
+
+/// The sandbox id names the pod's state entries (`<id>:<ifname>.state`):
+/// refused before it reaches a file name, by CNI_CONTAINERID's rule.
+fn sandbox_id(pod: &Pod<'_>) -> Result<(), String> {
+    crate::cni::env::validate_container_id(pod.id).map_err(|_| {
+        format!(
+            "its sandbox id is refused: it must start with a letter or digit, hold only letters, digits, '_', '.', '-', and be at most 255 long (it is {} long)",
+            pod.id.len()
+        )
+    })
+}
+
+/// The entries of the sandbox `id`, by their names (an entry's
+/// containerId is its sandbox's, a CNI rail's and a DRA rail's alike).
+fn sandbox_entries(state: &StateDir, id: &str) -> Vec<Entry> {
+    state
+        .attachments()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(cid, _)| cid == id)
+        .filter_map(|(cid, ifname)| state.read(&cid, &ifname).ok())
+        .collect()
+}
+
+/// The interfaces a CNI ADD recorded for the sandbox: not DRA rails.
+fn cni_recorded(state: &StateDir, id: &str) -> Vec<String> {
+    sandbox_entries(state, id)
+        .into_iter()
+        .filter(|e| e.network != DRA_NETWORK)
+        .map(|e| e.ifname)
+        .collect()
+}
+
+/// The pod's netdevs that the kernel shows, from inside the pod netns, with
+/// an RDMA port, leaving out its primary (`eth0`, and whatever holds its
+/// default route) and what a CNI ADD recorded, in the kernel's order (the
+/// entries' names order them for the job environment). Two netdevs on one
+/// port fail the answer before anything changes.
+fn candidates(
+    conf: &NetConf,
+    netns: &NetNs,
+    sysfs: &Sysfs,
+    recorded: &[String],
+    who: &str,
+) -> Result<Vec<Candidate>, CniError> {
+    let reach = sysfs.reach();
+    let found = netns
+        .run(|| -> Result<Vec<Candidate>, CniError> {
+            let mut nl = Netlink::open()?;
+            let links = nl.links()?;
+            let primary = nl.default_route_links()?;
+            let label = format!("<sysfs of netns {}>", netns.path().display());
+            let mut side = PodSide::new(sysfs, netns.id(), label);
+            let cross = CrossCheck {
+                device_id: None,
+                rdma_port: conf.rdma_port,
+                names: Names::Config,
+            };
+            let mut out = Vec::new();
+            for link in &links {
+                if link.name == "lo" {
+                    continue;
+                }
+                if link.name == PRIMARY || primary.contains(&link.index) {
+                    crate::debug!("{who}: {} is the pod's primary: left alone", link.name);
+                    continue;
+                }
+                if recorded.contains(&link.name) {
+                    crate::debug!("{who}: {} is a CNI rail: left to its chain", link.name);
+                    continue;
+                }
+                match lookup::locate(&mut side, reach, link, &cross) {
+                    Ok(f) => out.push(Candidate {
+                        ifname: link.name.clone(),
+                        device: f.port.device,
+                        port: f.port.port,
+                    }),
+                    Err(LookupError::NotAVf { .. }) => {
+                        crate::debug!("{who}: {} has no RDMA port: left alone", link.name)
+                    }
+                    Err(e) => crate::warn!("{who}: {} left alone: {e}", link.name),
+                }
+            }
+            Ok(out)
+        })
+        .map_err(crate::commands::ns_error)??;
+    for (i, a) in found.iter().enumerate() {
+        if let Some(b) = found[i + 1..]
+            .iter()
+            .find(|b| b.device == a.device && b.port == a.port)
+        {
+            return Err(CniError::new(
+                code::RDMA_DEVICE,
+                format!(
+                    "{} and {} both claim {} port {}: a port is one rail's, so neither is tuned",
+                    a.ifname, b.ifname, a.device, a.port
+                ),
+            ));
+        }
+    }
+    Ok(found)
+}
+
+/// A recorded rail whose interface the pod netns no longer shows by its
+/// name (renamed, or moved out already): said once; its device is given
+/// back by its identity, never by the name.
+fn renamed(entries: &[Entry], who: &str, event: &str) {
+    let Some(first) = entries.first() else {
+        return;
+    };
+    let Ok(Some(ns)) = NetNs::still(Path::new(&first.netns), first.netns_id) else {
+        return;
+    };
+    let names: Vec<String> = entries.iter().map(|e| e.ifname.clone()).collect();
+    let missing = ns.run(|| {
+        let mut nl = Netlink::open().ok()?;
+        Some(
+            names
+                .iter()
+                .filter(|n| nl.link_by_name(n).ok().flatten().is_none())
+                .cloned()
+                .collect::<Vec<_>>(),
+        )
+    });
+    for n in missing.ok().flatten().unwrap_or_default() {
+        crate::info!(
+            "{event} {who}: DRA rail {n} is no longer in the pod netns by that name (renamed or moved out): its device is given back by its identity"
+        );
+    }
+}

@@ -1,0 +1,752 @@
+//! DRA rails (issue 27): the netdevs a DRA driver moved into a pod before
+//! RunPodSandbox, tuned by `roce-tune nri` with the node's `draRails`
+//! profile and given back at StopPodSandbox, under containerd's own NRI
+//! adaptation (../shared/nri: `nri-sim-0.12`, `nri-sim-old`). The test
+//! plays dranet and the kernel: the pod's veths are bound to VFs on a test
+//! tree (docs/design.md, "Test trees") before the script runs.
+
+use crate::common::need::NriSims;
+use crate::common::*;
+use crate::nri::{adjusted_env, ctr, never_dropped, pod, rpcs, socket, steps, Plugin, Sim};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The pod's primary: eth0, holding the default route, bound to a VF of its
+/// own so that only the rule keeps it untouched.
+const PRIMARY_PCI: &str = "0000:0c:01.7";
+const PRIMARY_DEV: &str = "mlx5_15";
+const NETWORK: &str = "nri:dra-rails";
+const HCA: &str = "NCCL_IB_HCA==mlx5_2:1,mlx5_3:1";
+
+/// A node with one pod whose netns holds eth0 (primary, with the default
+/// route) and `n` rails net1.. bound to VFs (rail 1's class file holding
+/// `Global tclass=106`, the others unset), the rails' sysctls away from
+/// roce-tune's, and a node config with the `draRails` profile `profile`.
+struct Node {
+    pod: Pod,
+    tree: Tree,
+    vfs: Vec<Vf>,
+    config: PathBuf,
+    state: Option<StateDirPath>,
+    sock: PathBuf,
+    _dir: PathBuf,
+}
+
+impl Node {
+    fn new(n: usize, profile: Value, gids: bool) -> Node {
+        let spec = Rail::spec().rails(n);
+        let spec = if gids { spec } else { spec.no_gids() };
+        let Rail {
+            pod,
+            tree,
+            state,
+            vfs,
+            ..
+        } = spec.build();
+        pod.add_rail("eth0", Some("10.9.0.2/24"));
+        sh(&format!(
+            "ip -n {} route add default via 10.9.0.1 dev eth0",
+            pod.ns
+        ));
+        tree.add_device(PRIMARY_PCI, PRIMARY_DEV, "");
+        tree.set_ipv4_gids(PRIMARY_DEV, "10.9.0.2");
+        tree.bind(&pod, "eth0", PRIMARY_PCI);
+        if n > 1 {
+            tree.set_tc(&vfs[1].dev, "Global tclass=106\n");
+        }
+        for vf in &vfs {
+            pod.untune(&vf.ifname);
+        }
+        pod.untune("eth0");
+        let (dir, sock) = socket("dra-");
+        let config = write_node_config(
+            &state,
+            Some(&tree),
+            json!({"nriSocket": path_str(&sock), "draRails": profile,
+                   "metricsAddress": "127.0.0.1:0"}),
+        );
+        Node {
+            pod,
+            tree,
+            vfs,
+            config,
+            state: Some(state),
+            sock,
+            _dir: dir,
+        }
+    }
+
+    fn plugin(&mut self, args: &[&str]) -> Plugin {
+        Plugin::on(self.state.take().unwrap(), &self.config, args)
+    }
+
+    /// The state dir (the plugin holds its handle once started).
+    fn state_dir(&self) -> PathBuf {
+        self.config.parent().unwrap().join("state")
+    }
+
+    fn entry(&self, sandbox: &str, ifname: &str) -> Option<Value> {
+        let p = self.state_dir().join(format!("{sandbox}:{ifname}.state"));
+        let text = std::fs::read_to_string(p).ok()?;
+        Some(serde_json::from_str(&text).unwrap())
+    }
+
+    fn entries(&self) -> Vec<String> {
+        let Ok(rd) = std::fs::read_dir(self.state_dir()) else {
+            return vec![];
+        };
+        let mut v: Vec<String> = rd
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.ends_with(".state"))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// What the node shows that a tuning changes: every class file, and
+    /// every rail sysctl of the pod's interfaces.
+    fn picture(&self) -> Picture {
+        let mut names: Vec<&str> = self.vfs.iter().map(|v| v.ifname.as_str()).collect();
+        names.push("eth0");
+        (
+            snapshot(&self.tree.root),
+            names.iter().map(|n| self.pod.rail_values(n)).collect(),
+        )
+    }
+
+    fn run(&self, bin: &Path, script: Value, extra: &[&str]) -> Value {
+        Sim::start(bin, &self.sock, &script, extra).finish()
+    }
+}
+
+/// The rail sysctls of `ifname` itself (not the netns-wide `all` keys,
+/// which the pod's rails set for every interface).
+fn own_values(pod: &Pod, ifname: &str) -> Vec<String> {
+    rail_sysctls(ifname)
+        .iter()
+        .zip(pod.rail_values(ifname))
+        .filter(|((k, _), _)| !k.contains(".all."))
+        .map(|(_, v)| v)
+        .collect()
+}
+
+fn tuned(ifname: &str) -> Vec<String> {
+    rail_sysctls(ifname)
+        .into_iter()
+        .map(|(_, v)| v.to_owned())
+        .collect()
+}
+
+fn profile() -> Value {
+    json!({"trafficClass": 41, "podTrafficClasses": [41, 106], "gidTimeoutMs": 800})
+}
+
+fn run_pod_ms(result: &Value) -> f64 {
+    let dedicated = rpcs(result, "RunPodSandbox");
+    let r = dedicated
+        .first()
+        .copied()
+        .or_else(|| rpcs(result, "StateChange").first().copied())
+        .expect("a RunPodSandbox on the wire");
+    r["ms"].as_f64().unwrap()
+}
+
+/// The issue's "Done when": under both generations, a pod whose netns got
+/// two VF-backed rails before RunPodSandbox has both tuned (sysctls, class,
+/// state entries with the rail record), its primary (eth0, the default
+/// route's, a VF too) untouched; its container's environment names both;
+/// StopPodSandbox restores each class exactly (unset stays unset: -1;
+/// 106 is 106 again) and drops the entries.
+#[test]
+fn two_dra_rails_are_tuned_at_run_pod_sandbox_and_given_back_at_stop_under_both_generations() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    for (name, bin) in sims.both() {
+        let mut node = Node::new(2, profile(), true);
+        let primary_before = own_values(&node.pod, "eth0");
+        let plugin = node.plugin(&["nri"]);
+        let sandbox = unique("sb");
+        let p = pod(
+            &sandbox,
+            Some(&node.pod.path()),
+            json!({"roce-tune.io/nccl-env": "true"}),
+        );
+        let result = node.run(
+            bin,
+            json!([
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"run_pod": p},
+                {"create_container": ctr("worker", &sandbox, &["PATH=/bin"])}
+            ]),
+            &[],
+        );
+        never_dropped(name, &result, 0);
+        let ms = run_pod_ms(&result);
+        eprintln!("{name}: RunPodSandbox of a 2-rail pod answered in {ms} ms (runtime's clock)");
+        assert!(ms < 1500.0, "{name}: {ms} ms");
+        for vf in &node.vfs {
+            assert_eq!(node.tree.tc(&vf.dev), "tclass=41", "{name}: {}", vf.ifname);
+            assert_eq!(
+                node.pod.rail_values(&vf.ifname),
+                tuned(&vf.ifname),
+                "{name}"
+            );
+            let e = node
+                .entry(&sandbox, &vf.ifname)
+                .expect("an entry per DRA rail");
+            assert_eq!(e["network"], NETWORK, "{name}: {e}");
+            assert_eq!(e["containerId"], json!(sandbox));
+            assert_eq!(e["device"], json!(vf.dev));
+            assert_eq!(e["owned"]["trafficClass"]["written"], json!(41));
+            assert_eq!(
+                e["rail"],
+                json!({"gidIndex": 3, "trafficClass": 41, "rdmaCmTos": null}),
+                "{name}"
+            );
+            assert_eq!(e["gid"], json!(v4_gid(&vf.ip)));
+        }
+        assert_eq!(
+            node.entry(&sandbox, "net2").unwrap()["owned"]["trafficClass"]["original"],
+            json!(106)
+        );
+        assert_eq!(node.tree.tc(PRIMARY_DEV), "", "{name}: the primary's VF");
+        assert_eq!(own_values(&node.pod, "eth0"), primary_before, "{name}");
+        assert_eq!(node.entries().len(), 2, "{name}: {:?}", node.entries());
+        let env = adjusted_env(&steps(&result)[2]);
+        assert_eq!(env, [HCA, "NCCL_IB_GID_INDEX=3", "NCCL_IB_TC=41"], "{name}");
+        plugin.wait_log("2 of 2 DRA rails tuned in", 1, Duration::from_secs(5));
+
+        // The runtime restarts between the two (nri-sim runs one script):
+        // the pod is in its state, and the plugin reconnects.
+        let result = node.run(
+            bin,
+            json!([
+                {"existing_pods": [p]},
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"stop_pod": sandbox},
+                {"remove_pod": sandbox}
+            ]),
+            &[],
+        );
+        never_dropped(name, &result, 1);
+        assert_eq!(
+            node.tree.tc(&node.vfs[0].dev),
+            "tclass=-1",
+            "{name}: unset stays unset"
+        );
+        assert_eq!(node.tree.tc(&node.vfs[1].dev), "tclass=106", "{name}");
+        assert_eq!(node.tree.tc(PRIMARY_DEV), "", "{name}");
+        assert!(node.entries().is_empty(), "{name}: {:?}", node.entries());
+        let log = plugin.wait_log("StopPodSandbox pod team-a/", 2, Duration::from_secs(5));
+        assert!(
+            log.contains("DRA rail net1 on mlx5_2: traffic class restored to unset"),
+            "{name}: {log}"
+        );
+    }
+}
+
+/// A pod with a CNI rail (its ADD run as the runtime runs the chain) and a
+/// DRA rail: the plugin tunes only the DRA one, and the CNI rail's entry
+/// stays its network's.
+#[test]
+fn a_pod_with_a_cni_rail_and_a_dra_rail_has_only_the_dra_one_tuned_by_the_plugin() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    let mut node = Node::new(2, json!({"trafficClass": 106}), true);
+    let sandbox = unique("sb");
+    let conf = json!({
+        "cniVersion": "1.1.0", "name": "rail-1", "type": "roce-tune",
+        "trafficClass": 41, "deviceID": node.vfs[0].pci, "gidTimeoutMs": 800,
+        "prevResult": prev_result("1.1.0", "net1", &node.pod.path(), &[&node.vfs[0].addr]),
+    });
+    run_plugin(
+        node.state.as_ref().unwrap(),
+        "ADD",
+        &sandbox,
+        &node.pod.path(),
+        "net1",
+        conf.to_string().as_bytes(),
+    )
+    .ok();
+    let cni_entry = node.entry(&sandbox, "net1").unwrap();
+    let plugin = node.plugin(&["nri"]);
+    let result = node.run(
+        &sims.v012,
+        json!([
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"run_pod": pod(&sandbox, Some(&node.pod.path()), json!({}))}
+        ]),
+        &[],
+    );
+    never_dropped("nri-sim-0.12", &result, 0);
+    assert_eq!(
+        node.tree.tc(&node.vfs[0].dev),
+        "tclass=41",
+        "the CNI rail's class"
+    );
+    assert_eq!(
+        node.tree.tc(&node.vfs[1].dev),
+        "tclass=106",
+        "the DRA rail's"
+    );
+    assert_eq!(
+        node.entry(&sandbox, "net1").unwrap(),
+        cni_entry,
+        "untouched"
+    );
+    assert_eq!(node.entry(&sandbox, "net2").unwrap()["network"], NETWORK);
+    let log = plugin.wait_log("1 of 1 DRA rails tuned", 1, Duration::from_secs(5));
+    assert!(!log.contains("DRA rail net1"), "{log}");
+}
+
+/// The whole answer ends within 3/4 of the request timeout whatever
+/// `gidTimeoutMs` says: a GID that never comes fails the sandbox under
+/// `enforce` (nothing changed), and under `present` the rails are recorded
+/// for the agent (no GID index); the plugin is never dropped.
+#[test]
+fn a_gid_that_never_comes_is_bounded_by_the_answers_budget() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    for (check, fails) in [("enforce", true), ("present", false)] {
+        let mut node = Node::new(
+            2,
+            json!({"trafficClass": 41, "gidCheck": check, "gidTimeoutMs": 5000}),
+            false,
+        );
+        let before = node.picture();
+        let plugin = node.plugin(&["nri"]);
+        let sandbox = unique("sb");
+        let result = node.run(
+            &sims.v012,
+            json!([
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"run_pod": pod(&sandbox, Some(&node.pod.path()), json!({}))}
+            ]),
+            &["--request-timeout-ms", "1000"],
+        );
+        let ms = run_pod_ms(&result);
+        assert!(ms < 1000.0, "{check}: {ms} ms: past the request timeout");
+        assert!(
+            ms >= 500.0,
+            "{check}: {ms} ms: the wait was not the budget's"
+        );
+        let step = &steps(&result)[1];
+        assert_eq!(step["ok"], json!(!fails), "{check}: {step}");
+        assert!(
+            step["registered_after"]
+                .to_string()
+                .contains("50-roce-tune"),
+            "{check}: dropped: {step}"
+        );
+        if fails {
+            assert!(
+                step["error"].as_str().unwrap().contains("GID check failed"),
+                "{step}"
+            );
+            assert_eq!(node.picture(), before, "enforce: nothing changed");
+            assert!(node.entries().is_empty());
+        } else {
+            for vf in &node.vfs {
+                assert_eq!(node.tree.tc(&vf.dev), "tclass=41");
+                let e = node.entry(&sandbox, &vf.ifname).unwrap();
+                assert_eq!(e["rail"]["gidIndex"], Value::Null, "{e}");
+            }
+            plugin.wait_log("cut to", 1, Duration::from_secs(5));
+        }
+    }
+}
+
+/// A live DRA rail is seen by `inspect --env` and held by the agent's drift
+/// repair; a StopPodSandbox that never comes (the netns gone with the pod):
+/// the agent's orphan repair gives both classes back within two periods.
+#[test]
+fn a_lost_stop_pod_sandbox_is_finished_by_the_agent_within_two_periods() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    let mut node = Node::new(2, profile(), true);
+    let plugin = node.plugin(&["agent", "--every", "1", "--nri"]);
+    let sandbox = unique("sb");
+    let result = node.run(
+        &sims.v012,
+        json!([
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"run_pod": pod(&sandbox, Some(&node.pod.path()), json!({}))}
+        ]),
+        &[],
+    );
+    never_dropped("nri-sim-0.12", &result, 0);
+    assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=41");
+    // `inspect --env` reads a DRA rail's entry as it reads a CNI rail's.
+    let env = Exec::new(BIN)
+        .args(["inspect", "--netns", &node.pod.path(), "--env"])
+        .env("ROCE_TUNE_NODE_CONFIG", &node.config)
+        .run();
+    env.ok();
+    assert!(env.stdout.contains(HCA), "{}", env.stdout);
+    // The agent's drift repair holds a live DRA rail to what it wrote.
+    node.tree.set_tc(&node.vfs[0].dev, "Global tclass=7\n");
+    let drifted = Instant::now();
+    while node.tree.tc(&node.vfs[0].dev) != "tclass=41" {
+        assert!(
+            drifted.elapsed() < Duration::from_millis(2500),
+            "drift not repaired within two periods: {}",
+            plugin.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    node.pod.delete();
+    let gone = Instant::now();
+    let restored = |n: &Node| {
+        n.tree.tc(&n.vfs[0].dev) == "tclass=-1" && n.tree.tc(&n.vfs[1].dev) == "tclass=106"
+    };
+    while !restored(&node) {
+        assert!(
+            gone.elapsed() < Duration::from_millis(2500),
+            "not restored within two periods: {}",
+            plugin.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "lost StopPodSandbox finished by the agent in {:?}",
+        gone.elapsed()
+    );
+    assert!(node.entries().is_empty(), "{:?}", node.entries());
+}
+
+// ------------------------------------------------------------ bad input
+
+/// What a bad input run found: the generation, the node, its picture
+/// before the script, the RunPodSandbox step, the plugin, the sandbox id.
+struct Ran {
+    name: &'static str,
+    node: Node,
+    before: Picture,
+    step: Value,
+    plugin: Plugin,
+}
+
+type Picture = (
+    std::collections::BTreeMap<PathBuf, String>,
+    Vec<Vec<String>>,
+);
+
+/// One RunPodSandbox of a 2-rail pod (after `setup` played the kernel) under
+/// both generations; the plugin stays registered whatever the answer.
+fn run_once(pod_of: impl Fn(&Node, &str) -> Value, setup: impl Fn(&Node)) -> Vec<Ran> {
+    let sims = crate::common::need::nri_sim(module_path!()).expect("nri-sim");
+    let mut out = Vec::new();
+    for (name, bin) in sims.both() {
+        let mut node = Node::new(2, profile(), true);
+        setup(&node);
+        let before = node.picture();
+        let plugin = node.plugin(&["nri"]);
+        let sandbox = unique("sb");
+        let result = node.run(
+            bin,
+            json!([
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"run_pod": pod_of(&node, &sandbox)}
+            ]),
+            &[],
+        );
+        for s in steps(&result) {
+            assert!(
+                s["registered_after"].to_string().contains("50-roce-tune"),
+                "{name}: dropped: {s}"
+            );
+        }
+        let step = steps(&result)[1].clone();
+        out.push(Ran {
+            name,
+            node,
+            before,
+            step,
+            plugin,
+        });
+    }
+    out
+}
+
+/// Nothing a tuning changes has changed since `before`.
+fn unchanged(r: &Ran, what: &str) {
+    let now = r.node.picture();
+    assert_eq!(
+        snapshot_diff(&r.before.0, &now.0),
+        Vec::<String>::new(),
+        "{} {what}: the tree",
+        r.name
+    );
+    assert_eq!(r.before.1, now.1, "{} {what}: the sysctls", r.name);
+    assert!(
+        r.node.entries().is_empty(),
+        "{} {what}: {:?}",
+        r.name,
+        r.node.entries()
+    );
+}
+
+#[test]
+fn an_annotation_class_outside_the_list_or_not_a_number_fails_the_sandbox_and_changes_nothing() {
+    needs!(root);
+    let _: NriSims = needs!(nri_sim);
+    for (value, says) in [
+        ("7", "annotation roce-tune.io/traffic-class 7 is not one of the profile's podTrafficClasses [41, 106]"),
+        ("forty", "annotation roce-tune.io/traffic-class must be a whole number from 0 to 255, got \"forty\""),
+        ("-1", "must be a whole number from 0 to 255"),
+    ] {
+        for r in run_once(
+            |n, id| pod(id, Some(&n.pod.path()), json!({"roce-tune.io/traffic-class": value})),
+            |_| {},
+        ) {
+            assert_eq!(r.step["ok"], false, "{} {value}: {}", r.name, r.step);
+            assert!(r.step["error"].as_str().unwrap().contains(says), "{}", r.step);
+            let log = r.plugin.wait_log(says, 1, Duration::from_secs(5));
+            assert!(log.contains("nothing was changed"), "{log}");
+            unchanged(&r, value);
+        }
+    }
+    // Within the list: the pod's pick.
+    for r in run_once(
+        |n, id| {
+            pod(
+                id,
+                Some(&n.pod.path()),
+                json!({"roce-tune.io/traffic-class": "106"}),
+            )
+        },
+        |_| {},
+    ) {
+        assert_eq!(r.step["ok"], true, "{}: {}", r.name, r.step);
+        assert_eq!(
+            r.node.tree.tc(&r.node.vfs[0].dev),
+            "tclass=106",
+            "{}",
+            r.name
+        );
+    }
+}
+
+#[test]
+fn a_pod_netns_that_is_gone_not_a_netns_the_hosts_or_none_is_skipped_with_a_line() {
+    needs!(root);
+    let _: NriSims = needs!(nri_sim);
+    // The host's netns as this test sees it (the plugin runs in it too).
+    let host = format!("/proc/{}/ns/net", std::process::id());
+    for (netns, says) in [
+        (
+            Some("/var/run/netns/never-made-here"),
+            "is gone: no DRA rail",
+        ),
+        (
+            Some("/etc/hostname"),
+            "is not a network namespace: no DRA rail",
+        ),
+        (Some(host.as_str()), "is the host's: no DRA rail"),
+        (
+            None,
+            "no network namespace of its own (hostNetwork): no DRA rail",
+        ),
+    ] {
+        for r in run_once(|_, id| pod(id, netns, json!({})), |_| {}) {
+            assert_eq!(r.step["ok"], true, "{} {netns:?}: {}", r.name, r.step);
+            r.plugin.wait_log(says, 1, Duration::from_secs(5));
+            unchanged(&r, says);
+        }
+    }
+}
+
+#[test]
+fn two_netdevs_claiming_one_rdma_port_fail_the_sandbox_and_change_nothing() {
+    needs!(root);
+    let _: NriSims = needs!(nri_sim);
+    for r in run_once(
+        |n, id| pod(id, Some(&n.pod.path()), json!({})),
+        // Play a broken kernel: net2 is net1's VF too.
+        |n| n.tree.bind(&n.pod, "net2", &n.vfs[0].pci),
+    ) {
+        assert_eq!(r.step["ok"], false, "{}: {}", r.name, r.step);
+        let says =
+            "net1 and net2 both claim mlx5_2 port 1: a port is one rail's, so neither is tuned";
+        assert!(
+            r.step["error"].as_str().unwrap().contains(says),
+            "{}",
+            r.step
+        );
+        r.plugin.wait_log(says, 1, Duration::from_secs(5));
+        unchanged(&r, "one port");
+    }
+}
+
+#[test]
+fn a_sandbox_id_with_a_slash_or_300_characters_is_refused_before_any_file() {
+    needs!(root);
+    let _: NriSims = needs!(nri_sim);
+    for id in ["../../etc/sb".to_owned(), "s".repeat(300)] {
+        for r in run_once(|n, _| pod(&id, Some(&n.pod.path()), json!({})), |_| {}) {
+            assert_eq!(r.step["ok"], false, "{}: {}", r.name, r.step);
+            let says = "its sandbox id is refused";
+            assert!(
+                r.step["error"].as_str().unwrap().contains(says),
+                "{}",
+                r.step
+            );
+            r.plugin.wait_log(says, 1, Duration::from_secs(5));
+            unchanged(&r, &id);
+            assert!(
+                !r.node.state_dir().exists(),
+                "{}: no state dir made",
+                r.name
+            );
+        }
+    }
+}
+
+/// A StopPodSandbox for a pod never seen: a line, success, nothing changed;
+/// a rail renamed between RunPodSandbox and StopPodSandbox: given back by
+/// its device's identity, with a line.
+#[test]
+fn a_stop_for_a_pod_never_seen_and_a_rail_renamed_before_the_stop() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    for (name, bin) in sims.both() {
+        let mut node = Node::new(2, profile(), true);
+        let plugin = node.plugin(&["nri"]);
+        let sandbox = unique("sb");
+        let p = pod(&sandbox, Some(&node.pod.path()), json!({}));
+        let stranger = pod("never-run", Some(&node.pod.path()), json!({}));
+        let result = node.run(
+            bin,
+            json!([
+                {"existing_pods": [stranger]},
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"run_pod": p},
+                {"stop_pod": "never-run"}
+            ]),
+            &[],
+        );
+        never_dropped(name, &result, 1);
+        assert_eq!(steps(&result)[3]["ok"], true, "{name}");
+        plugin.wait_log(
+            "StopPodSandbox pod team-a/never-run-name (never-run): no DRA rail recorded for this sandbox",
+            1,
+            Duration::from_secs(5),
+        );
+        assert_eq!(node.entries().len(), 2, "{name}: the tuned pod's stay");
+        assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=41", "{name}");
+        sh(&format!(
+            "ip -n {ns} link set net1 down && ip -n {ns} link set net1 name net9 && ip -n {ns} link set net9 up",
+            ns = node.pod.ns
+        ));
+        let result = node.run(
+            bin,
+            json!([
+                {"existing_pods": [p]},
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"stop_pod": sandbox}
+            ]),
+            &[],
+        );
+        never_dropped(name, &result, 1);
+        plugin.wait_log(
+            "DRA rail net1 is no longer in the pod netns by that name (renamed or moved out)",
+            1,
+            Duration::from_secs(5),
+        );
+        assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=-1", "{name}");
+        assert_eq!(node.tree.tc(&node.vfs[1].dev), "tclass=106", "{name}");
+        assert!(node.entries().is_empty(), "{name}");
+    }
+}
+
+/// Exclusive RDMA netns mode: the devices moved into the pod with their
+/// netdevs. At StopPodSandbox dranet (index 00) has moved rail 0's device
+/// back to the host already: it is restored through the host's view. Rail
+/// 1's device no view shows yet: its entry stays, with a line, and the
+/// agent's orphan repair restores it once the kernel has it back.
+#[test]
+fn in_exclusive_mode_stop_restores_through_the_view_that_shows_the_device_now() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    let mut node = Node::new(2, profile(), true);
+    std::fs::write(
+        node.tree.root.join("module/ib_core/parameters/netns_mode"),
+        "N\n",
+    )
+    .unwrap();
+    let ino = node.pod.ino();
+    for vf in &node.vfs {
+        node.tree.move_into(&node.pod, &vf.pci, &vf.dev);
+    }
+    let plugin = node.plugin(&["nri"]);
+    let sandbox = unique("sb");
+    let p = pod(&sandbox, Some(&node.pod.path()), json!({}));
+    let result = node.run(
+        &sims.v012,
+        json!([
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"run_pod": p}
+        ]),
+        &[],
+    );
+    never_dropped("nri-sim-0.12", &result, 0);
+    for vf in &node.vfs {
+        assert_eq!(node.tree.tc_in(ino, &vf.dev), "tclass=41", "{}", vf.ifname);
+        let e = node.entry(&sandbox, &vf.ifname).unwrap();
+        assert_eq!(e["reach"], "pod", "{e}");
+    }
+    // Play dranet's StopPodSandbox: rail 0's device is back on the host;
+    // rail 1's is on its way (in no view yet).
+    node.tree.move_back(ino, &node.vfs[0].pci, &node.vfs[0].dev);
+    let limbo = node.tree.root.join("limbo");
+    let (pci1, dev1) = (&node.vfs[1].pci, &node.vfs[1].dev);
+    for rel in [
+        format!("class/infiniband/{dev1}"),
+        format!("bus/pci/devices/{pci1}/infiniband/{dev1}"),
+    ] {
+        let dst = limbo.join(&rel);
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::rename(node.tree.netns_dir(ino).join(&rel), &dst).unwrap();
+    }
+    let result = node.run(
+        &sims.v012,
+        json!([
+            {"existing_pods": [p]},
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"stop_pod": sandbox}
+        ]),
+        &[],
+    );
+    never_dropped("nri-sim-0.12", &result, 1);
+    assert_eq!(
+        node.tree.tc(&node.vfs[0].dev),
+        "tclass=-1",
+        "through the host's view"
+    );
+    assert!(node.entry(&sandbox, "net1").is_none());
+    assert!(
+        node.entry(&sandbox, "net2").is_some(),
+        "kept for the repair"
+    );
+    plugin.wait_log(
+        "DRA rail net2 on mlx5_3: kept for the orphan repair",
+        1,
+        Duration::from_secs(5),
+    );
+    // The kernel has it back on the host once the netns is gone.
+    node.pod.delete();
+    for rel in [
+        format!("class/infiniband/{dev1}"),
+        format!("bus/pci/devices/{pci1}/infiniband/{dev1}"),
+    ] {
+        std::fs::rename(limbo.join(&rel), node.tree.root.join(&rel)).unwrap();
+    }
+    Exec::new(BIN)
+        .args(["gc", "--orphans", "--node-config"])
+        .arg(&node.config)
+        .run()
+        .ok();
+    assert_eq!(node.tree.tc(dev1), "tclass=106");
+    assert!(node.entries().is_empty(), "{:?}", node.entries());
+}
