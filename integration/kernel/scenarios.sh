@@ -1052,6 +1052,9 @@ nri_dra_cleanup() { # after scen_cleanup: NIC A back under its host name
     local i
     [ -n "${PCI_IF[$PCI_A]:-}" ] || return 0
     for ((i = 0; i < 50; i++)); do [ -n "$(pci_netdev "$PCI_A")" ] && break; sleep 0.1; done
+    # Back from a deleted netns as dra0, it carries udev's altname of its host name: drop it first.
+    local cur; cur="$(pci_netdev "$PCI_A")"
+    [ -z "$cur" ] || [ "$cur" = "${PCI_IF[$PCI_A]}" ] || ip link property del dev "$cur" altname "${PCI_IF[$PCI_A]}" 2>/dev/null
     pci_restore_name "$PCI_A" || echo "kernel scenarios: NIC $PCI_A is '$(pci_netdev "$PCI_A")' after nri-dra, not ${PCI_IF[$PCI_A]}" >&2
 }
 
@@ -1076,10 +1079,12 @@ s_nri_dra() {
     ip addr add 10.90.0.1/24 dev "ks${SIDX}d" && ip link set "ks${SIDX}d" up \
         && ip -n "$ns" addr add 10.90.0.2/24 dev eth0 && ip -n "$ns" link set eth0 up \
         && ip -n "$ns" route add default via 10.90.0.1 dev eth0 || { fail "setup: eth0 and the default route"; return 1; }
-    ip link set "$nic" down && ip link set "$nic" netns "$ns" && ip -n "$ns" link set "$nic" name dra0 \
-        && ip -n "$ns" addr add "$ip/24" dev dra0 && ip -n "$ns" link set dra0 up \
-        || { fail "setup: moving $nic ($PCI_A) into $ns as dra0"; return 1; }
-    local out; out="$(nsenter --net="$path" rdma link add "$rxe" type rxe netdev dra0 2>&1)" \
+    # dranet's nsAttachNetdev: down, then moved and renamed in one RTM_NEWLINK, addresses, up.
+    local out
+    out="$({ ip link set "$nic" down && ip link set dev "$nic" netns "$ns" name dra0 \
+        && ip -n "$ns" addr add "$ip/24" dev dra0 && ip -n "$ns" link set dra0 up; } 2>&1)" \
+        || { fail "setup: moving $nic ($PCI_A) into $ns as dra0: $out"; return 1; }
+    out="$(nsenter --net="$path" rdma link add "$rxe" type rxe netdev dra0 2>&1)" \
         || { fail "setup: rdma link add $rxe type rxe netdev dra0 in $ns: $out"; return 1; }
     expect_eq "setup: pod view, netdev of $rxe" "$(link_json_pod d "$rxe" | jq -r '.[0].netdev // "none"')" dra0 || return 1
     expect_gid "setup: the link-local GID of NIC A's fixed MAC" "$rxe" 0 "$(gid_from_mac "$MAC_A")" || return 1
@@ -1145,10 +1150,13 @@ s_nri_dra() {
 
     # ---- 4. dranet's StopPodSandbox, then the runtime's to roce-tune
     local i
-    ip -n "$ns" link set dra0 down && ip -n "$ns" link set dra0 netns 1 && ip link set dra0 name "$nic" \
-        || { fail "moving dra0 back to the host as $nic"; return 1; }
+    # dranet's nsDetachNetdev: down, then moved to the host and renamed in one RTM_NEWLINK, up.
+    # In two steps the rename loses to udev, which gives the arriving dra0 its path name as an
+    # altname at once: renaming to it is EEXIST.
+    out="$({ ip -n "$ns" link set dra0 down && ip -n "$ns" link set dev dra0 netns 1 name "$nic" \
+        && ip link set "$nic" up; } 2>&1)" || { fail "moving dra0 back to the host as $nic: $out"; return 1; }
     for ((i = 0; i < 100; i++)); do rdma_dev_exists "$rxe" || break; sleep 0.05; done
-    fact "dra0 back on the host as $nic: $rxe $(rdma_dev_exists "$rxe" && echo "still exists" || echo "gone after $((i * 50)) ms"); its configfs directory $([ -d "$CONFIGFS/$rxe" ] && echo stays || echo went), reads '$(cat "$tos" 2>&1)'"
+    fact "dra0 back on the host as $nic (altnames $(ip -j link show "$nic" | jq -c '.[0].altnames')): $rxe $(rdma_dev_exists "$rxe" && echo "still exists" || echo "gone after $((i * 50)) ms"); its configfs directory $([ -d "$CONFIGFS/$rxe" ] && echo stays || echo went), reads '$(cat "$tos" 2>&1)'"
     out="$(rdma link add "$rxe" type rxe netdev "$nic" 2>&1)" || { fail "rdma link add $rxe on $nic (host): $out"; return 1; }
     fact "$rxe made again on $nic (host): ToS $(tos_of "$rxe"); host view $(link_json_host "$rxe")"
     echo 106 >"$tos" || { fail "putting 106 back into $tos"; return 1; }
