@@ -7,8 +7,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use roce_tune::netlink::{
-    decode_address, decode_addresses, decode_link, decode_links, encode_addresses, encode_links,
-    DecodeError, Error, Gather,
+    decode, decode_address, decode_addresses, decode_default_route, decode_link, decode_links,
+    encode_addresses, encode_links, DecodeError, Error, Gather,
 };
 
 fn plain(e: &DecodeError) {
@@ -58,5 +58,19 @@ fuzz_target!(|data: &[u8]| {
         (Ok(b), Ok(end)) => assert_eq!((b.end, b.replies.len()), (end, n)),
         (Err(a), Err(b)) => assert_eq!(*a, b),
         (a, f) => panic!("decoder {a:?}, exchange {f:?}"),
+    }
+
+    // The route dump: only the links of default routes are read; whatever
+    // decodes here must decode the same through the exchange.
+    let routes = decode(data, seq, decode_default_route);
+    if let Err(e) = &routes {
+        plain(e);
+    }
+    let mut n = 0;
+    let fed = Gather::new(seq).feed(data, |m| decode_default_route(m).map(|_| n += 1));
+    match (&routes, fed) {
+        (Ok(b), Ok(end)) => assert_eq!((b.end, b.replies.len()), (end, n)),
+        (Err(a), Err(b)) => assert_eq!(*a, b),
+        (r, f) => panic!("decoder {r:?}, exchange {f:?}"),
     }
 });

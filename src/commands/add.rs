@@ -69,16 +69,19 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
             Some(_) => Some(super::sysfs(node)?),
             None => None,
         };
-        let sweep = || {
+        let mut sweep = || {
             if let (Some(state), Some(sysfs)) = (&state, &sysfs) {
                 crate::orphans::sweep_bounded(super::place(state, sysfs, node), env.container_id());
             }
         };
         let sysctls = sysctl::resolve(&conf.sysctls, ifname);
-        let (applied, ()) = netns
-            .run_beside(|| sysctl::apply(&sysctls), sweep)
-            .map_err(super::ns_error)?;
-        applied?;
+        let mut applied = None;
+        trip(
+            &netns,
+            &mut || applied = Some(sysctl::apply(&sysctls)),
+            &mut sweep,
+        )?;
+        applied.transpose()?;
         return Ok(output);
     }
     // Opened once for the record and the orphan sweep: every RDMA ADD
@@ -223,64 +226,64 @@ pub fn tune(rail: &Rail, extras: AddExtras) -> CniResult<Tuned> {
     let reach = sysfs.reach();
     let lock_wait = rail.deadline.map_or(LockWait::Blocking, LockWait::Until);
     let gid_wait = GidWait::of(conf, rail.deadline);
-    let sweep = || {
+    let mut sweep = || {
         if let Some(f) = extras.sweep {
             f()
         }
     };
-    let (trip, ()) = netns
-        .run_beside(
-            || -> CniResult<_> {
-                let label = format!("<sysfs of netns {}>", netns.path().display());
-                let mut side = PodSide::new(sysfs, netns.id(), label);
-                let link = super::pod_link(ifname)?;
-                let found = super::locate(conf, &mut side, reach, &link)?;
-                let expected = match &rail.expect {
-                    Expect::Given(e) => *e,
-                    Expect::FromLink => {
-                        let addrs = Netlink::open()?.addresses(link.index)?;
-                        let addrs: Vec<IpNetwork> = addrs
-                            .into_iter()
-                            .filter(|(ip, _)| !is_link_local(ip))
-                            .filter_map(|(ip, len)| IpNetwork::new(ip, len).ok())
-                            .collect();
-                        expected_gid(conf, &addrs, ifname, "the pod netns shows")?
-                    }
-                };
-                // Judged before anything changes: enforce leaves the node as it was.
-                let placed = extras
-                    .kubelet
-                    .and_then(|(answer, level)| {
-                        judge_placement(conf, node, sysfs, answer, level, ifname, &found)
-                    })
-                    .transpose()?;
-                let undo = sysctl::apply(&sysctls)?;
-                crate::debug!("sysctls applied: {}", sysctls.len());
-                #[cfg(feature = "fault-injection")]
-                crate::fault::point("add-after-sysctls");
-                let pod_view = match reach {
-                    Reach::Pod => side
-                        .into_view()
-                        .map_err(|e| CniError::io("the pod's sysfs", e))?,
-                    Reach::Host => None,
-                };
-                let mut gid_index = None;
-                if let Some((want, addr)) = &expected {
-                    let view = pod_view.as_ref().unwrap_or(sysfs.host());
-                    match check_gid(conf, view, &found.port, want, addr, gid_wait) {
-                        Ok(index) => gid_index = index,
-                        Err(e) => {
-                            sysctl::revert(&undo);
-                            return Err(e);
-                        }
-                    }
+    let there = || -> CniResult<_> {
+        let label = format!("<sysfs of netns {}>", netns.path().display());
+        let mut side = PodSide::new(sysfs, netns.id(), label);
+        let link = super::pod_link(ifname)?;
+        let found = super::locate(conf, &mut side, reach, &link)?;
+        let expected = match &rail.expect {
+            Expect::Given(e) => *e,
+            Expect::FromLink => {
+                let addrs = Netlink::open()?.addresses(link.index)?;
+                let addrs: Vec<IpNetwork> = addrs
+                    .into_iter()
+                    .filter(|(ip, _)| !is_link_local(ip))
+                    .filter_map(|(ip, len)| IpNetwork::new(ip, len).ok())
+                    .collect();
+                expected_gid(conf, &addrs, ifname, "the pod netns shows")?
+            }
+        };
+        // Judged before anything changes: enforce leaves the node as it was.
+        let placed = extras
+            .kubelet
+            .and_then(|(answer, level)| {
+                judge_placement(conf, node, sysfs, answer, level, ifname, &found)
+            })
+            .transpose()?;
+        let undo = sysctl::apply(&sysctls)?;
+        crate::debug!("sysctls applied: {}", sysctls.len());
+        #[cfg(feature = "fault-injection")]
+        crate::fault::point("add-after-sysctls");
+        let pod_view = match reach {
+            Reach::Pod => side
+                .into_view()
+                .map_err(|e| CniError::io("the pod's sysfs", e))?,
+            Reach::Host => None,
+        };
+        let mut gid_index = None;
+        if let Some((want, addr)) = &expected {
+            let view = pod_view.as_ref().unwrap_or(sysfs.host());
+            match check_gid(conf, view, &found.port, want, addr, gid_wait) {
+                Ok(index) => gid_index = index,
+                Err(e) => {
+                    sysctl::revert(&undo);
+                    return Err(e);
                 }
-                Ok((found, pod_view, undo, placed, gid_index, expected))
-            },
-            sweep,
-        )
-        .map_err(super::ns_error)?;
-    let (found, pod_view, applied, placed, gid_index, expected) = trip?;
+            }
+        }
+        Ok((found, pod_view, undo, placed, gid_index, expected))
+    };
+    let mut out = None;
+    trip(netns, &mut || out = Some(there()), &mut sweep)?;
+    let out = out.ok_or_else(|| {
+        CniError::new(code::IO_FAILURE, "the trip into the pod netns did not run")
+    })?;
+    let (found, pod_view, applied, placed, gid_index, expected) = out?;
     let views = Views {
         device: pod_view.as_ref().unwrap_or(sysfs.host()),
         host: sysfs.host(),
@@ -288,7 +291,7 @@ pub fn tune(rail: &Rail, extras: AddExtras) -> CniResult<Tuned> {
     };
     let mut undo = Undo::new();
     undo.push(|| {
-        let put_back = netns.run(|| sysctl::revert(&applied));
+        let put_back = netns.run_dyn(&mut || sysctl::revert(&applied), &mut || {});
         if let Err(e) = put_back {
             crate::error!("tuning {ifname} failed and its sysctls could not be put back: {e}");
         }
@@ -333,6 +336,12 @@ pub fn tune(rail: &Rail, extras: AddExtras) -> CniResult<Tuned> {
         found,
         info,
     })
+}
+
+/// A trip into the pod netns with host work beside it (`NetNs::run_dyn`:
+/// both of ADD's trips and the NRI plugin's share one instance).
+fn trip(netns: &NetNs, there: &mut (dyn FnMut() + Send), here: &mut dyn FnMut()) -> CniResult<()> {
+    netns.run_dyn(there, here).map_err(super::ns_error)
 }
 
 /// An IPv6 link-local address: every netdev has one, and its GID is the

@@ -27,76 +27,81 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
     } else {
         None
     };
+    let body = || -> CniResult<()> {
+        sysctl::verify(&sysctls)?;
+        let Some(sysfs) = &sysfs else {
+            return Ok(());
+        };
+        let host = sysfs.host();
+        // The same reach, the same lookup as ADD: the pod's own device.
+        let reach = sysfs.reach();
+        let label = format!("<sysfs of netns {}>", netns.path().display());
+        let mut side = PodSide::new(sysfs, netns.id(), label);
+        let link = super::pod_link(ifname)?;
+        let port = super::locate(conf, &mut side, reach, &link)?.port;
+        let view = match reach {
+            Reach::Pod => side
+                .view()
+                .map_err(|e| CniError::io("the pod's sysfs", e))?
+                .unwrap_or(host),
+            Reach::Host => host,
+        };
+        // Every owned setting, as ADD wrote it (`crate::settings`).
+        let at = Views {
+            device: view,
+            host,
+            pod: Some(PodIface {
+                netns: &netns,
+                ifname,
+            }),
+        };
+        for (key, want) in conf.owned() {
+            let setting = by_key(key).expect("NetConf::owned names registered settings");
+            let live = setting.read(at, &port)?;
+            if !setting.same(live, Some(want)) {
+                return Err(CniError::new(
+                    setting.code(),
+                    format!(
+                        "{} of {} port {} is {}, expected {want} ({})",
+                        setting.title(),
+                        port.device,
+                        port.port,
+                        show(live),
+                        setting.show_path(at, &port)
+                    ),
+                ));
+            }
+        }
+        if conf.gid_check == GidCheck::Off {
+            return Ok(());
+        }
+        let Some((want, addr)) = gid::expected_gid(&result.addresses_of(ifname)) else {
+            return match conf.gid_check {
+                GidCheck::Warn => Ok(()),
+                _ => Err(CniError::new(
+                    code::GID_CHECK,
+                    format!("GID check failed: prevResult gives {ifname} no address"),
+                )),
+            };
+        };
+        // The GID had all of ADD's wait to appear: CHECK looks once.
+        let at = wanted_index(conf);
+        if let Verdict::Mismatch { found, located } =
+            gid::wait_for(view, &port, at, &want, Duration::ZERO)
+        {
+            let err = super::gid_mismatch(&port, at, &want, &addr, found.as_ref(), located);
+            if conf.gid_check != GidCheck::Warn {
+                return Err(err);
+            }
+            crate::warn!("{} (gidCheck is warn)", err.msg);
+        }
+        Ok(())
+    };
+    // Through `run_dyn`: the one instance of the netns machinery ADD's
+    // trips share.
+    let mut out = Ok(());
     netns
-        .run(|| {
-            sysctl::verify(&sysctls)?;
-            let Some(sysfs) = &sysfs else {
-                return Ok(());
-            };
-            let host = sysfs.host();
-            // The same reach, the same lookup as ADD: the pod's own device.
-            let reach = sysfs.reach();
-            let label = format!("<sysfs of netns {}>", netns.path().display());
-            let mut side = PodSide::new(sysfs, netns.id(), label);
-            let link = super::pod_link(ifname)?;
-            let port = super::locate(conf, &mut side, reach, &link)?.port;
-            let view = match reach {
-                Reach::Pod => side
-                    .view()
-                    .map_err(|e| CniError::io("the pod's sysfs", e))?
-                    .unwrap_or(host),
-                Reach::Host => host,
-            };
-            // Every owned setting, as ADD wrote it (`crate::settings`).
-            let at = Views {
-                device: view,
-                host,
-                pod: Some(PodIface {
-                    netns: &netns,
-                    ifname,
-                }),
-            };
-            for (key, want) in conf.owned() {
-                let setting = by_key(key).expect("NetConf::owned names registered settings");
-                let live = setting.read(at, &port)?;
-                if !setting.same(live, Some(want)) {
-                    return Err(CniError::new(
-                        setting.code(),
-                        format!(
-                            "{} of {} port {} is {}, expected {want} ({})",
-                            setting.title(),
-                            port.device,
-                            port.port,
-                            show(live),
-                            setting.show_path(at, &port)
-                        ),
-                    ));
-                }
-            }
-            if conf.gid_check == GidCheck::Off {
-                return Ok(());
-            }
-            let Some((want, addr)) = gid::expected_gid(&result.addresses_of(ifname)) else {
-                return match conf.gid_check {
-                    GidCheck::Warn => Ok(()),
-                    _ => Err(CniError::new(
-                        code::GID_CHECK,
-                        format!("GID check failed: prevResult gives {ifname} no address"),
-                    )),
-                };
-            };
-            // The GID had all of ADD's wait to appear: CHECK looks once.
-            let at = wanted_index(conf);
-            if let Verdict::Mismatch { found, located } =
-                gid::wait_for(view, &port, at, &want, Duration::ZERO)
-            {
-                let err = super::gid_mismatch(&port, at, &want, &addr, found.as_ref(), located);
-                if conf.gid_check != GidCheck::Warn {
-                    return Err(err);
-                }
-                crate::warn!("{} (gidCheck is warn)", err.msg);
-            }
-            Ok(())
-        })
-        .map_err(super::ns_error)?
+        .run_dyn(&mut || out = body(), &mut || {})
+        .map_err(super::ns_error)?;
+    out
 }

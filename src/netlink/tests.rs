@@ -578,3 +578,19 @@ fn the_route_dump_of_this_netns_names_its_default_route_links() {
         assert!(links.contains(&i), "{i} of {links:?}");
     }
 }
+
+const ROUTE_DUMP: &str = include_str!("testdata/route_dump.hex");
+
+#[test]
+fn the_kernels_route_dump_names_each_default_routes_link_once() {
+    // Captured in a netns whose va (index 3) holds the IPv4 default and vb
+    // (index 2) the IPv6 one, beside their subnets' and the local table's
+    // routes: eleven routes, two defaults.
+    let (request, datagrams) = capture(ROUTE_DUMP);
+    assert_eq!(request, encode_request(Request::Routes, seq_of(&request)));
+    let (routes, end) = gather(&request, &datagrams, decode_default_route);
+    assert_eq!(end, Some(End::Done));
+    assert_eq!(routes.len(), 11);
+    let named: Vec<u32> = routes.into_iter().flatten().collect();
+    assert_eq!(named, [3, 2]);
+}

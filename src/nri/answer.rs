@@ -407,6 +407,15 @@ mod tests {
     }
 
     #[test]
+    fn without_dra_rails_every_pod_event_succeeds_and_changes_nothing() {
+        let mut p = Plugin::new(NcclEnv::Annotated, Box::new(Fixed(Ok(vars())))).with_dra(None);
+        for e in [PodEvent::Run, PodEvent::Stop, PodEvent::Remove] {
+            assert_eq!(p.pod_event(e, &pod(vec![], Some(SELF_NS))), Ok(()));
+            assert_eq!(p.pod_event(e, &pod(vec![], None)), Ok(()));
+        }
+    }
+
+    #[test]
     fn the_pod_event_budget_is_three_quarters_of_the_request_timeout() {
         let mut p = Plugin::new(NcclEnv::Annotated, Box::new(Fixed(Ok(vars()))));
         assert_eq!(p.pod_event_budget(), Duration::from_millis(1500));

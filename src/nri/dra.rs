@@ -20,7 +20,7 @@ use crate::netns::{Lookup, NetNs, NsId};
 use crate::node::NodeConfig;
 use crate::ownership::{self, Done, Place};
 use crate::rdma::lookup::{self, CrossCheck, LookupError, Names};
-use crate::rdma::reach::{PodSide, Sysfs};
+use crate::rdma::reach::{PodSide, Reach, Sysfs};
 use crate::rdma::setting::{PodIface, Views};
 use crate::state::{Entry, LockWait, PodRecord, StateDir, DRA_NETWORK};
 use std::path::Path;
@@ -192,21 +192,19 @@ impl DraRails {
         who: &str,
     ) {
         for t in tuned.into_iter().rev() {
+            // Where the take wrote: the pod's view of an exclusive-mode
+            // device, the host's otherwise (ADD's own undo uses the same).
+            let pod_view = match t.entry.reach {
+                Reach::Pod => sysfs.pod_side_of(netns).ok().flatten(),
+                Reach::Host => None,
+            };
             let views = Views {
-                device: sysfs.host(),
+                device: pod_view.as_ref().unwrap_or(sysfs.host()),
                 host: sysfs.host(),
                 pod: Some(PodIface {
                     netns,
                     ifname: &t.entry.ifname,
                 }),
-            };
-            let pod_view = match t.entry.reach {
-                crate::rdma::reach::Reach::Pod => sysfs.pod_side_of(netns).ok().flatten(),
-                crate::rdma::reach::Reach::Host => None,
-            };
-            let views = Views {
-                device: pod_view.as_ref().unwrap_or(views.device),
-                ..views
             };
             ownership::undo_take(
                 state,
@@ -216,7 +214,7 @@ impl DraRails {
                 &t.entry.ifname,
                 LockWait::REPAIR,
             );
-            if let Err(e) = netns.run(|| crate::sysctl::revert(&t.sysctls)) {
+            if let Err(e) = in_pod(netns, &mut || crate::sysctl::revert(&t.sysctls)) {
                 crate::error!(
                     "{who}: the sysctls of {} could not be put back: {e}",
                     t.entry.ifname
@@ -323,6 +321,12 @@ impl DraRails {
     }
 }
 
+/// `f` on a thread inside `netns`, through `NetNs::run_dyn`: the one
+/// instance of the netns machinery that ADD's trips share too.
+fn in_pod(netns: &NetNs, f: &mut (dyn FnMut() + Send)) -> Result<(), crate::netns::NsError> {
+    netns.run_dyn(f, &mut || {})
+}
+
 /// How a pod is named in every line: escaped, it is the runtime's input.
 fn who(pod: &Pod<'_>) -> String {
     // Cut short: a sandbox id of any length reaches this line.
@@ -383,47 +387,12 @@ fn candidates(
     recorded: &[String],
     who: &str,
 ) -> Result<Vec<Candidate>, CniError> {
-    let reach = sysfs.reach();
-    let found = netns
-        .run(|| -> Result<Vec<Candidate>, CniError> {
-            let mut nl = Netlink::open()?;
-            let links = nl.links()?;
-            let primary = nl.default_route_links()?;
-            let label = format!("<sysfs of netns {}>", netns.path().display());
-            let mut side = PodSide::new(sysfs, netns.id(), label);
-            let cross = CrossCheck {
-                device_id: None,
-                rdma_port: conf.rdma_port,
-                names: Names::Config,
-            };
-            let mut out = Vec::new();
-            for link in &links {
-                if link.name == "lo" {
-                    continue;
-                }
-                if link.name == PRIMARY || primary.contains(&link.index) {
-                    crate::debug!("{who}: {} is the pod's primary: left alone", link.name);
-                    continue;
-                }
-                if recorded.contains(&link.name) {
-                    crate::debug!("{who}: {} is a CNI rail: left to its chain", link.name);
-                    continue;
-                }
-                match lookup::locate(&mut side, reach, link, &cross) {
-                    Ok(f) => out.push(Candidate {
-                        ifname: link.name.clone(),
-                        device: f.port.device,
-                        port: f.port.port,
-                    }),
-                    Err(LookupError::NotAVf { .. }) => {
-                        crate::debug!("{who}: {} has no RDMA port: left alone", link.name)
-                    }
-                    Err(e) => crate::warn!("{who}: {} left alone: {e}", link.name),
-                }
-            }
-            Ok(out)
-        })
-        .map_err(crate::commands::ns_error)??;
+    let mut found = Ok(Vec::new());
+    in_pod(netns, &mut || {
+        found = scan(conf, netns, sysfs, recorded, who)
+    })
+    .map_err(crate::commands::ns_error)?;
+    let found = found?;
     for (i, a) in found.iter().enumerate() {
         if let Some(b) = found[i + 1..]
             .iter()
@@ -441,6 +410,53 @@ fn candidates(
     Ok(found)
 }
 
+/// `candidates`' look at the pod netns, on a thread inside it.
+fn scan(
+    conf: &NetConf,
+    netns: &NetNs,
+    sysfs: &Sysfs,
+    recorded: &[String],
+    who: &str,
+) -> Result<Vec<Candidate>, CniError> {
+    let reach = sysfs.reach();
+    let mut nl = Netlink::open()?;
+    let links = nl.links()?;
+    let primary = nl.default_route_links()?;
+    let label = format!("<sysfs of netns {}>", netns.path().display());
+    let mut side = PodSide::new(sysfs, netns.id(), label);
+    let cross = CrossCheck {
+        device_id: None,
+        rdma_port: conf.rdma_port,
+        names: Names::Config,
+    };
+    let mut out = Vec::new();
+    for link in &links {
+        if link.name == "lo" {
+            continue;
+        }
+        if link.name == PRIMARY || primary.contains(&link.index) {
+            crate::debug!("{who}: {} is the pod's primary: left alone", link.name);
+            continue;
+        }
+        if recorded.contains(&link.name) {
+            crate::debug!("{who}: {} is a CNI rail: left to its chain", link.name);
+            continue;
+        }
+        match lookup::locate(&mut side, reach, link, &cross) {
+            Ok(f) => out.push(Candidate {
+                ifname: link.name.clone(),
+                device: f.port.device,
+                port: f.port.port,
+            }),
+            Err(LookupError::NotAVf { .. }) => {
+                crate::debug!("{who}: {} has no RDMA port: left alone", link.name)
+            }
+            Err(e) => crate::warn!("{who}: {} left alone: {e}", link.name),
+        }
+    }
+    Ok(out)
+}
+
 /// A recorded rail whose interface the pod netns no longer shows by its
 /// name (renamed, or moved out already): said once; its device is given
 /// back by its identity, never by the name.
@@ -452,19 +468,67 @@ fn renamed(entries: &[Entry], who: &str, event: &str) {
         return;
     };
     let names: Vec<String> = entries.iter().map(|e| e.ifname.clone()).collect();
-    let missing = ns.run(|| {
-        let mut nl = Netlink::open().ok()?;
-        Some(
-            names
+    let mut missing = Vec::new();
+    let _ = in_pod(&ns, &mut || {
+        if let Ok(mut nl) = Netlink::open() {
+            missing = names
                 .iter()
                 .filter(|n| nl.link_by_name(n).ok().flatten().is_none())
                 .cloned()
-                .collect::<Vec<_>>(),
-        )
+                .collect();
+        }
     });
-    for n in missing.ok().flatten().unwrap_or_default() {
+    for n in missing {
         crate::info!(
             "{event} {who}: DRA rail {n} is no longer in the pod netns by that name (renamed or moved out): its device is given back by its identity"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(id: &str) -> Pod<'_> {
+        Pod {
+            id,
+            name: "train-0",
+            namespace: "team-a",
+            ..Pod::default()
+        }
+    }
+
+    #[test]
+    fn a_sandbox_id_that_cannot_name_an_entry_is_refused() {
+        assert!(sandbox_id(&pod("4b1c2f0e6a53")).is_ok());
+        for bad in ["a/b", "../x", "", ":x", "x:y", "-x", "a\nb"] {
+            assert!(sandbox_id(&pod(bad)).is_err(), "{bad:?}");
+        }
+        let long = "s".repeat(300);
+        let why = sandbox_id(&pod(&long)).unwrap_err();
+        assert!(why.contains("300 long"), "{why}");
+        assert!(sandbox_id(&pod(&"s".repeat(255))).is_ok());
+    }
+
+    #[test]
+    fn a_line_names_the_pod_escaped_and_cut_short() {
+        let long = format!("{}\n", "s".repeat(300));
+        let p = Pod {
+            name: "a\u{1b}[31mb",
+            ..pod(&long)
+        };
+        let line = who(&p);
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(line.len() < 200, "{}", line.len());
+    }
+
+    #[test]
+    fn without_a_profile_there_are_no_dra_rails() {
+        let node = NodeConfig::defaults("/etc/cni/roce-tune/node.json".into());
+        assert!(DraRails::new(&node).is_none());
+        let mut with = node.clone();
+        with.dra_rails = Some(serde_json::json!({"trafficClass": 41}));
+        let dra = DraRails::new(&with).unwrap();
+        assert!(!dra.host.is_empty(), "this process's own netns at least");
     }
 }

@@ -98,8 +98,14 @@ impl Sysfs {
         if self.is_test_tree() {
             return self.pod_side(ns.id(), &label);
         }
-        ns.run(|| self.pod_side(ns.id(), &label))
-            .unwrap_or_else(|e| Err(SysfsError::Os(enter_errno(&e))))
+        let mut made = None;
+        match ns.run_dyn(
+            &mut || made = Some(self.pod_side(ns.id(), &label)),
+            &mut || {},
+        ) {
+            Ok(()) => made.unwrap_or(Err(SysfsError::Os(nix::errno::Errno::EIO))),
+            Err(e) => Err(SysfsError::Os(enter_errno(&e))),
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 
 use crate::common::need::NriSims;
 use crate::common::*;
-use crate::nri::{adjusted_env, ctr, never_dropped, pod, rpcs, socket, steps, Plugin, Sim};
+use crate::nri::{adjusted_env, ctr, never_dropped, pod, rpcs, scrape, socket, steps, Plugin, Sim};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -326,6 +326,7 @@ fn a_gid_that_never_comes_is_bounded_by_the_answers_budget() {
             &["--request-timeout-ms", "1000"],
         );
         let ms = run_pod_ms(&result);
+        eprintln!("gidCheck {check}, no GID, request timeout 1000 ms: answered in {ms} ms");
         assert!(ms < 1000.0, "{check}: {ms} ms: past the request timeout");
         assert!(
             ms >= 500.0,
@@ -357,8 +358,8 @@ fn a_gid_that_never_comes_is_bounded_by_the_answers_budget() {
     }
 }
 
-/// A live DRA rail is seen by `inspect --env` and held by the agent's drift
-/// repair; a StopPodSandbox that never comes (the netns gone with the pod):
+/// A live DRA rail is seen by `inspect --env` and the agent's metrics, and
+/// held by its drift repair; a StopPodSandbox that never comes (the netns gone with the pod):
 /// the agent's orphan repair gives both classes back within two periods.
 #[test]
 fn a_lost_stop_pod_sandbox_is_finished_by_the_agent_within_two_periods() {
@@ -384,6 +385,34 @@ fn a_lost_stop_pod_sandbox_is_finished_by_the_agent_within_two_periods() {
         .run();
     env.ok();
     assert!(env.stdout.contains(HCA), "{}", env.stdout);
+    // The agent's metrics show it as a rail like any other.
+    let log = plugin.wait_log("metrics on http://", 1, Duration::from_secs(5));
+    let addr = log
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap()
+        .to_string();
+    let class = |metrics: &str, dev: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with("roce_tune_rail_traffic_class{") && l.contains(dev))
+            .map(|l| l.rsplit(' ').next().unwrap().to_owned())
+    };
+    // A scrape shows the last pass: the next one, within a period, sees it.
+    let tuned_at = Instant::now();
+    loop {
+        let metrics = scrape(&addr);
+        let both = ["\"mlx5_2\"", "\"mlx5_3\""].map(|d| class(&metrics, d));
+        if both == [Some("41".to_owned()), Some("41".to_owned())] {
+            break;
+        }
+        assert!(
+            tuned_at.elapsed() < Duration::from_millis(2500),
+            "{both:?}: {metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     // The agent's drift repair holds a live DRA rail to what it wrote.
     node.tree.set_tc(&node.vfs[0].dev, "Global tclass=7\n");
     let drifted = Instant::now();
@@ -664,7 +693,7 @@ fn a_stop_for_a_pod_never_seen_and_a_rail_renamed_before_the_stop() {
 /// netdevs. At StopPodSandbox dranet (index 00) has moved rail 0's device
 /// back to the host already: it is restored through the host's view. Rail
 /// 1's device no view shows yet: its entry stays, with a line, and the
-/// agent's orphan repair restores it once the kernel has it back.
+/// RemovePodSandbox (no netns) restores it once the kernel has it back.
 #[test]
 fn in_exclusive_mode_stop_restores_through_the_view_that_shows_the_device_now() {
     needs!(root);
@@ -734,7 +763,9 @@ fn in_exclusive_mode_stop_restores_through_the_view_that_shows_the_device_now() 
         1,
         Duration::from_secs(5),
     );
-    // The kernel has it back on the host once the netns is gone.
+    // The kernel has it back on the host once the netns is gone; the
+    // RemovePodSandbox (without the netns, as containerd 2.3+ sends it)
+    // releases what is left.
     node.pod.delete();
     for rel in [
         format!("class/infiniband/{dev1}"),
@@ -742,11 +773,63 @@ fn in_exclusive_mode_stop_restores_through_the_view_that_shows_the_device_now() 
     ] {
         std::fs::rename(limbo.join(&rel), node.tree.root.join(&rel)).unwrap();
     }
-    Exec::new(BIN)
-        .args(["gc", "--orphans", "--node-config"])
-        .arg(&node.config)
-        .run()
-        .ok();
+    let result = node.run(
+        &sims.v012,
+        json!([
+            {"existing_pods": [pod(&sandbox, None, json!({}))]},
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"remove_pod": sandbox}
+        ]),
+        &[],
+    );
+    never_dropped("nri-sim-0.12", &result, 1);
+    plugin.wait_log("RemovePodSandbox pod team-a/", 1, Duration::from_secs(5));
     assert_eq!(node.tree.tc(dev1), "tclass=106");
+    assert!(node.entries().is_empty(), "{:?}", node.entries());
+}
+
+/// A later rail's failure gives back what the answer already did: net1 is
+/// tuned, net2's GID never comes under `enforce`, the sandbox fails, and
+/// net1's class is unset again and its sysctls as they were.
+#[test]
+fn a_failure_on_a_later_rail_gives_back_the_rails_tuned_before_it() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    let mut node = Node::new(
+        2,
+        json!({"trafficClass": 41, "gidCheck": "enforce", "gidTimeoutMs": 300}),
+        true,
+    );
+    let late = &node.vfs[1].dev.clone();
+    node.tree.set_gid(late, 2, ZERO_GID, "");
+    node.tree.set_gid(late, 3, ZERO_GID, "");
+    let before = node.picture();
+    let plugin = node.plugin(&["nri"]);
+    let sandbox = unique("sb");
+    let result = node.run(
+        &sims.v012,
+        json!([
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"run_pod": pod(&sandbox, Some(&node.pod.path()), json!({}))}
+        ]),
+        &[],
+    );
+    let step = &steps(&result)[1];
+    assert_eq!(step["ok"], false, "{step}");
+    assert!(
+        step["error"]
+            .as_str()
+            .unwrap()
+            .contains("DRA rail net2: GID check failed"),
+        "{step}"
+    );
+    let log = plugin.log();
+    assert!(
+        log.contains("DRA rail net1 on mlx5_2 port 1 tuned"),
+        "{log}"
+    );
+    assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=-1", "unset again");
+    assert_eq!(node.tree.tc(late), "Global tclass=106\n", "never taken");
+    assert_eq!(node.picture().1, before.1, "the sysctls as they were");
     assert!(node.entries().is_empty(), "{:?}", node.entries());
 }

@@ -868,7 +868,7 @@ fn a_socket_served_by_anyone_but_root_is_never_registered_with() {
 }
 
 /// One HTTP GET of the agent's metrics.
-fn scrape(addr: &str) -> String {
+pub(crate) fn scrape(addr: &str) -> String {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
