@@ -6,7 +6,7 @@
 #                      so CI on a bare Debian 12 machine gets everything.
 #   make kernel-lane   setup, the release build, one boot of Debian 12's kernel under qemu
 #                      (TCG) with soft-RoCE, every scenario of integration/kernel/scenarios.sh
-#                      (5 to 6 minutes on 2 busy cores). KERNEL_SCENARIOS="lookup ipv6" runs only
+#                      (6 to 8 minutes on 2 busy cores). KERNEL_SCENARIOS="lookup ipv6" runs only
 #                      those; KERNEL_EXPECT_RDMA_CM_TOS=1 makes a binary without rdmaCmTos fail.
 #   make demo-kernel   the demo's chain on that real RDMA stack, explained step by step
 #   make kernel-clean  remove what the lane left on the host (KERNEL_CLEAN=--all: downloads too)

@@ -11,7 +11,8 @@
 # ("kvm_buf_set_msrs: Assertion failed"); KERNEL_LANE_KVM=1 tries KVM anyway.
 # The guest has two e1000e NICs (PCI 0000:00:10.0 and 0000:00:11.0, see KERNEL_NICS below).
 # The script runs as root through integration/kernel/guest.sh (modules, configfs), with the
-# variables ROCE_TUNE_BIN, ROCE_TUNE_AGENT_BIN, ROCE_TUNE_NODE_CONFIG, KERNEL_* and E2E_VERBOSE passed in.
+# variables ROCE_TUNE_BIN, ROCE_TUNE_AGENT_BIN, ROCE_TUNE_NODE_CONFIG, ROCE_TUNE_NRI_DIR (nri-sim,
+# scenario nri-dra), KERNEL_* and E2E_VERBOSE passed in.
 #
 # Output: the guest's stdout and stderr, merged, on stdout (qemu reopens its stdio by path, so
 # two streams into one file would overwrite each other: they go through one pipe), and in
@@ -86,7 +87,7 @@ rundir="$logdir/$name"           # shared read-write with the guest
 rm -rf "$rundir"; mkdir -p "$rundir"
 log="$logdir/$name.log"
 pass=(KERNEL_LOG_DIR="$rundir")
-for v in $(compgen -e | grep -E '^(KERNEL_[A-Z0-9_]+|ROCE_TUNE_BIN|ROCE_TUNE_AGENT_BIN|ROCE_TUNE_NODE_CONFIG|E2E_VERBOSE)$' \
+for v in $(compgen -e | grep -E '^(KERNEL_[A-Z0-9_]+|ROCE_TUNE_BIN|ROCE_TUNE_AGENT_BIN|ROCE_TUNE_NODE_CONFIG|ROCE_TUNE_NRI_DIR|E2E_VERBOSE)$' \
            | grep -Ev '^KERNEL_(LOG_DIR|LANE_TIMEOUT|BOOT_TIMEOUT|LANE_KVM)$'); do
     pass+=("$v=${!v}")
 done

@@ -46,6 +46,13 @@
 #   agent-drift    `roce-tune-agent agent --every 1` running: another writer puts 8, then 0, into the
 #                  default_roce_tos roce-tune wrote; the agent writes it back within two periods
 #                  each time and counts both; SIGTERM stops it; DEL restores the original
+#   nri-dra        a DRA rail (issue 27), no CNI chain: NIC A moved into a pod beside its primary
+#                  eth0 (as dranet does), rxe made on it there; `roce-tune-agent nri` (KERNEL_NRI_PLUGIN)
+#                  under containerd's NRI adaptation (nri-sim-0.12, ../shared/nri or
+#                  ROCE_TUNE_NRI_DIR): RunPodSandbox writes draRails' rdmaCmTos on the real
+#                  configfs, the GID check (enforce, index 1) passes, a state entry per rail under
+#                  the sandbox id, eth0 untouched; CreateContainer gets NCCL_IB_HCA; after the
+#                  NIC went back to the host, StopPodSandbox restores the original ToS exactly
 # Each prints PASS, FAIL (with the reason) or NOT-SUPPORTED; FACT lines record what the real
 # kernel did (GID tables, `rdma -j link show` in the pod and on the host, roce-tune's messages).
 # Exit status: 0 when nothing FAILed. Logs: $KERNEL_LOG_DIR/<scenario>.log (on the host:
@@ -964,10 +971,236 @@ s_agent_drift() {
     cnitool_run del "$net-pre" d net1; expect_rc0 "cnitool del" || return 1
 }
 
+# ---------------------------------------------------------------- nri-dra
+# A rail no CNI chain touches (issue 27): a DRA driver (dranet, NRI index 00) moves a PCI
+# function's netdev into the pod at RunPodSandbox, before roce-tune's NRI plugin (index 50) gets
+# the same event, and no ADD ever runs for it. dranet's part is played by hand, in its order;
+# the runtime is containerd's own NRI adaptation (../shared/nri's nri-sim-0.12) with a script:
+#   1. the pod netns; its primary eth0 (a veth holding the default route); NIC A (e1000e,
+#      $PCI_A) moved in as dra0, 192.168.90.2/24, up; rxe made on it from inside the pod netns
+#      (moving a netdev destroys its rxe; made after the address, the kernel puts the IPv4 RoCE
+#      v2 GID at 1: checked first); its rdma_cm ToS set to 32 by hand (the original)
+#   2. the plugin ($NRI_PLUGIN) on a node config whose draRails is {rdmaCmTos 106, gidIndex 1,
+#      gidCheck enforce}; nri-sim: RunPodSandbox (the netns in the pod's linux namespaces), then
+#      CreateContainer of a pod that asks for the NCCL environment
+#   3. asserted: default_roce_tos 106 on the real configfs, the rail sysctls on dra0, one state
+#      entry <sandbox id>:dra0.state (containerId the sandbox id, network nri:dra-rails), the
+#      plugin's log line of the GID check at index 1, eth0's sysctls, address and the default
+#      route as they were
+#   4. dranet's StopPodSandbox (index 00, before roce-tune's): dra0 back to the host under its
+#      host name, which destroys rxe; rxe made again on the host netdev and given 106, what a
+#      VF's RDMA device is then (still there, holding what roce-tune wrote; soft-RoCE cannot
+#      keep it); then nri-sim's StopPodSandbox: asserted 32 again, exactly, and no state entry
+#   5. the netns deleted (containerd tears it down after StopPodSandbox), RemovePodSandbox with
+#      the stale path: no error, nothing changed
+#   6. nri-sim's result: every step ok, 50-roce-tune registered after each one; CreateContainer's
+#      adjustment NCCL_IB_HCA==<rxe>:1, NCCL_IB_GID_INDEX=1, NCCL_IB_TC=106
+# nri-sim runs its script alone: it waits at two gates, wait_plugins steps for a plugin the
+# scenario registers once the kernel side is ready (the smoke plugin of ../shared/nri as
+# 90-gatestop and 90-gateremove, after roce-tune). FACT lines: the RPCs' times, what the kernel
+# did to rxe and its configfs directory on the way back.
+NRI_DIR="${ROCE_TUNE_NRI_DIR:-$E2E_REPO/../shared/nri}"
+# The plugin's command, one place (KERNEL_NRI_PLUGIN): the long-running commands' binary,
+# roce-tune-agent. The first word is a binary of the lane's bin dir, or one beside $E2E_BIN.
+NRI_PLUGIN="${KERNEL_NRI_PLUGIN:-roce-tune-agent nri}"
+NRI_REGISTERED=50-roce-tune
+
+# nri_sim_end <step> <kind>: nri-sim's "end" line of that step, "" while it has not ended.
+nri_sim_end() { grep -F "nri-sim: step $1 $2: end" "$NRI_SIM_LOG" 2>/dev/null | head -n1 | sed 's/^.*nri-sim: step/step/'; }
+nri_sim_ended() { [ -n "$(nri_sim_end "$@")" ]; }
+nri_sim_begun() { grep -qF "nri-sim: step $1 $2: begin" "$NRI_SIM_LOG" 2>/dev/null; }
+# nri_step <step> <kind> <what> [bound s]: wait for the step's end; fail unless ok=true.
+nri_step() {
+    local line
+    if ! await "${4:-30}" nri_sim_ended "$1" "$2"; then
+        fail "$3: nri-sim's step $1 ($2) did not end within ${4:-30} s; nri-sim: $(tail -n2 "$NRI_SIM_LOG" | tr '\n' ' ' | cut -c1-300); plugin: $(tail -n2 "$NRI_PLUGIN_LOG" | tr '\n' ' ' | cut -c1-300)"
+        return 1
+    fi
+    line="$(nri_sim_end "$1" "$2")"
+    fact "$3: nri-sim $line"
+    expect_contains "$3: nri-sim's $2" "$line" "end ok=true" || return 1
+}
+# nri_gate <name>: the smoke plugin registers as 90-<name>: nri-sim's wait_plugins step passes.
+nri_gate() {
+    "$NRI_DIR/bin/nri-smoke-plugin" -socket "$NRI_SOCK" -name "$1" -idx 90 \
+        </dev/null >/dev/null 2>"$LOG_DIR/$NODE.gate-$1.log" &
+    bg_track $!
+}
+# dra_sysctls <pod>: the rail sysctls roce-tune sets, read on dra0; dra_sysctls_want: the values.
+dra_sysctls() {
+    local kv keys=()
+    for kv in $RAIL_SYSCTLS_ALL; do keys+=("net.ipv4.conf.all.${kv%=*}"); done
+    for kv in $RAIL_SYSCTLS; do keys+=("net.ipv4.conf.dra0.${kv%=*}"); done
+    pci_sysctls_read "$1" "${keys[@]}"
+}
+dra_sysctls_want() { rail_sysctls | sed 's/net1\./dra0./g'; }
+# eth0_view <pod>: everything of the primary the scenario holds unchanged: its sysctls (IPv4
+# and IPv6), its IPv4 address, the default route.
+eth0_view() {
+    local path; path="$(pod_path "$1")"
+    nsenter --net="$path" sysctl net.ipv4.conf.eth0 net.ipv6.conf.eth0 2>/dev/null | sort
+    ip -n "$(pod_netns "$1")" -4 -o addr show dev eth0 | awk '{print "addr", $4}'
+    ip -n "$(pod_netns "$1")" route show default | sed 's/^/route /'
+}
+nri_dra_logs() { # what a failed run needs on the host
+    [ -s "$KL_TMP/nri-dra.plugin.log" ] && cp "$KL_TMP/nri-dra.plugin.log" "$LOG_DIR/$NODE.plugin-logfile.log"
+    [ -s "$NRI_RESULT" ] && cp "$NRI_RESULT" "$LOG_DIR/$NODE.result.json"
+    return 0
+}
+nri_dra_cleanup() { # after scen_cleanup: NIC A back under its host name
+    nri_dra_logs
+    local i
+    [ -n "${PCI_IF[$PCI_A]:-}" ] || return 0
+    for ((i = 0; i < 50; i++)); do [ -n "$(pci_netdev "$PCI_A")" ] && break; sleep 0.1; done
+    # Back from a deleted netns as dra0, it carries udev's altname of its host name: drop it first.
+    local cur; cur="$(pci_netdev "$PCI_A")"
+    [ -z "$cur" ] || [ "$cur" = "${PCI_IF[$PCI_A]}" ] || ip link property del dev "$cur" altname "${PCI_IF[$PCI_A]}" 2>/dev/null
+    pci_restore_name "$PCI_A" || echo "kernel scenarios: NIC $PCI_A is '$(pci_netdev "$PCI_A")' after nri-dra, not ${PCI_IF[$PCI_A]}" >&2
+}
+
+s_nri_dra() {
+    trap 'scen_cleanup; nri_dra_cleanup' EXIT
+    local sim="$NRI_DIR/bin/nri-sim-0.12" w
+    for w in "$sim" "$NRI_DIR/bin/nri-smoke-plugin"; do
+        [ -x "$w" ] || { fail "no $w: nri-sim lives in ../shared/nri beside the clone (or set ROCE_TUNE_NRI_DIR)"; return 1; }
+    done
+    local words; read -ra words <<<"$NRI_PLUGIN"
+    [ -x "$KL_TMP/bin/${words[0]}" ] || cp "$(dirname "$E2E_BIN")/${words[0]}" "$KL_TMP/bin/" \
+        || { fail "no plugin binary ${words[0]} beside $E2E_BIN (NRI_PLUGIN '$NRI_PLUGIN')"; return 1; }
+    local nic; nic="$(pci_netdev "$PCI_A")"
+    [ -n "$nic" ] || { fail "no netdev at PCI $PCI_A: the lane boots with two e1000e NICs (run.sh; KERNEL_LANE_NICS=${KERNEL_LANE_NICS:-1})"; return 1; }
+    PCI_IF[$PCI_A]="$nic"
+
+    # ---- 1. the pod as dranet leaves it at RunPodSandbox
+    local ns path rxe=rxe_kl${SIDX}d ip=192.168.90.2 tos
+    pod_create d || return 1
+    ns="$(pod_netns d)"; path="$(pod_path d)"; tos="$CONFIGFS/$rxe/ports/1/default_roce_tos"
+    ip link add "ks${SIDX}d" type veth peer name eth0 netns "$ns" || { fail "setup: the primary veth"; return 1; }
+    ip addr add 10.90.0.1/24 dev "ks${SIDX}d" && ip link set "ks${SIDX}d" up \
+        && ip -n "$ns" addr add 10.90.0.2/24 dev eth0 && ip -n "$ns" link set eth0 up \
+        && ip -n "$ns" route add default via 10.90.0.1 dev eth0 || { fail "setup: eth0 and the default route"; return 1; }
+    # dranet's nsAttachNetdev: down, then moved and renamed in one RTM_NEWLINK, addresses, up.
+    local out
+    out="$({ ip link set "$nic" down && ip link set dev "$nic" netns "$ns" name dra0 \
+        && ip -n "$ns" addr add "$ip/24" dev dra0 && ip -n "$ns" link set dra0 up; } 2>&1)" \
+        || { fail "setup: moving $nic ($PCI_A) into $ns as dra0: $out"; return 1; }
+    out="$(nsenter --net="$path" rdma link add "$rxe" type rxe netdev dra0 2>&1)" \
+        || { fail "setup: rdma link add $rxe type rxe netdev dra0 in $ns: $out"; return 1; }
+    expect_eq "setup: pod view, netdev of $rxe" "$(link_json_pod d "$rxe" | jq -r '.[0].netdev // "none"')" dra0 || return 1
+    expect_gid "setup: the link-local GID of NIC A's fixed MAC" "$rxe" 0 "$(gid_from_mac "$MAC_A")" || return 1
+    expect_gid "setup: dra0's IPv4 address (rxe made after it)" "$rxe" 1 "$(v4_gid "$ip")" || return 1
+    facts_link d "$rxe"; facts_gids "$rxe" 3
+    mkdir -p "$CONFIGFS/$rxe" && echo 32 >"$tos" || { fail "setup: the original ToS 32 in $tos"; return 1; }
+    fact "dra0 before RunPodSandbox: $(dra_sysctls d)"
+    local eth0_before; eth0_before="$(eth0_view d)"
+    [ "$(grep -c '^net\.ipv4\.conf\.eth0\.' <<<"$eth0_before")" -ge 6 ] || { fail "setup: eth0's sysctls unread: $(head -c 200 <<<"$eth0_before")"; return 1; }
+
+    # ---- 2. the plugin and the runtime
+    NRI_SOCK="$KL_TMP/nri-$SIDX/nri.sock"                 # nri-sim makes the dir (0700)
+    NRI_SIM_LOG="$LOG_DIR/$NODE.nri-sim.log"
+    NRI_PLUGIN_LOG="$LOG_DIR/$NODE.plugin.log"
+    NRI_RESULT="$KL_TMP/nri-dra.result.json"
+    local conf="$KL_TMP/nri-dra.node.json" script="$KL_TMP/nri-dra.script.json"
+    jq -n --arg s "$KL_TMP/state" --arg l "$KL_TMP/nri-dra.plugin.log" --arg sock "$NRI_SOCK" \
+        '{stateDir: $s, sysfsRoot: "/sys", logFile: $l, nriSocket: $sock,
+          draRails: {rdmaCmTos: 106, gidIndex: 1, gidCheck: "enforce", gidTimeoutMs: 1000}}' >"$conf" \
+        && chmod 0644 "$conf" || return 1
+    local sandbox; sandbox="$(printf 'kernel-lane nri-dra' | sha256sum | cut -c1-64)"
+    jq -n --arg id "$sandbox" --arg netns "$path" '
+        {id: $id, name: "dra-pod", namespace: "team-a", uid: "uid-dra-pod", netns: $netns,
+         annotations: {"roce-tune.io/nccl-env": "true"}} as $pod
+        | [{comment: "the plugin", wait_plugins: ["roce-tune"], timeout_ms: 60000},
+           {run_pod: $pod},
+           {create_container: {id: "ctr-dra", pod_id: $id, name: "trainer", env: ["PATH=/usr/bin:/bin"]}},
+           {comment: "dranet has moved dra0 back", wait_plugins: ["gatestop"], timeout_ms: 300000},
+           {stop_pod: $id},
+           {comment: "the netns is gone", wait_plugins: ["gateremove"], timeout_ms: 300000},
+           {remove_pod: $id}]' >"$script" || return 1
+    fact "node config: $(jq -c . "$conf")"
+    "$sim" --socket "$NRI_SOCK" --script "$script" --out "$NRI_RESULT" </dev/null >/dev/null 2>"$NRI_SIM_LOG" &
+    local sim_pid=$!; bg_track "$sim_pid"
+    sock_up() { [ -S "$NRI_SOCK" ]; }
+    await 20 sock_up || { fail "nri-sim made no socket $NRI_SOCK within 20 s: $(tail -n3 "$NRI_SIM_LOG" | tr '\n' ' ')"; return 1; }
+    ROCE_TUNE_NODE_CONFIG="$conf" "$KL_TMP/bin/${words[0]}" "${words[@]:1}" --node-config "$conf" \
+        </dev/null >/dev/null 2>"$NRI_PLUGIN_LOG" &
+    local plugin_pid=$!; bg_track "$plugin_pid"
+    plugin_in() { nri_sim_ended 0 wait_plugins || ! kill -0 "$plugin_pid" 2>/dev/null; }
+    await 60 plugin_in
+    kill -0 "$plugin_pid" 2>/dev/null \
+        || { fail "the plugin ($NRI_PLUGIN) exited before registering (the draRails feature, issue 27, in this binary?): $(tail -n3 "$NRI_PLUGIN_LOG" | tr '\n' ' ' | cut -c1-400)"; return 1; }
+    nri_step 0 wait_plugins "the plugin registered" || return 1
+    fact "plugin: $(grep -E 'registered as|configured by' "$NRI_PLUGIN_LOG" | tr '\n' ' ' | cut -c1-300)"
+    nri_step 1 run_pod "RunPodSandbox" || return 1
+    nri_step 2 create_container "CreateContainer" || return 1
+    await 30 nri_sim_begun 3 wait_plugins || { fail "nri-sim did not reach its first gate"; return 1; }
+
+    # ---- 3. what RunPodSandbox did
+    fact "after RunPodSandbox: ToS of $rxe $(tos_of "$rxe"); dra0 $(dra_sysctls d); state [$(state_records | tr '\n' ' ')]"
+    fact "plugin's log: $(grep -F "$rxe" "$KL_TMP/nri-dra.plugin.log" 2>/dev/null | tail -n4 | tr '\n' ' ' | cut -c1-600)"
+    expect_eq "rdma_cm default_roce_tos of $rxe after RunPodSandbox (draRails.rdmaCmTos)" "$(tos_of "$rxe")" 106 || return 1
+    expect_eq "the rail sysctls on dra0" "$(dra_sysctls d)" "$(dra_sysctls_want)" || return 1
+    local entry="$sandbox:dra0.state"
+    expect_eq "roce-tune state entries (dra0's alone)" "$(state_records | tr '\n' ' ')" "$entry " || return 1
+    expect_eq "the state entry's containerId, ifname, network, device, rdmaCmTos original/written" \
+        "$(jq -r '[.containerId, .ifname, .network, .device, "\(.owned.rdmaCmTos.original)/\(.owned.rdmaCmTos.written)"] | join(" ")' "$KL_TMP/state/$entry" 2>&1)" \
+        "$sandbox dra0 nri:dra-rails $rxe 32/106" || return 1
+    expect_contains "the plugin's log: the GID check at index 1 passed" "$(cat "$KL_TMP/nri-dra.plugin.log" 2>/dev/null)" \
+        "GID index 1 of $rxe is the RoCE v2 GID" || return 1
+    expect_eq "eth0 (the primary): sysctls, address, default route" "$(eth0_view d)" "$eth0_before" || return 1
+
+    # ---- 4. dranet's StopPodSandbox, then the runtime's to roce-tune
+    local i
+    # dranet's nsDetachNetdev: down, then moved to the host and renamed in one RTM_NEWLINK, up.
+    # In two steps the rename loses to udev, which gives the arriving dra0 its path name as an
+    # altname at once: renaming to it is EEXIST.
+    out="$({ ip -n "$ns" link set dra0 down && ip -n "$ns" link set dev dra0 netns 1 name "$nic" \
+        && ip link set "$nic" up; } 2>&1)" || { fail "moving dra0 back to the host as $nic: $out"; return 1; }
+    for ((i = 0; i < 100; i++)); do rdma_dev_exists "$rxe" || break; sleep 0.05; done
+    fact "dra0 back on the host as $nic (altnames $(ip -j link show "$nic" | jq -c '.[0].altnames')): $rxe $(rdma_dev_exists "$rxe" && echo "still exists" || echo "gone after $((i * 50)) ms"); its configfs directory $([ -d "$CONFIGFS/$rxe" ] && echo stays || echo went), reads '$(cat "$tos" 2>&1)'"
+    out="$(rdma link add "$rxe" type rxe netdev "$nic" 2>&1)" || { fail "rdma link add $rxe on $nic (host): $out"; return 1; }
+    fact "$rxe made again on $nic (host): ToS $(tos_of "$rxe"); host view $(link_json_host "$rxe")"
+    echo 106 >"$tos" || { fail "putting 106 back into $tos"; return 1; }
+    nri_gate gatestop
+    nri_step 3 wait_plugins "gate before StopPodSandbox" || return 1
+    nri_step 4 stop_pod "StopPodSandbox" || return 1
+    fact "after StopPodSandbox: ToS of $rxe $(tos_of "$rxe"); state [$(state_records | tr '\n' ' ')]; plugin's log: $(tail -n3 "$KL_TMP/nri-dra.plugin.log" 2>/dev/null | tr '\n' ' ' | cut -c1-500)"
+    expect_eq "default_roce_tos of $rxe after StopPodSandbox (the original, exactly)" "$(tos_of "$rxe")" 32 || return 1
+    expect_no_state "after StopPodSandbox" || return 1
+
+    # ---- 5. the netns torn down, RemovePodSandbox
+    ip netns del "$ns"
+    nri_gate gateremove
+    nri_step 5 wait_plugins "gate before RemovePodSandbox" || return 1
+    nri_step 6 remove_pod "RemovePodSandbox (netns gone)" || return 1
+    expect_eq "default_roce_tos of $rxe after RemovePodSandbox" "$(tos_of "$rxe")" 32 || return 1
+    expect_no_state "after RemovePodSandbox" || return 1
+
+    # ---- 6. nri-sim's account
+    sim_done() { ! kill -0 "$sim_pid" 2>/dev/null; }
+    await 20 sim_done || { fail "nri-sim did not end after its last step"; return 1; }
+    wait "$sim_pid"; local sim_rc=$?
+    expect_eq "nri-sim's exit status" "$sim_rc" 0 || return 1
+    # The adaptation calls the plugins of an event in index order: roce-tune's (50) comes first.
+    local first='[.rpcs[] | select(.dir == "runtime->plugin" and (.method | test("PodSandbox|CreateContainer")))]
+        | group_by(.step) | map(.[0] | {key: (.method | sub(".*/"; "")), value: .ms}) | from_entries'
+    fact "roce-tune's answers (ms): $(jq -c "$first" "$NRI_RESULT" 2>&1 | cut -c1-300)"
+    local ms; ms="$(jq -r "$first | .RunPodSandbox // \"none\"" "$NRI_RESULT")"
+    awk -v ms="$ms" 'BEGIN { exit !(ms + 0 < 1500 && ms != "none") }' \
+        || { fail "roce-tune answered RunPodSandbox in $ms ms: the bound is 3/4 of the 2000 ms request timeout"; return 1; }
+    expect_eq "nri-sim: every step ok" "$(jq -r '[.steps[] | select(.ok != true) | "\(.step) \(.kind): \(.error)"] | join("; ")' "$NRI_RESULT")" "" || return 1
+    expect_eq "nri-sim: steps after which $NRI_REGISTERED was not registered" \
+        "$(jq -r --arg p "$NRI_REGISTERED" '[.steps[] | select((.registered_after // []) | index($p) | not) | "\(.step) \(.kind)"] | join("; ")' "$NRI_RESULT")" "" || return 1
+    local env; env="$(jq -r '.steps[2].adjust.env // [] | map("\(.key)=\(.value)") | join(" ")' "$NRI_RESULT")"
+    fact "CreateContainer's adjustment: env $env"
+    expect_contains "CreateContainer: NCCL_IB_HCA names $rxe" "$env" "(^| )NCCL_IB_HCA==$rxe:1( |$)" || return 1
+    expect_contains "CreateContainer: NCCL_IB_GID_INDEX" "$env" "(^| )NCCL_IB_GID_INDEX=1( |$)" || return 1
+    expect_contains "CreateContainer: NCCL_IB_TC (draRails.rdmaCmTos)" "$env" "(^| )NCCL_IB_TC=106( |$)" || return 1
+}
+
 # ================================================================ runner
 SCENARIOS=(exclusive:s_exclusive lookup:s_lookup pci-lookup:s_pci_lookup gid-late:s_gid_late ipv6:s_ipv6
            two-pods:s_two_pods inspect:s_inspect traffic-class:s_traffic_class
-           del-gone:s_del_gone rdma-cm-tos:s_rdma_cm_tos agent-drift:s_agent_drift)
+           del-gone:s_del_gone rdma-cm-tos:s_rdma_cm_tos agent-drift:s_agent_drift nri-dra:s_nri_dra)
 read -ra want <<<"${KERNEL_SCENARIOS:-}"
 
 # scen_cleanup: everything of scenario SIDX, also when it failed half-way.
