@@ -164,9 +164,12 @@ kernel_loop() {
             esac
             IFS=. read -r a b c d <<<"$addr"
             gid="$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "$d")"
-            kernel_write_gid "$port" 2 "$gid" "IB/RoCE v1"
-            kernel_write_gid "$port" 3 "$gid" "RoCE v2"
-            written[$key]="$addr"
+            # Written only once both land: the rdma plugin's stand-in may move the device into
+            # the pod's view between port_now and the write, which then fails (its directory
+            # is gone) and is made again in the next turn, where port_now finds it.
+            kernel_write_gid "$port" 2 "$gid" "IB/RoCE v1" &&
+                kernel_write_gid "$port" 3 "$gid" "RoCE v2" &&
+                written[$key]="$addr"
         done
         unset addrs
         sleep 0.05
@@ -190,8 +193,8 @@ kernel_write_gid() {
     local port="$1" i="$2" gid="$3" type="$4" tmp
     tmp="${port%%/class/infiniband/*}"; tmp="${tmp%%/netns/*}/.tmp"  # <sysfsRoot>/.tmp: same filesystem
     mkdir -p "$tmp"
-    printf '%s' "$type" >"$tmp/type.$i.$BASHPID" && mv -f "$tmp/type.$i.$BASHPID" "$port/gid_attrs/types/$i"
-    printf '%s\n' "$gid" >"$tmp/gid.$i.$BASHPID" && mv -f "$tmp/gid.$i.$BASHPID" "$port/gids/$i"
+    printf '%s' "$type" >"$tmp/type.$i.$BASHPID" && mv -f "$tmp/type.$i.$BASHPID" "$port/gid_attrs/types/$i" &&
+        printf '%s\n' "$gid" >"$tmp/gid.$i.$BASHPID" && mv -f "$tmp/gid.$i.$BASHPID" "$port/gids/$i"
 }
 
 kernel_start() {
