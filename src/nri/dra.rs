@@ -638,7 +638,8 @@ impl Drop for CatchUp {
         CatchUp::lock(&self.shared).quit = true;
         self.shared.wake.notify_one();
         if let Some(done) = &self.done {
-            if done.recv_timeout(STOP_WAIT).is_err() {
+            // Disconnected: the thread is gone already (a panic ends it too).
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(STOP_WAIT) {
                 crate::warn!(
                     "the DRA rails' catch-up did not end within {} ms: left to the process's exit (the agent's repair finishes a rail it left half done)",
                     STOP_WAIT.as_millis()
