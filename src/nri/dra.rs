@@ -706,10 +706,10 @@ fn catch_up(dra: &DraRails, shared: &Shared, parts: &[Vec<u8>], each: Duration) 
             }
         };
         for pod in &pods {
-            n.listed += 1;
             match turn(shared, pod.id) {
                 Turn::Go => {}
                 Turn::Skip => {
+                    n.listed += 1;
                     n.stopped += 1;
                     continue;
                 }
@@ -718,6 +718,7 @@ fn catch_up(dra: &DraRails, shared: &Shared, parts: &[Vec<u8>], each: Duration) 
                     break 'parts;
                 }
             }
+            n.listed += 1;
             if tuned_before.contains(pod.id) {
                 crate::debug!(
                     "{}: its DRA rails are tuned already (entries recorded): skipped",
@@ -746,7 +747,7 @@ fn catch_up(dra: &DraRails, shared: &Shared, parts: &[Vec<u8>], each: Duration) 
         }
     }
     crate::info!(
-        "caught up {} pods' DRA rails after Synchronize: {} rails tuned; of {} pods listed, {} tuned already, {} with no DRA rail or netns of their own, {} failed (untuned), {} stopped meanwhile; in {} ms{}",
+        "caught up {} pods' DRA rails after Synchronize: {} rails tuned; of {} pods walked, {} tuned already, {} with no DRA rail or netns of their own, {} failed (untuned), {} stopped meanwhile; in {} ms{}",
         n.pods,
         n.rails,
         n.listed,

@@ -896,7 +896,7 @@ fn a_pod_that_started_before_the_plugin_connected_has_its_dra_rails_tuned_after_
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        let summary = "caught up 1 pods' DRA rails after Synchronize: 2 rails tuned; of 1 pods listed, 0 tuned already";
+        let summary = "caught up 1 pods' DRA rails after Synchronize: 2 rails tuned; of 1 pods walked, 0 tuned already";
         let log = plugin.wait_log(summary, 1, Duration::from_secs(3));
         for vf in &node.vfs {
             assert_eq!(
@@ -945,7 +945,7 @@ fn a_pod_that_started_before_the_plugin_connected_has_its_dra_rails_tuned_after_
             ]),
             &[],
         );
-        let again = "caught up 0 pods' DRA rails after Synchronize: 0 rails tuned; of 1 pods listed, 1 tuned already";
+        let again = "caught up 0 pods' DRA rails after Synchronize: 0 rails tuned; of 1 pods walked, 1 tuned already";
         plugin.wait_log(again, 1, Duration::from_secs(5));
         let now: Vec<Value> = node
             .vfs
