@@ -9,12 +9,13 @@
 //! (`super::dra`), device locks and GID wait included, within
 //! [`Plugin::pod_event_budget`].
 
-use super::dra::DraRails;
+use super::dra::{CatchUp, DraRails};
 use super::messages::{Configure, Container, Pod, PodEvent, Synchronize};
 use super::Stats;
 use crate::netns::{Lookup, NetNs, NsId};
 use crate::node::NcclEnv;
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The annotation a pod switches the environment on with. Only its value
@@ -64,7 +65,10 @@ pub struct Plugin {
     kept_logged: HashSet<String>,
     /// The node's DRA rails (`draRails`), tuned at RunPodSandbox and given
     /// back at StopPodSandbox; `None` without a profile.
-    dra: Option<DraRails>,
+    dra: Option<Arc<DraRails>>,
+    /// The DRA rails of the pods a Synchronize lists, tuned off the
+    /// request path (`dra::CatchUp`); with `dra`.
+    catch_up: Option<CatchUp>,
 }
 
 /// At most this many pods remembered for "logged once".
@@ -78,13 +82,30 @@ impl Plugin {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             kept_logged: HashSet::new(),
             dra: None,
+            catch_up: None,
         }
     }
 
     /// The plugin with the node's DRA rails to tune (`None`: none).
     pub fn with_dra(mut self, dra: Option<DraRails>) -> Plugin {
-        self.dra = dra;
+        self.dra = dra.map(Arc::new);
+        self.catch_up = self.dra.clone().map(CatchUp::new);
         self
+    }
+
+    /// Whether a Synchronize's pods are wanted after its answer (they are
+    /// kept, as bytes, only then).
+    pub fn wants_synchronized_pods(&self) -> bool {
+        self.catch_up.is_some()
+    }
+
+    /// Every part of a Synchronize, its answers sent: the DRA rails of its
+    /// pods are caught up on the catch-up thread. Returns at once.
+    pub fn synchronized_pods(&mut self, parts: Vec<Vec<u8>>) {
+        let budget = self.pod_event_budget();
+        if let Some(c) = &mut self.catch_up {
+            c.submit(parts, budget);
+        }
     }
 
     /// The events asked for, never 0: 0 means every event, validation
@@ -155,6 +176,11 @@ impl Plugin {
             );
             return Ok(());
         };
+        if e != PodEvent::Run {
+            if let Some(c) = &self.catch_up {
+                c.stopping(pod.id);
+            }
+        }
         match e {
             PodEvent::Run => dra.run(pod, deadline),
             PodEvent::Stop => {

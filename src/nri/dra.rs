@@ -23,8 +23,10 @@ use crate::rdma::lookup::{self, CrossCheck, LookupError, Names};
 use crate::rdma::reach::{PodSide, Reach, Sysfs};
 use crate::rdma::setting::{PodIface, Views};
 use crate::state::{Entry, LockWait, PodRecord, StateDir, DRA_NETWORK};
+use std::collections::HashSet;
 use std::path::Path;
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// The annotation a pod picks its class with, within the profile's
 /// `podTrafficClasses` (as `args.cni.trafficClass` for a CNI rail).
@@ -73,11 +75,17 @@ impl DraRails {
     /// RunPodSandbox: tune every DRA rail of the pod, or none (`Err`: the
     /// runtime fails the sandbox, and the node is as it was).
     pub fn run(&self, pod: &Pod<'_>, deadline: Instant) -> Result<(), String> {
+        self.tune(pod, deadline).map(|_| ())
+    }
+
+    /// `run`, saying how many rails it tuned (0: none, or no netns of the
+    /// pod's own): RunPodSandbox's path and the catch-up's alike.
+    fn tune(&self, pod: &Pod<'_>, deadline: Instant) -> Result<usize, String> {
         let started = Instant::now();
         let who = who(pod);
         sandbox_id(pod).map_err(|why| format!("{who}: {why}: nothing was changed"))?;
         let Some(netns) = self.own_netns(pod, &who) else {
-            return Ok(());
+            return Ok(0);
         };
         let class = pod
             .annotation(CLASS_ANNOTATION)
@@ -91,7 +99,7 @@ impl DraRails {
         let rails = candidates(&conf, &netns, &sysfs, &recorded, &who).map_err(fail)?;
         if rails.is_empty() {
             crate::info!("{who}: no DRA rail (no netdev of the pod's own with an RDMA port beside its primary and its CNI rails)");
-            return Ok(());
+            return Ok(0);
         }
         for r in &rails {
             crate::sysctl::check_allowlist(&conf.sysctls, &r.ifname, &self.node)
@@ -178,7 +186,27 @@ impl DraRails {
             started.elapsed().as_millis(),
             deadline.saturating_duration_since(started).as_millis()
         );
-        Ok(())
+        Ok(tuned.len())
+    }
+
+    /// The sandboxes that hold a DRA entry now: one read of the state dir
+    /// per catch-up, so a pod tuned before a reconnect is skipped without
+    /// a look into its netns.
+    fn sandboxes_with_rails(&self) -> HashSet<String> {
+        let Ok(Some(state)) = StateDir::existing(&self.node.state_dir) else {
+            return HashSet::new();
+        };
+        state
+            .attachments()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(cid, ifname)| {
+                state
+                    .read(cid, ifname)
+                    .is_ok_and(|e| e.network == DRA_NETWORK)
+            })
+            .map(|(cid, _)| cid)
+            .collect()
     }
 
     /// A later rail failed: the ones tuned before it are given back (their
@@ -483,6 +511,253 @@ fn renamed(entries: &[Entry], who: &str, event: &str) {
             "{event} {who}: DRA rail {n} is no longer in the pod netns by that name (renamed or moved out): its device is given back by its identity"
         );
     }
+}
+
+// ------------------------------------------------------------ catch-up
+
+/// The longest one pod's catch-up may take (its GID wait and device locks
+/// included): the pod runs already, so nothing waits on it but a stop of
+/// the plugin, which waits at most [`STOP_WAIT`] for the pod in hand.
+pub const CATCH_UP_POD_BOUND: Duration = Duration::from_millis(500);
+/// How long the plugin's stop waits for the catch-up thread: past one
+/// pod's bound, within the agent's second from SIGTERM to exit.
+pub const STOP_WAIT: Duration = Duration::from_millis(700);
+
+/// The DRA rails of pods that started while the plugin was not connected
+/// (a rolling update of the agent, a runtime restart): after each
+/// Synchronize, every pod it lists that has a netns of its own and no DRA
+/// entry yet is tuned by [`DraRails::run`]'s own path, once its answer is
+/// sent (docs/design.md, "DRA rails").
+///
+/// Where: one thread of the plugin's, not the request path. Interleaving
+/// pods between requests would hold a CreateContainer answer (100 ms) up
+/// to a pod's whole tuning (a GID wait, a device lock); on a thread of its
+/// own no answer ever waits on it, a pod at a time, each bounded by
+/// [`CATCH_UP_POD_BOUND`]. What it shares with the request path is the
+/// state dir and its device locks (as concurrent CNI ADDs do) and the ids
+/// of pods stopped meanwhile: a pod stopped before its turn is skipped,
+/// and one stopped while it was being tuned is given back right after.
+/// A newer Synchronize (a reconnect) replaces a list not finished.
+pub struct CatchUp {
+    dra: Arc<DraRails>,
+    shared: Arc<Shared>,
+    /// Started at the first list, so a runtime without pods costs none.
+    done: Option<std::sync::mpsc::Receiver<()>>,
+}
+
+#[derive(Default)]
+struct Shared {
+    slot: Mutex<Slot>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// The parts of the last Synchronize not yet taken, and the budget of
+    /// its pods.
+    job: Option<(Vec<Vec<u8>>, Duration)>,
+    quit: bool,
+    /// A list is in hand (taken or waiting): stops are remembered.
+    busy: bool,
+    /// Sandboxes stopped or removed while a list was in hand.
+    stopped: HashSet<String>,
+}
+
+/// At most this many stopped sandboxes remembered during one catch-up.
+const STOPPED_MAX: usize = 65_536;
+
+#[derive(Default)]
+struct Tally {
+    pods: usize,
+    rails: usize,
+    already: usize,
+    without: usize,
+    failed: usize,
+    stopped: usize,
+    listed: usize,
+}
+
+impl CatchUp {
+    pub fn new(dra: Arc<DraRails>) -> CatchUp {
+        CatchUp {
+            dra,
+            shared: Arc::new(Shared::default()),
+            done: None,
+        }
+    }
+
+    fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Slot> {
+        shared.slot.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A whole Synchronize (every part, its answers sent): its pods are
+    /// tuned on the catch-up thread, each within `min(budget,
+    /// CATCH_UP_POD_BOUND)`. Returns at once.
+    pub fn submit(&mut self, parts: Vec<Vec<u8>>, budget: Duration) {
+        {
+            let mut slot = CatchUp::lock(&self.shared);
+            slot.job = Some((parts, budget.min(CATCH_UP_POD_BOUND)));
+            slot.busy = true;
+        }
+        self.shared.wake.notify_one();
+        if self.done.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (dra, shared) = (self.dra.clone(), self.shared.clone());
+            let started = std::thread::Builder::new()
+                .name("nri-catch-up".into())
+                .spawn(move || {
+                    work(&dra, &shared);
+                    let _ = tx.send(());
+                });
+            match started {
+                Ok(_) => self.done = Some(rx),
+                Err(e) => {
+                    crate::error!("cannot start the DRA rails' catch-up thread: {e}: the pods of this Synchronize keep their DRA rails untuned");
+                    let mut slot = CatchUp::lock(&self.shared);
+                    slot.job = None;
+                    slot.busy = false;
+                }
+            }
+        }
+    }
+
+    /// StopPodSandbox or RemovePodSandbox of `id` (before it is given
+    /// back): a catch-up in hand skips it, or gives back what it tuned.
+    pub fn stopping(&self, id: &str) {
+        let mut slot = CatchUp::lock(&self.shared);
+        if slot.busy && slot.stopped.len() < STOPPED_MAX {
+            slot.stopped.insert(id.to_owned());
+        }
+    }
+}
+
+impl Drop for CatchUp {
+    /// The plugin stops: the thread ends after the pod in hand (bounded);
+    /// waited for at most [`STOP_WAIT`].
+    fn drop(&mut self) {
+        CatchUp::lock(&self.shared).quit = true;
+        self.shared.wake.notify_one();
+        if let Some(done) = &self.done {
+            // Disconnected: the thread is gone already (a panic ends it too).
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = done.recv_timeout(STOP_WAIT) {
+                crate::warn!(
+                    "the DRA rails' catch-up did not end within {} ms: left to the process's exit (the agent's repair finishes a rail it left half done)",
+                    STOP_WAIT.as_millis()
+                );
+            }
+        }
+    }
+}
+
+/// The catch-up thread: a list at a time until the plugin stops.
+fn work(dra: &DraRails, shared: &Shared) {
+    loop {
+        let (parts, each) = {
+            let mut slot = CatchUp::lock(shared);
+            loop {
+                if slot.quit {
+                    return;
+                }
+                if let Some(job) = slot.job.take() {
+                    break job;
+                }
+                slot.busy = false;
+                slot.stopped.clear();
+                slot = shared.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        catch_up(dra, shared, &parts, each);
+    }
+}
+
+/// What a pod of the list needs next, asked before its turn.
+enum Turn {
+    Go,
+    Skip,
+    /// The plugin stops, or a newer list came.
+    End(&'static str),
+}
+
+fn turn(shared: &Shared, id: &str) -> Turn {
+    let slot = CatchUp::lock(shared);
+    if slot.quit {
+        Turn::End("the plugin stops")
+    } else if slot.job.is_some() {
+        Turn::End("a newer Synchronize replaces it")
+    } else if slot.stopped.contains(id) {
+        Turn::Skip
+    } else {
+        Turn::Go
+    }
+}
+
+/// One Synchronize's pods, in its order; one summary line.
+fn catch_up(dra: &DraRails, shared: &Shared, parts: &[Vec<u8>], each: Duration) {
+    let started = Instant::now();
+    let tuned_before = dra.sandboxes_with_rails();
+    let mut n = Tally::default();
+    let mut ended = None;
+    'parts: for part in parts {
+        let pods = match super::messages::synchronize_pods(part) {
+            Ok(p) => p,
+            Err(e) => {
+                crate::warn!("catch-up after Synchronize: its pods do not decode ({e}): that part's pods keep their DRA rails as they are");
+                continue;
+            }
+        };
+        for pod in &pods {
+            match turn(shared, pod.id) {
+                Turn::Go => {}
+                Turn::Skip => {
+                    n.listed += 1;
+                    n.stopped += 1;
+                    continue;
+                }
+                Turn::End(why) => {
+                    ended = Some(why);
+                    break 'parts;
+                }
+            }
+            n.listed += 1;
+            if tuned_before.contains(pod.id) {
+                crate::debug!(
+                    "{}: its DRA rails are tuned already (entries recorded): skipped",
+                    who(pod)
+                );
+                n.already += 1;
+                continue;
+            }
+            let got = dra.tune(pod, Instant::now() + each);
+            match &got {
+                Ok(0) => n.without += 1,
+                Ok(k) => {
+                    n.pods += 1;
+                    n.rails += k;
+                }
+                Err(why) => {
+                    n.failed += 1;
+                    crate::warn!("catch-up after Synchronize: {why}; the pod runs on with its DRA rails untuned");
+                }
+            }
+            // A stop that came while it was tuned found part of it, or
+            // none: what is left is given back now.
+            if matches!(got, Ok(k) if k > 0) && CatchUp::lock(shared).stopped.contains(pod.id) {
+                dra.stop(pod, Instant::now() + each, false);
+            }
+        }
+    }
+    crate::info!(
+        "caught up {} pods' DRA rails after Synchronize: {} rails tuned; of {} pods walked, {} tuned already, {} with no DRA rail or netns of their own, {} failed (untuned), {} stopped meanwhile; in {} ms{}",
+        n.pods,
+        n.rails,
+        n.listed,
+        n.already,
+        n.without,
+        n.failed,
+        n.stopped,
+        started.elapsed().as_millis(),
+        ended.map_or(String::new(), |why| format!(", cut short: {why}"))
+    );
 }
 
 #[cfg(test)]

@@ -238,9 +238,10 @@ pub fn state_change(b: &[u8]) -> Result<(u64, Pod<'_>), WireError> {
 }
 
 /// What a `SynchronizeRequest{1 pods, 2 containers, 3 more}` holds: how
-/// many of each, not what. The plugin keeps none (it answers from the state
-/// dir, not from the runtime's picture), so the pods are not decoded: a
-/// Synchronize of 10,000 pods is a walk over 20,000 fields.
+/// many of each, not what. The answer decodes no pod (it answers from the
+/// state dir, not from the runtime's picture): a Synchronize of 10,000 pods
+/// is a walk over 20,000 fields. The pods are decoded later, off the
+/// request path, by [`synchronize_pods`] (the DRA rails' catch-up).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Synchronize {
     pub pods: usize,
@@ -266,6 +267,19 @@ pub fn synchronize(b: &[u8]) -> Result<Synchronize, WireError> {
         }
     }
     Ok(s)
+}
+
+/// The pods of a `SynchronizeRequest`, each decoded by [`pod`] (the one
+/// PodSandbox decoder RunPodSandbox uses too); containers are not read.
+pub fn synchronize_pods(b: &[u8]) -> Result<Vec<Pod<'_>>, WireError> {
+    let mut pods = Vec::new();
+    let mut f = Fields::new(b);
+    while let Some((n, v)) = f.next()? {
+        if n == 1 {
+            pods.push(pod(pw::bytes(n, v, "SynchronizeRequest.pods")?)?);
+        }
+    }
+    Ok(pods)
 }
 
 /// `RegisterPluginRequest{1 plugin_name, 2 plugin_idx, 3 NRI_version}`. A
@@ -408,6 +422,17 @@ pub(crate) mod tests {
         let s = synchronize(w.as_bytes()).unwrap();
         assert_eq!((s.pods, s.containers, s.more), (3, 1, true));
         assert!(synchronize(&[0x08, 0x01]).is_err(), "pods must be messages");
+        let pods = synchronize_pods(w.as_bytes()).unwrap();
+        let ids: Vec<&str> = pods.iter().map(|p| p.id).collect();
+        assert_eq!(ids, ["p0", "p1", "p2"]);
+        let mut one = Writer::new();
+        one.message(1, &pod_bytes("q", Some("/var/run/netns/q"), &[("k", "v")]));
+        let q = &synchronize_pods(one.as_bytes()).unwrap()[0];
+        assert_eq!(
+            (q.netns, q.annotation("k")),
+            (Some("/var/run/netns/q"), Some("v"))
+        );
+        assert!(synchronize_pods(&[0x08, 0x01]).is_err());
     }
 
     #[test]

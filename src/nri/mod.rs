@@ -10,7 +10,9 @@
 //!   reconnect loop around it;
 //! - `answer`: what the plugin answers (the event mask, the environment);
 //! - `dra`: the rails a DRA driver moved into a pod, tuned at
-//!   RunPodSandbox and given back at StopPodSandbox (issue 27);
+//!   RunPodSandbox (or, for a pod that started while the plugin was not
+//!   connected, after Synchronize, on a thread of its own) and given back at
+//!   StopPodSandbox (issue 27);
 //! - `rails`: where the environment comes from (`crate::job_env`).
 //!
 //! The wire is hand-written, not containerd's `ttrpc` crate: measured in

@@ -117,6 +117,8 @@ pub fn serve(
         last_stream: 0,
         configured: false,
         synced: None,
+        sync_parts: Vec::new(),
+        sync_done: None,
     };
     let (mut served, mut runtime) = (Assembler::default(), Assembler::default());
     let mut said_other_conn = false;
@@ -184,6 +186,11 @@ pub fn serve(
                         if let Err(e) = mux::write_frames(&mut stream, PLUGIN_CONN, &wire) {
                             return Ended::Write(e);
                         }
+                        // Its last part answered: the DRA rails' catch-up
+                        // starts, on its own thread (`dra::CatchUp`).
+                        if let Some(parts) = conn.sync_done.take() {
+                            conn.plugin.synchronized_pods(parts);
+                        }
                         if conn.configured {
                             // Registered and configured: the runtime may be
                             // quiet for hours now.
@@ -215,6 +222,12 @@ struct Conn<'a> {
     configured: bool,
     /// The Synchronize just answered, logged with its time.
     synced: Option<msg::Synchronize>,
+    /// The parts of a Synchronize so far, as the runtime sent them (a copy
+    /// of the bytes, decoded on the catch-up thread, never here), when the
+    /// plugin wants its pods.
+    sync_parts: Vec<Vec<u8>>,
+    /// Every part, once the last one (`more` unset) is answered.
+    sync_done: Option<Vec<Vec<u8>>>,
 }
 
 impl Conn<'_> {
@@ -339,6 +352,14 @@ impl Conn<'_> {
             Method::Synchronize => {
                 let s = msg::synchronize(p).map_err(bad)?;
                 self.synced = Some(s);
+                if self.plugin.wants_synchronized_pods() {
+                    if s.pods > 0 {
+                        self.sync_parts.push(p.to_vec());
+                    }
+                    if !s.more && !self.sync_parts.is_empty() {
+                        self.sync_done = Some(std::mem::take(&mut self.sync_parts));
+                    }
+                }
                 Ok(msg::synchronize_response(s.more))
             }
             Method::CreateContainer => {

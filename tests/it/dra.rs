@@ -646,7 +646,9 @@ fn a_stop_for_a_pod_never_seen_and_a_rail_renamed_before_the_stop() {
         let plugin = node.plugin(&["nri"]);
         let sandbox = unique("sb");
         let p = pod(&sandbox, Some(&node.pod.path()), json!({}));
-        let stranger = pod("never-run", Some(&node.pod.path()), json!({}));
+        // Without a netns of its own, so that the catch-up after the
+        // Synchronize that lists it leaves it alone.
+        let stranger = pod("never-run", None, json!({}));
         let result = node.run(
             bin,
             json!([
@@ -831,5 +833,191 @@ fn a_failure_on_a_later_rail_gives_back_the_rails_tuned_before_it() {
     assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=-1", "unset again");
     assert_eq!(node.tree.tc(late), "Global tclass=106\n", "never taken");
     assert_eq!(node.picture().1, before.1, "the sysctls as they were");
+    assert!(node.entries().is_empty(), "{:?}", node.entries());
+}
+
+// ------------------------------------------------------------ Synchronize
+
+/// Milliseconds of the day of a log line's timestamp
+/// (`2026-11-30T18:09:52.142Z roce-tune[..] ...`).
+fn log_ms(line: &str) -> f64 {
+    let time = line.split('T').nth(1).unwrap().split('Z').next().unwrap();
+    let mut parts = time.split(':');
+    let h: f64 = parts.next().unwrap().parse().unwrap();
+    let m: f64 = parts.next().unwrap().parse().unwrap();
+    let s: f64 = parts.next().unwrap().parse().unwrap();
+    ((h * 60.0 + m) * 60.0 + s) * 1000.0
+}
+
+/// The first line of `log` holding `needle`.
+fn line_of<'a>(log: &'a str, needle: &str) -> &'a str {
+    log.lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no {needle:?} in {log}"))
+}
+
+/// A pod whose sandbox started while the plugin was not connected (an
+/// agent's rolling update): the Synchronize that lists it, once answered,
+/// has its two DRA rails tuned off the request path (class, sysctls,
+/// entries) within 3 s of the registration, the plugin never dropped. A
+/// reconnect's Synchronize lists it again: tuned already, it is skipped
+/// (its entries as they were, no second take), and the later
+/// StopPodSandbox restores both classes exactly (unset stays unset, 106 is
+/// 106 again).
+#[test]
+fn a_pod_that_started_before_the_plugin_connected_has_its_dra_rails_tuned_after_synchronize() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    for (name, bin) in sims.both() {
+        let mut node = Node::new(2, profile(), true);
+        let primary_before = own_values(&node.pod, "eth0");
+        let sandbox = unique("sb");
+        let p = pod(&sandbox, Some(&node.pod.path()), json!({}));
+        let sim = Sim::start(
+            bin,
+            &node.sock,
+            &json!([
+                {"existing_pods": [p]},
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"sleep_ms": 3500}
+            ]),
+            &[],
+        );
+        sim.wait_log("step 1 wait_plugins: begin");
+        let plugin = node.plugin(&["nri"]);
+        plugin.wait_log("registered as 50-roce-tune", 1, Duration::from_secs(5));
+        let seen = Instant::now();
+        let both = |n: &Node| n.vfs.iter().all(|vf| n.tree.tc(&vf.dev) == "tclass=41");
+        while !both(&node) {
+            assert!(
+                seen.elapsed() < Duration::from_secs(3),
+                "{name}: not tuned within 3 s: {}",
+                plugin.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let summary = "caught up 1 pods' DRA rails after Synchronize: 2 rails tuned; of 1 pods walked, 0 tuned already";
+        let log = plugin.wait_log(summary, 1, Duration::from_secs(3));
+        for vf in &node.vfs {
+            assert_eq!(
+                node.pod.rail_values(&vf.ifname),
+                tuned(&vf.ifname),
+                "{name}"
+            );
+            let e = node
+                .entry(&sandbox, &vf.ifname)
+                .expect("an entry per DRA rail");
+            assert_eq!(e["network"], NETWORK, "{name}: {e}");
+            assert_eq!(
+                e["rail"],
+                json!({"gidIndex": 3, "trafficClass": 41, "rdmaCmTos": null}),
+                "{name}"
+            );
+        }
+        assert_eq!(node.tree.tc(PRIMARY_DEV), "", "{name}: the primary's VF");
+        assert_eq!(own_values(&node.pod, "eth0"), primary_before, "{name}");
+        assert_eq!(node.entries().len(), 2, "{name}: {:?}", node.entries());
+        let registered_at = log_ms(line_of(&log, "registered as 50-roce-tune"));
+        let tuned_at = log_ms(line_of(&log, "DRA rail net2 on mlx5_3 port 1 tuned"));
+        eprintln!(
+            "{name}: both DRA rails of an existing pod tuned {:.0} ms after the registration (plugin's log); {}",
+            tuned_at - registered_at,
+            line_of(&log, "caught up ").split("Synchronize: ").nth(1).unwrap()
+        );
+        let result = sim.finish();
+        never_dropped(name, &result, 1);
+        let created: Vec<Value> = node
+            .vfs
+            .iter()
+            .map(|vf| node.entry(&sandbox, &vf.ifname).unwrap()["createdNs"].clone())
+            .collect();
+
+        // A reconnect (the runtime restarts): the pod is listed again.
+        let sim = Sim::start(
+            bin,
+            &node.sock,
+            &json!([
+                {"existing_pods": [p]},
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"sleep_ms": 1500},
+                {"stop_pod": sandbox},
+                {"remove_pod": sandbox}
+            ]),
+            &[],
+        );
+        let again = "caught up 0 pods' DRA rails after Synchronize: 0 rails tuned; of 1 pods walked, 1 tuned already";
+        plugin.wait_log(again, 1, Duration::from_secs(5));
+        let now: Vec<Value> = node
+            .vfs
+            .iter()
+            .map(|vf| node.entry(&sandbox, &vf.ifname).unwrap()["createdNs"].clone())
+            .collect();
+        assert_eq!(now, created, "{name}: taken once");
+        let result = sim.finish();
+        never_dropped(name, &result, 1);
+        let log = plugin.wait_log("StopPodSandbox pod team-a/", 2, Duration::from_secs(5));
+        assert_eq!(
+            log.matches("DRA rail net1 on mlx5_2 port 1 tuned").count(),
+            1,
+            "{name}: {log}"
+        );
+        assert_eq!(
+            node.tree.tc(&node.vfs[0].dev),
+            "tclass=-1",
+            "{name}: unset stays unset"
+        );
+        assert_eq!(node.tree.tc(&node.vfs[1].dev), "tclass=106", "{name}");
+        assert_eq!(node.tree.tc(PRIMARY_DEV), "", "{name}");
+        assert!(node.entries().is_empty(), "{name}: {:?}", node.entries());
+    }
+}
+
+/// An existing pod whose rail's GID is not there under `gidCheck:
+/// enforce`: the catch-up cannot fail a running sandbox, so the pod is left
+/// untuned (nothing changed) with a warn line naming it and the rail; the
+/// plugin stays registered.
+#[test]
+fn a_catch_up_that_enforce_refuses_leaves_the_pod_untuned_with_a_line() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    let mut node = Node::new(
+        2,
+        json!({"trafficClass": 41, "gidCheck": "enforce", "gidTimeoutMs": 300}),
+        true,
+    );
+    let late = &node.vfs[1].dev.clone();
+    node.tree.set_gid(late, 2, ZERO_GID, "");
+    node.tree.set_gid(late, 3, ZERO_GID, "");
+    let before = node.picture();
+    let sandbox = unique("sb");
+    let sim = Sim::start(
+        &sims.v012,
+        &node.sock,
+        &json!([
+            {"existing_pods": [pod(&sandbox, Some(&node.pod.path()), json!({}))]},
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"sleep_ms": 1500}
+        ]),
+        &[],
+    );
+    sim.wait_log("step 1 wait_plugins: begin");
+    let plugin = node.plugin(&["nri"]);
+    let log = plugin.wait_log("caught up 0 pods' DRA rails", 1, Duration::from_secs(5));
+    let warn = line_of(&log, "catch-up after Synchronize: pod team-a/");
+    assert!(warn.contains(" warn "), "{warn}");
+    assert!(warn.contains(&sandbox), "{warn}");
+    assert!(warn.contains("DRA rail net2: GID check failed"), "{warn}");
+    assert!(
+        line_of(&log, "caught up 0 pods'").contains("1 failed (untuned)"),
+        "{log}"
+    );
+    never_dropped("nri-sim-0.12", &sim.finish(), 1);
+    assert_eq!(node.picture().1, before.1, "the sysctls as they were");
+    assert_eq!(node.tree.tc(late), "Global tclass=106\n", "never taken");
+    let first = node.tree.tc(&node.vfs[0].dev);
+    assert!(
+        first.is_empty() || first == "tclass=-1",
+        "{first}: unset again"
+    );
     assert!(node.entries().is_empty(), "{:?}", node.entries());
 }

@@ -506,6 +506,69 @@ fn a_synchronize_of_10000_pods_is_answered_within_100_ms() {
     }
 }
 
+/// With a `draRails` profile the answer keeps the Synchronize's bytes for
+/// the DRA rails' catch-up (docs/design.md, "DRA rails"): still answered
+/// within 100 ms, the 10,000 pods (whose netns paths are gone) walked on
+/// the catch-up thread, and a SIGTERM in the middle of it still ends the
+/// process within a second.
+#[test]
+fn with_dra_rails_a_synchronize_of_10000_pods_is_answered_within_100_ms_and_sigterm_stops_its_catch_up(
+) {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    let pods: Vec<Value> = (0..10_000)
+        .map(|i| {
+            pod(
+                &format!("p{i}"),
+                Some(&format!("/var/run/netns/gone-{i}")),
+                json!({"a": "b"}),
+            )
+        })
+        .collect();
+    for (name, bin) in sims.both() {
+        let (_dir, sock) = socket("nri-sync-dra-");
+        let sim = Sim::start(
+            bin,
+            &sock,
+            &json!([
+                {"existing_pods": pods},
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 10000},
+                {"sleep_ms": 3000}
+            ]),
+            &[],
+        );
+        sim.wait_log("step 1 wait_plugins: begin");
+        let mut plugin = Plugin::nri(&sock, json!({"draRails": {"trafficClass": 41}}));
+        let said = "synchronized: 10000 pods, 0 containers, answered in ";
+        let log = plugin.wait_log(said, 1, Duration::from_secs(10));
+        let ms: f64 = log
+            .split(said)
+            .nth(1)
+            .unwrap()
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(ms < 100.0, "{name}: {ms} ms");
+        let (status, took) = plugin.terminate();
+        assert!(
+            status.success() && took < Duration::from_secs(1),
+            "{name}: {status} after {took:?}"
+        );
+        let log = plugin.log();
+        let summary = log
+            .lines()
+            .find(|l| l.contains("caught up 0 pods' DRA rails after Synchronize"))
+            .unwrap_or("(no summary: stopped before the thread took the list)");
+        let _ = writeln!(
+            std::io::stderr(),
+            "{name}: answered in {ms} ms with the catch-up on; SIGTERM took {took:?}; {summary}"
+        );
+        assert!(!log.contains("did not end within"), "{name}: {log}");
+    }
+}
+
 /// A peer of the test's own playing the runtime's end, for the bytes a real
 /// runtime never sends: a listening socket, one accepted connection at a
 /// time, and the mux and ttrpc framing by hand.
