@@ -77,6 +77,20 @@ impl Node {
         }
     }
 
+    /// Two rails under `gidCheck: enforce` (300 ms), the second's RoCE v2
+    /// GID never there.
+    fn second_gid_never_comes() -> Node {
+        let node = Node::new(
+            2,
+            json!({"trafficClass": 41, "gidCheck": "enforce", "gidTimeoutMs": 300}),
+            true,
+        );
+        let late = node.vfs[1].dev.clone();
+        node.tree.set_gid(&late, 2, ZERO_GID, "");
+        node.tree.set_gid(&late, 3, ZERO_GID, "");
+        node
+    }
+
     fn plugin(&mut self, args: &[&str]) -> Plugin {
         Plugin::on(self.state.take().unwrap(), &self.config, args)
     }
@@ -798,14 +812,7 @@ fn in_exclusive_mode_stop_restores_through_the_view_that_shows_the_device_now() 
 fn a_failure_on_a_later_rail_gives_back_the_rails_tuned_before_it() {
     needs!(root);
     let sims: NriSims = needs!(nri_sim);
-    let mut node = Node::new(
-        2,
-        json!({"trafficClass": 41, "gidCheck": "enforce", "gidTimeoutMs": 300}),
-        true,
-    );
-    let late = &node.vfs[1].dev.clone();
-    node.tree.set_gid(late, 2, ZERO_GID, "");
-    node.tree.set_gid(late, 3, ZERO_GID, "");
+    let mut node = Node::second_gid_never_comes();
     let before = node.picture();
     let plugin = node.plugin(&["nri"]);
     let sandbox = unique("sb");
@@ -831,7 +838,7 @@ fn a_failure_on_a_later_rail_gives_back_the_rails_tuned_before_it() {
         "{log}"
     );
     assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=-1", "unset again");
-    assert_eq!(node.tree.tc(late), "Global tclass=106\n", "never taken");
+    assert_eq!(node.tree.tc(&node.vfs[1].dev), "Global tclass=106\n", "never taken");
     assert_eq!(node.picture().1, before.1, "the sysctls as they were");
     assert!(node.entries().is_empty(), "{:?}", node.entries());
 }
@@ -980,14 +987,7 @@ fn a_pod_that_started_before_the_plugin_connected_has_its_dra_rails_tuned_after_
 fn a_catch_up_that_enforce_refuses_leaves_the_pod_untuned_with_a_line() {
     needs!(root);
     let sims: NriSims = needs!(nri_sim);
-    let mut node = Node::new(
-        2,
-        json!({"trafficClass": 41, "gidCheck": "enforce", "gidTimeoutMs": 300}),
-        true,
-    );
-    let late = &node.vfs[1].dev.clone();
-    node.tree.set_gid(late, 2, ZERO_GID, "");
-    node.tree.set_gid(late, 3, ZERO_GID, "");
+    let mut node = Node::second_gid_never_comes();
     let before = node.picture();
     let sandbox = unique("sb");
     let sim = Sim::start(
@@ -1013,7 +1013,7 @@ fn a_catch_up_that_enforce_refuses_leaves_the_pod_untuned_with_a_line() {
     );
     never_dropped("nri-sim-0.12", &sim.finish(), 1);
     assert_eq!(node.picture().1, before.1, "the sysctls as they were");
-    assert_eq!(node.tree.tc(late), "Global tclass=106\n", "never taken");
+    assert_eq!(node.tree.tc(&node.vfs[1].dev), "Global tclass=106\n", "never taken");
     let first = node.tree.tc(&node.vfs[0].dev);
     assert!(
         first.is_empty() || first == "tclass=-1",
