@@ -838,7 +838,11 @@ fn a_failure_on_a_later_rail_gives_back_the_rails_tuned_before_it() {
         "{log}"
     );
     assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=-1", "unset again");
-    assert_eq!(node.tree.tc(&node.vfs[1].dev), "Global tclass=106\n", "never taken");
+    assert_eq!(
+        node.tree.tc(&node.vfs[1].dev),
+        "Global tclass=106\n",
+        "never taken"
+    );
     assert_eq!(node.picture().1, before.1, "the sysctls as they were");
     assert!(node.entries().is_empty(), "{:?}", node.entries());
 }
@@ -1013,7 +1017,11 @@ fn a_catch_up_that_enforce_refuses_leaves_the_pod_untuned_with_a_line() {
     );
     never_dropped("nri-sim-0.12", &sim.finish(), 1);
     assert_eq!(node.picture().1, before.1, "the sysctls as they were");
-    assert_eq!(node.tree.tc(&node.vfs[1].dev), "Global tclass=106\n", "never taken");
+    assert_eq!(
+        node.tree.tc(&node.vfs[1].dev),
+        "Global tclass=106\n",
+        "never taken"
+    );
     let first = node.tree.tc(&node.vfs[0].dev);
     assert!(
         first.is_empty() || first == "tclass=-1",
