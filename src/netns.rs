@@ -130,6 +130,12 @@ impl NetNs {
         self.run_beside(there, here).map(|_| ())
     }
 
+    /// `run_dyn` with nothing to do beside: a closure's result is written
+    /// into a variable it borrows.
+    pub fn run_there(&self, there: &mut (dyn FnMut() + Send)) -> Result<(), NsError> {
+        self.run_dyn(there, &mut || {})
+    }
+
     /// `run`, doing `beside` on the calling thread, in the host's namespaces,
     /// while the pod's thread works: host work the pod's work does not need,
     /// done by the time this returns, instead of waiting idle for the thread.

@@ -291,7 +291,7 @@ pub fn tune(rail: &Rail, extras: AddExtras) -> CniResult<Tuned> {
     };
     let mut undo = Undo::new();
     undo.push(|| {
-        let put_back = netns.run_dyn(&mut || sysctl::revert(&applied), &mut || {});
+        let put_back = netns.run_there(&mut || sysctl::revert(&applied));
         if let Err(e) = put_back {
             crate::error!("tuning {ifname} failed and its sysctls could not be put back: {e}");
         }

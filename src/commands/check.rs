@@ -97,11 +97,11 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
         }
         Ok(())
     };
-    // Through `run_dyn`: the one instance of the netns machinery ADD's
+    // Through `run_there`: the one instance of the netns machinery ADD's
     // trips share.
     let mut out = Ok(());
     netns
-        .run_dyn(&mut || out = body(), &mut || {})
+        .run_there(&mut || out = body())
         .map_err(super::ns_error)?;
     out
 }

@@ -64,10 +64,9 @@ pub struct Plugin {
     /// only); cleared when full, so it stays bounded.
     kept_logged: HashSet<String>,
     /// The node's DRA rails (`draRails`), tuned at RunPodSandbox and given
-    /// back at StopPodSandbox; `None` without a profile.
-    dra: Option<Arc<DraRails>>,
-    /// The DRA rails of the pods a Synchronize lists, tuned off the
-    /// request path (`dra::CatchUp`); with `dra`.
+    /// back at StopPodSandbox, and those of the pods a Synchronize lists,
+    /// tuned off the request path (`dra::CatchUp`); `None` without a
+    /// profile.
     catch_up: Option<CatchUp>,
 }
 
@@ -81,15 +80,13 @@ impl Plugin {
             rails,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             kept_logged: HashSet::new(),
-            dra: None,
             catch_up: None,
         }
     }
 
     /// The plugin with the node's DRA rails to tune (`None`: none).
     pub fn with_dra(mut self, dra: Option<DraRails>) -> Plugin {
-        self.dra = dra.map(Arc::new);
-        self.catch_up = self.dra.clone().map(CatchUp::new);
+        self.catch_up = dra.map(|d| CatchUp::new(Arc::new(d)));
         self
     }
 
@@ -166,7 +163,7 @@ impl Plugin {
     /// within [`Plugin::pod_event_budget`]. `Err` fails the sandbox.
     pub fn pod_event(&mut self, e: PodEvent, pod: &Pod<'_>) -> Result<(), String> {
         let deadline = Instant::now() + self.pod_event_budget();
-        let Some(dra) = &self.dra else {
+        let Some(catch_up) = &self.catch_up else {
             crate::debug!(
                 "{} {}/{} ({})",
                 e.as_str(),
@@ -177,10 +174,9 @@ impl Plugin {
             return Ok(());
         };
         if e != PodEvent::Run {
-            if let Some(c) = &self.catch_up {
-                c.stopping(pod.id);
-            }
+            catch_up.stopping(pod.id);
         }
+        let dra = catch_up.rails();
         match e {
             PodEvent::Run => dra.run(pod, deadline),
             PodEvent::Stop => {

@@ -242,7 +242,7 @@ impl DraRails {
                 &t.entry.ifname,
                 LockWait::REPAIR,
             );
-            if let Err(e) = in_pod(netns, &mut || crate::sysctl::revert(&t.sysctls)) {
+            if let Err(e) = netns.run_there(&mut || crate::sysctl::revert(&t.sysctls)) {
                 crate::error!(
                     "{who}: the sysctls of {} could not be put back: {e}",
                     t.entry.ifname
@@ -349,12 +349,6 @@ impl DraRails {
     }
 }
 
-/// `f` on a thread inside `netns`, through `NetNs::run_dyn`: the one
-/// instance of the netns machinery that ADD's trips share too.
-fn in_pod(netns: &NetNs, f: &mut (dyn FnMut() + Send)) -> Result<(), crate::netns::NsError> {
-    netns.run_dyn(f, &mut || {})
-}
-
 /// How a pod is named in every line: escaped, it is the runtime's input.
 fn who(pod: &Pod<'_>) -> String {
     // Cut short: a sandbox id of any length reaches this line.
@@ -416,10 +410,9 @@ fn candidates(
     who: &str,
 ) -> Result<Vec<Candidate>, CniError> {
     let mut found = Ok(Vec::new());
-    in_pod(netns, &mut || {
-        found = scan(conf, netns, sysfs, recorded, who)
-    })
-    .map_err(crate::commands::ns_error)?;
+    netns
+        .run_there(&mut || found = scan(conf, netns, sysfs, recorded, who))
+        .map_err(crate::commands::ns_error)?;
     let found = found?;
     for (i, a) in found.iter().enumerate() {
         if let Some(b) = found[i + 1..]
@@ -497,7 +490,7 @@ fn renamed(entries: &[Entry], who: &str, event: &str) {
     };
     let names: Vec<String> = entries.iter().map(|e| e.ifname.clone()).collect();
     let mut missing = Vec::new();
-    let _ = in_pod(&ns, &mut || {
+    let _ = ns.run_there(&mut || {
         if let Ok(mut nl) = Netlink::open() {
             missing = names
                 .iter()
@@ -584,6 +577,11 @@ impl CatchUp {
             shared: Arc::new(Shared::default()),
             done: None,
         }
+    }
+
+    /// The rails it catches up, the node's.
+    pub fn rails(&self) -> &DraRails {
+        &self.dra
     }
 
     fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Slot> {

@@ -99,10 +99,7 @@ impl Sysfs {
             return self.pod_side(ns.id(), &label);
         }
         let mut made = None;
-        match ns.run_dyn(
-            &mut || made = Some(self.pod_side(ns.id(), &label)),
-            &mut || {},
-        ) {
+        match ns.run_there(&mut || made = Some(self.pod_side(ns.id(), &label))) {
             Ok(()) => made.unwrap_or(Err(SysfsError::Os(nix::errno::Errno::EIO))),
             Err(e) => Err(SysfsError::Os(enter_errno(&e))),
         }

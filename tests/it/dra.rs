@@ -91,6 +91,18 @@ impl Node {
         node
     }
 
+    /// After `second_gid_never_comes`'s pod failed: the sysctls as in
+    /// `before`, the second rail's class never taken, no entry left.
+    fn second_rail_failed_and_nothing_stays(&self, before: &Picture) {
+        assert_eq!(self.picture().1, before.1, "the sysctls as they were");
+        assert_eq!(
+            self.tree.tc(&self.vfs[1].dev),
+            "Global tclass=106\n",
+            "never taken"
+        );
+        assert!(self.entries().is_empty(), "{:?}", self.entries());
+    }
+
     fn plugin(&mut self, args: &[&str]) -> Plugin {
         Plugin::on(self.state.take().unwrap(), &self.config, args)
     }
@@ -838,13 +850,7 @@ fn a_failure_on_a_later_rail_gives_back_the_rails_tuned_before_it() {
         "{log}"
     );
     assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=-1", "unset again");
-    assert_eq!(
-        node.tree.tc(&node.vfs[1].dev),
-        "Global tclass=106\n",
-        "never taken"
-    );
-    assert_eq!(node.picture().1, before.1, "the sysctls as they were");
-    assert!(node.entries().is_empty(), "{:?}", node.entries());
+    node.second_rail_failed_and_nothing_stays(&before);
 }
 
 // ------------------------------------------------------------ Synchronize
@@ -1016,16 +1022,10 @@ fn a_catch_up_that_enforce_refuses_leaves_the_pod_untuned_with_a_line() {
         "{log}"
     );
     never_dropped("nri-sim-0.12", &sim.finish(), 1);
-    assert_eq!(node.picture().1, before.1, "the sysctls as they were");
-    assert_eq!(
-        node.tree.tc(&node.vfs[1].dev),
-        "Global tclass=106\n",
-        "never taken"
-    );
     let first = node.tree.tc(&node.vfs[0].dev);
     assert!(
         first.is_empty() || first == "tclass=-1",
         "{first}: unset again"
     );
-    assert!(node.entries().is_empty(), "{:?}", node.entries());
+    node.second_rail_failed_and_nothing_stays(&before);
 }
