@@ -70,6 +70,8 @@ NAD = "conf/network-attachment-definition.yaml"
 BASE_DS = "conf/deploy/base/daemonset.yaml"
 CHART = "conf/helm/roce-tune/"
 CHART_DS = CHART + "templates/daemonset.yaml"
+DEPLOY_MD = "docs/deploy.md"
+DOCS_SNIPPETS = "docs/deploy.md (snippets"
 # The last mount of the base's agent (the NRI socket's dir), and one more that the chart lacks.
 BASE_LAST_MOUNT = ("              mountPath: /var/run/nri\n              mountPropagation: HostToContainer\n"
                    "      volumes:\n")
@@ -293,6 +295,25 @@ CASES = [
     ("containerfile-pulls",
      edit("conf/image/Containerfile", "FROM scratch", "FROM docker.io/library/busybox:latest"),
      "conf/image/Containerfile", ["FROM docker.io/library/busybox:latest: the image is built offline FROM scratch"]),
+    # The docs' snippets (integration/docs_snippets.py): a reader copies them onto a node.
+    ("docs-k3s-template-turns-nri-off",
+     edit(DEPLOY_MD, "  disable = false\n  disable_connections = false\n  socket_path = '/var/run/nri/nri.sock'",
+          "  disable = true\n  disable_connections = false\n  socket_path = '/var/run/nri/nri.sock'"),
+     DOCS_SNIPPETS, ["[plugins.io.containerd.nri.v1.nri]: disable must be false (NRI on), got True"]),
+    ("docs-machineconfig-writes-another-file",
+     # enable_nri = false, base64-encoded: not the drop-in the page shows.
+     edit(DEPLOY_MD, "base64,W2NyaW8ubnJpXQplbmFibGVfbnJpID0gdHJ1ZQpucmlfbGlzdGVuID0gIi92YXIvcnVuL25yaS9ucmkuc29jayIK",
+          "base64,W2NyaW8ubnJpXQplbmFibGVfbnJpID0gZmFsc2UKbnJpX2xpc3RlbiA9ICIvdmFyL3J1bi9ucmkvbnJpLnNvY2siCg=="),
+     DOCS_SNIPPETS, ["storage.files /etc/crio/crio.conf.d/99-roce-tune-nri.conf: [crio.nri]: enable_nri must be true",
+                     "are none of the TOML blocks of this document"]),
+    ("docs-hostdevice-nad-chain-out-of-order",
+     edit(DEPLOY_MD, '''{"type": "roce-tune", "trafficClass": 41, "gidIndex": 3, "gidCheck": "enforce"},
+        {"type": "sbr"}''', '''{"type": "sbr"},
+        {"type": "roce-tune", "trafficClass": 41, "gidIndex": 3, "gidCheck": "enforce"}'''),
+     DOCS_SNIPPETS, ["chain order must be sriov -> [rdma] -> roce-tune -> sbr, got host-device -> sbr -> roce-tune"]),
+    ("docs-platform-section-not-marked",
+     edit(DEPLOY_MD, "> **Not run here**: no k3s or RKE2 node", "> No k3s or RKE2 node"),
+     DOCS_SNIPPETS, ["section '## k3s and RKE2: the containerd config template' holds a runtime's configuration"]),
 ]
 
 # integration/sriov_render.py on conf/sriovnetwork-shared.yaml with the openshift.io prefix:
@@ -356,6 +377,8 @@ def run_case(crd_dir, name, mutate, label, messages):
         # The namespace labels the chart's install must give (docs/deploy.md).
         os.makedirs(os.path.join(tmp, "docs"))
         shutil.copy(os.path.join(repo, "docs", "deploy.md"), os.path.join(tmp, "docs", "deploy.md"))
+        # roce-tune's default nriSocket, which the docs' NRI snippets must name (src/node.rs).
+        shutil.copy(os.path.join(repo, "src", "node.rs"), os.path.join(tmp, "src", "node.rs"))
         try:
             mutate(tmp)
         except AssertionError as e:

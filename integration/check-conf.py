@@ -91,12 +91,17 @@
    * the pod template's node config checksum changes with nodeConfig and with nothing else;
      grafana.dashboard.enabled adds only conf/grafana/roce-tune.json as a ConfigMap with the
      sidecar's label; an unknown nodeConfig key fails `helm template`.
+8. The snippets of README.md and docs/*.md (integration/docs_snippets.py says the rules):
+   every ```json, ```yaml and ```toml block parses; a runtime's NRI table (containerd's,
+   CRI-O's, an OpenShift MachineConfig's CRI-O drop-in) keeps NRI on at roce-tune's nriSocket
+   (src/node.rs, NODE_RS) and sits in a section that says it was not run here; a document of
+   a kind with a CRD schema is checked as the files of conf/ are (2 and 3).
 
 Usage: check-conf.py CONF_DIR CRD_DIR    (one line per file or build; exit 1 on any error)
 Environment: KUBECTL (default: kubectl on PATH), CARGO_TOML (default: CONF_DIR/../Cargo.toml),
 METRICS_RS (default: CONF_DIR/../src/agent/metrics.rs), PROMTOOL (the dashboards' PromQL
 check; check-conf.sh sets it), HELM (default: helm on PATH; check-conf.sh sets it), DEPLOY_MD
-(default: CONF_DIR/../docs/deploy.md).
+(default: CONF_DIR/../docs/deploy.md), NODE_RS (default: CONF_DIR/../src/node.rs).
 """
 import copy
 import functools
@@ -123,6 +128,7 @@ sys.dont_write_bytecode = True
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 import chart_compare  # noqa: E402
+import docs_snippets  # noqa: E402
 import sriov_render  # noqa: E402
 
 spec = importlib.util.spec_from_file_location("extract_configs", os.path.join(here, "extract-configs.py"))
@@ -1708,6 +1714,20 @@ def main(argv):
                 if (nmeta.get("namespace"), nmeta.get("name")) == (rmeta.get("namespace"), rmeta.get("name")):
                     pairs += 1
                     report("%s#%d is what the operator renders from %s#%d" % (nrel, ni, srel, si), compare_nad(nad, r))
+    # The docs' snippets (module docstring, 8).
+    try:
+        nri_socket = docs_snippets.default_nri_socket(
+            os.environ.get("NODE_RS") or os.path.join(repo, "src", "node.rs"))
+    except (OSError, ValueError) as e:
+        nri_socket = None
+        report("src/node.rs (roce-tune's default nriSocket, for the docs' snippets)", [str(e)])
+
+    def crd_check(doc):
+        return check_yaml_doc(doc, crds)[0] if check_crd_doc(doc, crds) is not None else None
+
+    for path in docs_snippets.doc_files(repo) if nri_socket else []:
+        errs, summary = docs_snippets.check(path, nri_socket, crd_check)
+        report("%s (snippets: %s)" % (os.path.relpath(path, repo), summary), errs)
     configs, errors = extract_configs.extract(conf_dir)
     for e in errors:
         failed += 1

@@ -5,7 +5,8 @@
 # install overlay, the Grafana dashboard against the metric catalogue (src/agent/metrics.rs) and
 # promtool's PromQL parser, the Helm chart (conf/helm/roce-tune: `helm lint --strict`, and
 # `helm template` for each platform compared object by object with the matching overlay's
-# build, integration/chart_compare.py); then the negative cases
+# build, integration/chart_compare.py), the JSON, YAML and TOML snippets of README.md and docs/
+# (integration/docs_snippets.py); then the negative cases
 # (integration/check-conf-negative.py), each of which must make check-conf fail.
 # Needs python3 with yaml, jsonschema and kubernetes_validate (setup.sh makes a venv from
 # integration/requirements-check-conf.txt) and a kubectl whose kustomize builds components

@@ -1,5 +1,5 @@
 # mk/reliability.mk: reliability targets, included by the top Makefile
-# (-include mk/*.mk). the README's Reliability section says what each one proves.
+# (-include mk/*.mk). docs/reliability.md says what each one proves.
 #
 #   make faults   build the fault-injection binary (target/fault, its own
 #                 target dir), then crash it at every fault point (root)

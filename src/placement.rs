@@ -1,4 +1,4 @@
-//! The right rail (README, "Placement"): at each rail's ADD, whether the
+//! The right rail (docs/placement.md): at each rail's ADD, whether the
 //! pod's VFs sit close enough to its GPUs for GPUDirect RDMA, judged for the
 //! whole pod as NCCL would (`topology`). The pod's GPUs and VFs come from the
 //! kubelet's PodResources API (`podresources`), what Multus reads for

@@ -4,7 +4,7 @@
 //! setting of its own. It sits above the implementations
 //! (`rdma::traffic_class`, `rdma::rdma_cm`), which know only the trait
 //! (`rdma::setting`), so the list and what it lists never import each other.
-//! A new setting is its file and a line here (README, "Contributing").
+//! A new setting is its file and a line here (docs/contributing.md).
 
 use crate::rdma::setting::Setting;
 use crate::rdma::{rdma_cm, traffic_class};

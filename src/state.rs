@@ -176,7 +176,7 @@ impl PodRecord {
     }
 }
 
-/// The placement verdict at ADD (README, "Placement"), as it concerns this
+/// The placement verdict at ADD (docs/placement.md), as it concerns this
 /// rail: the agent exports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

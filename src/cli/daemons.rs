@@ -67,7 +67,7 @@ fn usage_error(msg: &str) -> i32 {
 }
 
 /// The agent's default period: an orphan or a drifted class is back within
-/// two of them (README, "The agent").
+/// two of them (docs/agent.md).
 const DEFAULT_EVERY: Duration = Duration::from_secs(10);
 
 /// The node config of a command that runs the NRI plugin: `nriSocket`

@@ -1,6 +1,6 @@
 //! The plugin's network config (one element of a conflist's `plugins`, with the
 //! `name`, `cniVersion` and `prevResult` libcni injects). Every key of the
-//! config reference (README) is validated here, before anything on the node is
+//! config reference (docs/config.md) is validated here, before anything on the node is
 //! touched; unknown keys are tolerated because libcni and Multus add their own
 //! (`deviceID`, `runtimeConfig`, ...).
 //!
@@ -51,7 +51,7 @@ pub enum GidCheck {
 }
 
 /// `placementCheck`: what a rail's ADD does when the pod's GPUs lack near
-/// rails (README, "Placement").
+/// rails (docs/placement.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PlacementCheck {
     /// Log one line that names the rail, the starved GPUs and the fix.

@@ -30,7 +30,7 @@ pub mod code {
     /// The rdma_cm default ToS could not be written or did not read back.
     pub const RDMA_CM_TOS: u32 = 105;
     /// `placementCheck: enforce`: a GPU of the pod has too few rails near it
-    /// for GPUDirect RDMA (README, "Placement").
+    /// for GPUDirect RDMA (docs/placement.md).
     pub const PLACEMENT: u32 = 106;
     /// `placementCheck: enforce`, and an input of the verdict is not one only
     /// root can provide (the kubelet socket's peer, the checkpoint, an NVIDIA

@@ -103,7 +103,7 @@ pub fn locate(conf: &NetConf, pod: &mut PodSide, reach: Reach, link: &Link) -> C
 }
 
 // The library's typed causes, as the CNI error codes a runtime reads
-// (README, "Error codes"). Only the CNI edge makes CniErrors.
+// (docs/errors.md). Only the CNI edge makes CniErrors.
 
 impl From<StateError> for CniError {
     fn from(e: StateError) -> CniError {

@@ -6,8 +6,8 @@
 //!
 //! This file is the trait only. The list of settings, which everything else
 //! iterates, is `crate::settings`, a layer above the implementations, so an
-//! implementation and the list never import each other (README,
-//! "Contributing", says what a new one takes).
+//! implementation and the list never import each other
+//! (docs/contributing.md says what a new one takes).
 
 use super::RdmaPort;
 use crate::netns::NetNs;
@@ -76,7 +76,7 @@ pub trait Setting: Sync {
     fn key(&self) -> &'static str;
     /// How messages and logs name it.
     fn title(&self) -> &'static str;
-    /// The CNI error code of its failures (README, "Error codes").
+    /// The CNI error code of its failures (docs/errors.md).
     fn code(&self) -> u32;
     /// The value the file holds now.
     fn read(&self, at: Views, port: &RdmaPort) -> SettingResult<Value>;

@@ -3,7 +3,7 @@
 //! and the other writers (NVIDIA's rdma CNI fork writing 0, a driver reset
 //! unsetting the class, a re-created device), and its metrics read over
 //! HTTP from the port it bound. Each test runs the agent with a period of
-//! one second and holds it to the bound the README states: what drifts or
+//! one second and holds it to the bound docs/agent.md states: what drifts or
 //! is orphaned is back within two periods.
 
 use crate::common::*;

@@ -829,7 +829,7 @@ fn bad_inputs_get_their_code_and_change_nothing() {
     needs!(root);
     let pod = Pod::new("net1", Some(ADDR));
     // How many rows there are is for docs_figures to check, against what
-    // README.md and docs/ cite: a row lost in an edit shows there.
+    // docs/ cites: a row lost in an edit shows there.
     let cases = cases();
     let failed = crate::common::cases::failures(&pod, &cases);
     println!("{} bad inputs, {} failed", cases.len(), failed.len());

@@ -249,6 +249,104 @@ fn the_docs_cite_each_table_as_it_is() {
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
 }
 
+/// The measured bandwidths README.md states ("17.95 and 8.99 GB/s", "43 to 59
+/// Gb/s"), each number before a unit, with a second one joined by "and" or
+/// "to". A landing page restates what docs/ measured; it never measures.
+fn bandwidths(text: &str) -> Vec<String> {
+    let number_before = |s: &str| -> Option<String> {
+        let start = s
+            .rfind(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .map_or(0, |i| i + 1);
+        let n = s[start..].trim_end_matches('.');
+        (!n.is_empty() && n.starts_with(|c: char| c.is_ascii_digit())).then(|| n.to_string())
+    };
+    let mut out = Vec::new();
+    for unit in [" GB/s", " Gb/s"] {
+        for (at, _) in text.match_indices(unit) {
+            let before = &text[..at];
+            let Some(last) = number_before(before) else {
+                continue;
+            };
+            let rest = &before[..before.len() - last.len()];
+            for joint in [" and ", " to "] {
+                if let Some(first) = rest.strip_suffix(joint).and_then(number_before) {
+                    out.push(first);
+                }
+            }
+            out.push(last);
+        }
+    }
+    out
+}
+
+/// Whether `text` holds `number` as a word of its own (not 96 inside 96.9,
+/// 196 or a hash's `a96b`).
+fn holds_number(text: &str, number: &str) -> bool {
+    text.match_indices(number).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after: Vec<char> = text[at + number.len()..].chars().take(2).collect();
+        let word_after = match after.as_slice() {
+            [c, ..] if c.is_alphanumeric() => true,
+            ['.', c, ..] => c.is_alphanumeric(),
+            _ => false,
+        };
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '.') && !word_after
+    })
+}
+
+#[test]
+fn bandwidths_finds_each_number_and_its_pair() {
+    let t = "reached 17.95 and 8.99 GB/s instead of the 96 GB/s; 43 to 59 Gb/s of 96.9 Gb/s.";
+    assert_eq!(bandwidths(t), ["17.95", "8.99", "96", "43", "59", "96.9"]);
+    assert!(holds_number("instead of 96. The", "96"));
+    assert!(!holds_number("instead of 96.9 and 196", "96"));
+    assert!(holds_number("(43 to 59 Gb/s", "59"));
+    assert!(!holds_number("at 1b826a96b", "96"));
+}
+
+/// The README's "Why" gives the measured figures that motivated roce-tune;
+/// the docs give them with their sources (docs/topology.md for the jobs'
+/// bus bandwidth, docs/design.md, "The traffic class file", for a rail's).
+/// A figure there that no source states is a figure nobody measured.
+#[test]
+fn the_readmes_measured_figures_are_the_docs_own() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let flat = |p: &str| {
+        let text = std::fs::read_to_string(root.join(p)).unwrap();
+        text.replace("**", "")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let readme = flat("README.md");
+    // Only the passages that give the measurements: a number elsewhere (a
+    // PCI address, a table of timings) proves nothing.
+    let topology = std::fs::read_to_string(root.join("docs/topology.md")).unwrap();
+    let intro = topology.split("\n\n").nth(1).unwrap().to_string();
+    let class = crate::common::doc_section("docs/design.md", "### The traffic class file");
+    let sources = [intro, class]
+        .join(" ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let figures = bandwidths(&readme);
+    assert!(
+        figures.len() >= 6,
+        "README.md gives the measured bandwidths (17.95 and 8.99 GB/s, 96.28 and 96.35 GB/s, 43 to \
+         59 Gb/s of 96.9 Gb/s); found only {figures:?}: the reader is broken or the figures were dropped"
+    );
+    let unsourced: Vec<&String> = figures
+        .iter()
+        .filter(|n| !holds_number(&sources, n))
+        .collect();
+    assert!(
+        unsourced.is_empty(),
+        "README.md states {unsourced:?} (GB/s or Gb/s) that neither docs/topology.md's opening \
+         nor docs/design.md, \"The traffic class file\", states: give the measurement and its \
+         source there first"
+    );
+}
+
 /// A row copied and not renamed would run twice and name two failures alike.
 #[test]
 fn every_row_of_a_table_has_its_own_name() {

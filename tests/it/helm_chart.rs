@@ -6,7 +6,7 @@
 //!
 //! - the keys: the schema's `nodeConfig` properties are exactly the keys
 //!   `NodeConfig::parse` accepts (it names them all when it refuses an
-//!   unknown one) and the keys of the README's node config table;
+//!   unknown one) and the keys of docs/config.md's node config table;
 //! - the bounds: for every probe of `PROBES` (each key at and past its
 //!   bounds, in and out of its type), the real Helm renders the chart with it,
 //!   and the schema refuses exactly what the parser refuses; what the chart
@@ -45,9 +45,9 @@ fn roce_tune_keys() -> BTreeSet<String> {
     list.split(", ").map(str::to_owned).collect()
 }
 
-/// The first column of the README's node config table.
-fn readme_keys() -> BTreeSet<String> {
-    doc_section("README.md", "### Node config")
+/// The first column of docs/config.md's node config table.
+fn documented_keys() -> BTreeSet<String> {
+    doc_section("docs/config.md", "## Node config")
         .lines()
         .skip_while(|l| !l.starts_with("| key |"))
         .skip(2)
@@ -82,9 +82,9 @@ fn schema_holds_the_node_config_keys_roce_tune_accepts() {
          schema has that roce-tune refuses: {extra:?}"
     );
     assert_eq!(
-        readme_keys(),
+        documented_keys(),
         ours,
-        "the README's node config table and src/node.rs's keys differ"
+        "docs/config.md's node config table and src/node.rs's keys differ"
     );
 }
 

@@ -263,14 +263,14 @@ fn the_reader_sees_every_kind_of_use() {
 }
 
 #[test]
-fn the_readme_lists_the_same_layers() {
-    // The README's Layout states the order for a reader; it must be the map's.
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let joined = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+fn the_contributors_page_lists_the_same_layers() {
+    // The contributors' page states the order for a reader; it must be the map's.
+    let layout = doc_section("docs/contributing.md", "## Layout");
+    let joined = layout.split_whitespace().collect::<Vec<_>>().join(" ");
     let list = joined
         .split("Layers, base first: ")
         .nth(1)
-        .expect("README.md's Layout has a \"Layers, base first:\" line")
+        .expect("docs/contributing.md's Layout has a \"Layers, base first:\" line")
         .split('.')
         .next()
         .unwrap();
@@ -281,7 +281,7 @@ fn the_readme_lists_the_same_layers() {
     assert_eq!(
         listed,
         map_order(),
-        "README.md's layers and docs/design.md's Module map disagree"
+        "docs/contributing.md's layers and docs/design.md's Module map disagree"
     );
 }
 

@@ -1,6 +1,6 @@
 //! References resolve inside the repository. Code and docs point at each
-//! other by section (`docs/design.md, "The GID table"`, `README, "Error
-//! codes"`), by path (`src/rdma/lookup.rs`, `integration/kernel/scenarios.sh`) and
+//! other by section (`docs/design.md, "The GID table"`, `README, "Try
+//! it"`), by path (`src/rdma/lookup.rs`, `integration/kernel/scenarios.sh`) and
 //! by Markdown link (`[x](docs/deploy.md#uninstall)`). A rename or a moved
 //! file leaves such a pointer dangling without any build noticing; this test
 //! notices. No root needed: it reads files.

@@ -650,7 +650,7 @@ fn attacks() -> Vec<Attack> {
 fn no_tenant_input_reaches_a_host_file() {
     needs!(root);
     // How many attacks there are is for docs_figures to check, against
-    // what README.md and docs/ cite.
+    // what docs/ cites.
     let list = attacks();
     let mut failures = Vec::new();
     for a in &list {
