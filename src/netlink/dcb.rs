@@ -699,6 +699,33 @@ pub(crate) mod tests {
         assert!(DcbError::Kernel(22).to_string().contains("errno 22"));
     }
 
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// `dcb_doit`'s refusals as a real kernel sent them (this machine's
+    /// 6.18, `examples/dcb_probe.rs`, seq 0x5eed): NLMSG_ERROR with -errno
+    /// and the request echoed whole.
+    const REAL_LO_EOPNOTSUPP: &str = "3000000002000000ed5e00003a1f0000a1ffffff1c0000004e000500ed5e00000000000000150000070001006c6f0000";
+    const REAL_MISSING_ENODEV: &str = "3800000002000000ed5e00003b1f0000edffffff240000004e000500ed5e000000000000001500000f0001006e6f73756368646576300000";
+
+    #[test]
+    fn real_kernel_refusals_decode_as_no_dcb() {
+        for (hex, why) in [
+            (REAL_LO_EOPNOTSUPP, NoDcb::NotSupported),
+            (REAL_MISSING_ENODEV, NoDcb::NoDevice),
+        ] {
+            let mut ex = Exchange::new(0x5eed);
+            assert_eq!(ex.feed(&unhex(hex)), Ok(Some(Answer::NoDcb(why))));
+        }
+        // The echoed request is the one this module encodes.
+        let echoed = &unhex(REAL_LO_EOPNOTSUPP)[20..];
+        assert_eq!(echoed, &encode_request("lo", 0x5eed).unwrap()[..]);
+    }
+
     #[test]
     fn unknown_attributes_are_skipped_at_every_level() {
         // A top-level attribute 99, an IEEE attribute 11 (6.3's APP trust

@@ -4,8 +4,7 @@
 //! thread that opened it: a PF is asked from the host's.
 
 use super::dcb::{encode_request, Answer, DcbError, Replies};
-use super::{Error, Protocol, Socket};
-use crate::netlink::End;
+use super::{End, Error, Protocol, Socket};
 use std::fmt;
 
 /// Why asking failed. "No DCB" is an answer ([`Answer::NoDcb`]), not this.
