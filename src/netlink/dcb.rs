@@ -706,17 +706,22 @@ pub(crate) mod tests {
             .collect()
     }
 
-    /// `dcb_doit`'s refusals as a real kernel sent them (this machine's
-    /// 6.18, `examples/dcb_probe.rs`, seq 0x5eed): NLMSG_ERROR with -errno
-    /// and the request echoed whole.
+    /// `dcb_doit`'s refusals as real kernels sent them (`examples/dcb_probe.rs`,
+    /// seq 0x5eed), this machine's 6.18 first: NLMSG_ERROR with -errno and
+    /// the request echoed whole.
     const REAL_LO_EOPNOTSUPP: &str = "3000000002000000ed5e00003a1f0000a1ffffff1c0000004e000500ed5e00000000000000150000070001006c6f0000";
     const REAL_MISSING_ENODEV: &str = "3800000002000000ed5e00003b1f0000edffffff240000004e000500ed5e000000000000001500000f0001006e6f73756368646576300000";
+    /// The lane's 6.1 (scenario rxe-counters): a veth under rxe, an e1000e.
+    const LANE_VETH_EOPNOTSUPP: &str = "3400000002000000ed5e0000be010000a1ffffff200000004e000500ed5e000000000000001500000a0001006b76313361000000";
+    const LANE_E1000E_EOPNOTSUPP: &str = "3400000002000000ed5e0000be010000a1ffffff200000004e000500ed5e000000000000001500000c000100656e703073313600";
 
     #[test]
     fn real_kernel_refusals_decode_as_no_dcb() {
         for (hex, why) in [
             (REAL_LO_EOPNOTSUPP, NoDcb::NotSupported),
             (REAL_MISSING_ENODEV, NoDcb::NoDevice),
+            (LANE_VETH_EOPNOTSUPP, NoDcb::NotSupported),
+            (LANE_E1000E_EOPNOTSUPP, NoDcb::NotSupported),
         ] {
             let mut ex = Exchange::new(0x5eed);
             assert_eq!(ex.feed(&unhex(hex)), Ok(Some(Answer::NoDcb(why))));
