@@ -360,6 +360,16 @@ mod tests {
         answer_of(&[mlx5_answer(pfc_en, table), ack()].concat()).unwrap()
     }
 
+    /// The verdict for `class` on an mlx5 PF with the default map and PFC
+    /// on the priorities of `pfc_en`, against `fabric`.
+    fn on_default_map(class: u8, pfc_en: u8, fabric: Fabric) -> Verdict {
+        verdict(
+            Class(class),
+            Some(&pf(pfc_en, &dscp_table(default_map))),
+            fabric,
+        )
+    }
+
     const LOSSLESS_3: Fabric = Fabric {
         priority: Some(3),
         lossless: true,
@@ -368,11 +378,7 @@ mod tests {
     #[test]
     fn the_class_lands_on_the_expected_priority_with_pfc() {
         // Class 106: DSCP 26, ECN 2; 26 >> 3 = 3; PFC on priority 3.
-        let v = verdict(
-            Class(106),
-            Some(&pf(0x08, &dscp_table(default_map))),
-            LOSSLESS_3,
-        );
+        let v = on_default_map(106, 0x08, LOSSLESS_3);
         let Verdict::Ok(l) = v else { panic!("{v:?}") };
         assert_eq!(v.name(), "ok");
         assert_eq!((l.class.dscp(), l.class.ecn()), (26, 2));
@@ -394,11 +400,7 @@ mod tests {
     #[test]
     fn a_class_on_another_priority_is_wrong_priority_naming_both() {
         // Class 41: DSCP 10, ECN 1, which the default map puts on 1.
-        let v = verdict(
-            Class(41),
-            Some(&pf(0x08, &dscp_table(default_map))),
-            LOSSLESS_3,
-        );
+        let v = on_default_map(41, 0x08, LOSSLESS_3);
         assert_eq!(v.name(), "wrong_priority");
         let Verdict::WrongPriority { landing, expected } = v else {
             panic!("{v:?}")
@@ -530,7 +532,7 @@ mod tests {
             priority: None,
             lossless: true,
         };
-        let v = verdict(Class(106), Some(&pf(0x08, &dscp_table(default_map))), unset);
+        let v = on_default_map(106, 0x08, unset);
         assert!(matches!(v, Verdict::Unknown(Unknown::NotConfigured(l)) if l.priority == 3));
         assert_eq!(v.landing().map(|l| l.priority), Some(3));
     }
