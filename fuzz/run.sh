@@ -25,6 +25,7 @@ ALL_TARGETS=(
     cni_args
     nldev
     rtnetlink
+    dcb
     http_head
     hpack
     h2_frames

@@ -32,6 +32,7 @@ pub mod pod_answer;
 pub mod podresources;
 pub mod process;
 pub mod protowire;
+pub mod qos;
 pub mod quote;
 pub mod rdma;
 pub mod safe_dir;

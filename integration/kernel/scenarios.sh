@@ -53,6 +53,12 @@
 #                  configfs, the GID check (enforce, index 1) passes, a state entry per rail under
 #                  the sandbox id, eth0 untouched; CreateContainer gets NCCL_IB_HCA; after the
 #                  NIC went back to the host, StopPodSandbox restores the original ToS exactly
+#   rxe-counters   what a rail's RDMA device counts: two rxe devices over a veth pair kept in the
+#                  host netns, ibv_rc_pingpong between them, ports/1/hw_counters read before and
+#                  after (sent_pkts rises), then netem loss 5% and the retransmission and sequence
+#                  counters rise well above the clean run's; the pod's view (shared mode) has no
+#                  hw_counters; RTM_GETDCB through roce-tune's DCB codec (examples/dcb_probe.rs)
+#                  answers "no DCB" for veth and e1000e, so the QoS verdict is unknown
 # Each prints PASS, FAIL (with the reason) or NOT-SUPPORTED; FACT lines record what the real
 # kernel did (GID tables, `rdma -j link show` in the pod and on the host, roce-tune's messages).
 # Exit status: 0 when nothing FAILed. Logs: $KERNEL_LOG_DIR/<scenario>.log (on the host:
@@ -80,6 +86,9 @@ chmod 0700 "$KL_TMP/state"
 cp "$E2E_BIN" "$KL_TMP/bin/roce-tune"               # a rebuild on the host cannot change it mid-run
 cp "$E2E_AGENT_BIN" "$KL_TMP/bin/roce-tune-agent"   # agent_start runs it (agent-drift)
 cp "$here/rxe-link" "$KL_TMP/bin/rxe-link"
+# The DCB codec's probe (rxe-counters): make kernel-lane builds it (cargo build --example dcb_probe).
+DCB_PROBE="${KERNEL_DCB_PROBE:-$E2E_REPO/target/debug/examples/dcb_probe}"
+[ ! -x "$DCB_PROBE" ] || cp "$DCB_PROBE" "$KL_TMP/bin/dcb_probe"
 BIN="$KL_TMP/bin/roce-tune"
 E2E_CNI_PATH="$CNI_PLUGIN_DIR:$KL_TMP/bin"
 NODE_CONF="$KL_TMP/node.json"                       # lib.sh's cnitool_run and plugin_exec pass it on
@@ -1197,10 +1206,211 @@ s_nri_dra() {
     expect_contains "CreateContainer: NCCL_IB_TC (draRails.rdmaCmTos)" "$env" "(^| )NCCL_IB_TC=106( |$)" || return 1
 }
 
+# ---------------------------------------------------------------- rxe-counters
+# What a rail's RDMA device counts, read the way the agent will (the port's hw_counters/), with
+# real RDMA traffic: two rxe devices over a veth pair that stays in the host netns (Debian's 6.1
+# carries rxe traffic only there: rxe's UDP socket lives in init_net, rxe_net.c
+# `rxe_net_ipv4_init`). Two runs of ibv_rc_pingpong, clean and under netem loss; then what
+# RTM_GETDCB answers for the netdevs, through roce-tune's own DCB codec (examples/dcb_probe.rs).
+# For now the scenario reads the files itself: the agent's per-rail export
+# (`roce_tune_rail_hw_counter_total`) and `roce-tune inspect --counters` plug in at the marked
+# places once they exist.
+RC_IPS=(192.168.213.1 192.168.213.2)
+RC_ITERS="${KERNEL_RXE_ITERS:-200}"
+# The counters that tell loss and retransmission on rxe (rxe_hw_counters.c): compared between
+# the clean and the lossy run, summed over both devices (each is requester and responder).
+RC_LOSS_COUNTERS=(completer_retry_err duplicate_request out_of_seq_request rcvd_seq_err)
+
+# rc_read <dev> <array>: port 1's counters into an associative array, name -> value, lifespan
+# left out (a setting: the milliseconds a read may be served from the last query, sysfs.c
+# `set_stats_lifespan`). With `read`, not a process per file: under TCG each costs about a second.
+declare -A RC_BEFORE_a RC_BEFORE_b RC_AFTER_a RC_AFTER_b
+rc_read() {
+    local -n into="$2"
+    local f v
+    into=()
+    for f in "/sys/class/infiniband/$1/ports/1/hw_counters/"*; do
+        [ "${f##*/}" = lifespan ] && continue
+        read -r v <"$f" && into["${f##*/}"]="$v"
+    done
+}
+# rc_delta <a|b> <name>: RC_D, how much one counter of device a or b rose in the last run (a
+# variable, not $(...): a subshell is a fork).
+rc_delta() {
+    local -n before="RC_BEFORE_$1" after="RC_AFTER_$1"
+    RC_D=$(( ${after[$2]:-0} - ${before[$2]:-0} ))
+}
+# rc_gid_index <dev> <ipv4>: the index of the address's RoCE v2 GID (waits up to 3 s).
+rc_gid_index() {
+    local i want; want="$(v4_gid "$2")"
+    for ((i = 0; i < 60; i++)); do
+        local g
+        for g in 0 1 2 3; do
+            [ "$(gid_at "$1" "$g")" = "$want" ] && [ "$(gtype_at "$1" "$g")" = "RoCE v2" ] && { echo "$g"; return 0; }
+        done
+        sleep 0.05
+    done
+    return 1
+}
+
+# rc_run <label>: one ibv_rc_pingpong between the two devices; fills RC_BEFORE_a/b and
+# RC_AFTER_a/b, sets RC_MS, RC_OUT and RC_DELTAS ("a.name+N ...").
+rc_run() {
+    local label="$1" port=$((18515 + RANDOM % 1000)) t0 srv rc
+    rc_read "$RC_A" RC_BEFORE_a; rc_read "$RC_B" RC_BEFORE_b
+    # -> `roce-tune inspect --counters` reads here (its first reading).
+    t0="${EPOCHREALTIME/./}"
+    timeout 120 ibv_rc_pingpong -d "$RC_B" -g "$RC_GB" -s 1024 -m 1024 -n "$RC_ITERS" -p "$port" \
+        >"$KL_TMP/rc-$label.server" 2>&1 &
+    srv=$!
+    listening() { ss -Hltn "sport = :$port" | grep -q .; }
+    await 20 listening || { kill "$srv" 2>/dev/null; fail "$label: ibv_rc_pingpong's server did not listen on $port: $(cat "$KL_TMP/rc-$label.server")"; return 1; }
+    # The out-of-band exchange (QPN, PSN, GID) goes over loopback TCP; the RDMA traffic over
+    # the veth, by the GIDs.
+    RC_OUT="$(timeout 120 ibv_rc_pingpong -d "$RC_A" -g "$RC_GA" -s 1024 -m 1024 -n "$RC_ITERS" -p "$port" 127.0.0.1 2>&1)"
+    rc=$?
+    wait "$srv"; local src=$?
+    RC_MS=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
+    rc_read "$RC_A" RC_AFTER_a; rc_read "$RC_B" RC_AFTER_b
+    # -> `roce-tune inspect --counters` reads here (its second reading), and the agent's next
+    #    pass exports RC_AFTER_* as roce_tune_rail_hw_counter_total.
+    fact "$label run: client rc $rc, server rc $src, ${RC_MS} ms: ${RC_OUT//$'\n'/ }"
+    [ "$rc" = 0 ] && [ "$src" = 0 ] \
+        || { fail "$label: ibv_rc_pingpong failed (client rc $rc, server rc $src): ${RC_OUT//$'\n'/ } / $(cat "$KL_TMP/rc-$label.server")"; return 1; }
+    local d n
+    RC_DELTAS=""
+    for d in a b; do
+        local -n after="RC_AFTER_$d"
+        for n in $(printf '%s\n' "${!after[@]}" | sort); do rc_delta "$d" "$n"; RC_DELTAS+=" $d.$n+$RC_D"; done
+    done
+    fact "$label deltas:$RC_DELTAS"
+}
+# rc_loss_sum: RC_LOSS, the loss counters' rise in the last run, summed over both devices.
+rc_loss_sum() {
+    local d n
+    RC_LOSS=0
+    for d in a b; do
+        for n in "${RC_LOSS_COUNTERS[@]}"; do rc_delta "$d" "$n"; RC_LOSS=$(( RC_LOSS + RC_D )); done
+    done
+}
+
+rc_restore() {
+    # The rule order every other scenario expects: the local table first (pref 0).
+    ip rule show | grep -q '^0:' || ip rule add pref 0 lookup local
+    ip rule del pref 1000 lookup local 2>/dev/null
+    ip rule del pref 100 2>/dev/null; ip rule del pref 101 2>/dev/null
+    ip route flush table 213 2>/dev/null; ip route flush table 214 2>/dev/null
+    [ -z "${RC_RP_FILTER:-}" ] || sysctl -q -w "net.ipv4.conf.all.rp_filter=$RC_RP_FILTER"
+}
+
+s_rxe_counters() {
+    trap 'rc_restore; scen_cleanup' EXIT
+    local t; for t in ibv_rc_pingpong tc ss; do
+        command -v "$t" >/dev/null || { fail "$t is missing: integration/kernel/setup.sh installs ibverbs-utils and ibverbs-providers (rxe's provider) on the host"; return 1; }
+    done
+    local probe="$KL_TMP/bin/dcb_probe"
+    [ -x "$probe" ] || { fail "no DCB probe ($DCB_PROBE): cargo build --example dcb_probe (make kernel-lane builds it)"; return 1; }
+    local out; out="$(modprobe ib_uverbs 2>&1 && modprobe sch_netem 2>&1)" || { fail "modprobe ib_uverbs sch_netem: $out"; return 1; }
+
+    # ---- 1. the link: A and B, one veth pair in the host netns, an rxe device on each
+    local a="kv${SIDX}a" b="ks${SIDX}a"
+    RC_A="rxe_kl${SIDX}a" RC_B="rxe_kl${SIDX}b"
+    ip link add "$a" type veth peer name "$b" && ip addr add "${RC_IPS[0]}/24" dev "$a" && ip addr add "${RC_IPS[1]}/24" dev "$b" \
+        && ip link set "$a" up && ip link set "$b" up || { fail "setup: the veth pair"; return 1; }
+    # Both addresses are local, so the kernel would take A -> B through lo, where rxe has no
+    # device (rxe_udp_encap_recv drops what came in on a netdev without one). Locally sent
+    # packets to the other address go out of the veth instead (policy routing, the local table
+    # moved after those rules); received ones still find the local table. A packet arriving with
+    # a local source address needs accept_local.
+    RC_RP_FILTER="$(sysctl -n net.ipv4.conf.all.rp_filter)"
+    ip rule add pref 1000 lookup local && ip rule del pref 0 lookup local \
+        && ip route add "${RC_IPS[1]}" dev "$a" table 213 && ip route add "${RC_IPS[0]}" dev "$b" table 214 \
+        && ip rule add pref 100 iif lo to "${RC_IPS[1]}" lookup 213 && ip rule add pref 101 iif lo to "${RC_IPS[0]}" lookup 214 \
+        && sysctl -q -w net.ipv4.conf.all.rp_filter=0 "net.ipv4.conf.$a.rp_filter=0" "net.ipv4.conf.$b.rp_filter=0" \
+            "net.ipv4.conf.$a.accept_local=1" "net.ipv4.conf.$b.accept_local=1" \
+        || { fail "setup: the routing that keeps A -> B on the veth"; return 1; }
+    out="$(ip route get "${RC_IPS[1]}" from "${RC_IPS[0]}" oif "$a" 2>&1)"
+    expect_contains "setup: the route from A to B" "$out" "dev $a" || return 1
+    out="$(rdma link add "$RC_A" type rxe netdev "$a" 2>&1 && rdma link add "$RC_B" type rxe netdev "$b" 2>&1)" \
+        || { fail "setup: rdma link add: $out"; return 1; }
+    RC_GA="$(rc_gid_index "$RC_A" "${RC_IPS[0]}")" && RC_GB="$(rc_gid_index "$RC_B" "${RC_IPS[1]}")" \
+        || { fail "setup: no RoCE v2 GID for the addresses: $(gid_table "$RC_A" | tr '\n' ' ')"; return 1; }
+    fact "$RC_A on $a (GID index $RC_GA), $RC_B on $b (GID index $RC_GB); uverbs: $(ls /dev/infiniband 2>&1 | tr '\n' ' ')"
+
+    # ---- 2. the files: hw_counters/ under the port, lifespan a setting, no counters/ (rxe has
+    # no process_mad: sysfs.c `setup_port`)
+    local dir="/sys/class/infiniband/$RC_A/ports/1"
+    fact "$dir: $(ls "$dir" | tr '\n' ' ')"
+    fact "$dir/hw_counters: $(ls "$dir/hw_counters" | tr '\n' ' '); lifespan $(cat "$dir/hw_counters/lifespan") ms"
+    [ -d "$dir/hw_counters" ] || { fail "$dir has no hw_counters/"; return 1; }
+    [ ! -e "$dir/counters" ] || { fail "$dir has counters/ (rxe has no process_mad)"; return 1; }
+    # RDMA_HW_STATS_DEFAULT_LIFESPAN is 10 ms, kept in jiffies: read back, it is rounded up to
+    # a whole tick (12 ms at Debian's HZ=250).
+    local life; life="$(cat "$dir/hw_counters/lifespan")"
+    [ "$life" -ge 10 ] && [ "$life" -le 20 ] || { fail "hw_counters/lifespan is $life ms, not the default 10 ms rounded to a tick"; return 1; }
+    local n; for n in sent_pkts rcvd_pkts "${RC_LOSS_COUNTERS[@]}"; do
+        [ -r "$dir/hw_counters/$n" ] || { fail "no hw_counters/$n on $RC_A"; return 1; }
+    done
+    # The shared mode's view from another netns: the compat device, no hw_counters (sysfs.c
+    # `setup_port`: hw_counters and counters only for the full device).
+    ip netns add "kl-$SIDX-view" || { fail "setup: netns"; return 1; }
+    local pod_view; pod_view="$(ip netns exec "kl-$SIDX-view" ls "/sys/class/infiniband/$RC_A/ports/1" 2>&1 | tr '\n' ' ')"
+    fact "shared mode, $RC_A port 1 seen from a pod's sysfs: $pod_view"
+    [[ " $pod_view " != *" hw_counters "* ]] || { fail "the pod's view (shared mode) has hw_counters: $pod_view"; return 1; }
+    [[ " $pod_view " == *" gids "* ]] || { fail "the pod's view (shared mode) lacks the device: $pod_view"; return 1; }
+    # The same counters through RDMA netlink (RDMA_NLDEV_CMD_STAT_GET, one driver query for all).
+    fact "rdma statistic show link $RC_A/1: $(rdma statistic show link "$RC_A/1" 2>&1 | tr '\n' ' ')"
+
+    # ---- 3. traffic, clean
+    RC_TX0="$(cat "/sys/class/net/$a/statistics/tx_packets")"
+    rc_run clean || return 1
+    # It crossed the veth (not lo): A's netdev sent at least a packet per message.
+    local veth_tx=$(( $(cat "/sys/class/net/$a/statistics/tx_packets") - RC_TX0 ))
+    [ "$veth_tx" -ge "$RC_ITERS" ] || { fail "clean run: $a sent $veth_tx packets for $RC_ITERS messages: the traffic did not cross the veth"; return 1; }
+    rc_delta a sent_pkts
+    [ "$RC_D" -ge "$RC_ITERS" ] || { fail "clean run: sent_pkts of $RC_A rose by $RC_D, fewer than the $RC_ITERS messages sent"; return 1; }
+    rc_delta b rcvd_pkts
+    [ "$RC_D" -ge "$RC_ITERS" ] || { fail "clean run: rcvd_pkts of $RC_B rose by $RC_D, fewer than the $RC_ITERS messages sent"; return 1; }
+    rc_loss_sum
+    local clean_loss="$RC_LOSS" clean_ms="$RC_MS"
+
+    # ---- 4. traffic, 5% loss each way
+    tc qdisc add dev "$a" root netem loss 5% && tc qdisc add dev "$b" root netem loss 5% \
+        || { fail "tc qdisc add ... netem loss 5%"; return 1; }
+    rc_run lossy || return 1
+    rc_loss_sum
+    local lossy_loss="$RC_LOSS" lossy_ms="$RC_MS"
+    fact "netem on $a: $(tc -s qdisc show dev "$a" | tr '\n' ' ' | cut -c1-200)"
+    tc qdisc del dev "$a" root; tc qdisc del dev "$b" root
+    fact "loss counters (${RC_LOSS_COUNTERS[*]}, both devices): clean +$clean_loss in $clean_ms ms, lossy +$lossy_loss in $lossy_ms ms"
+    # Well above the clean run's: at least twice it and 5 more (an emulated guest retries a
+    # little without loss too, so zero is never asserted).
+    [ "$lossy_loss" -ge $(( 2 * clean_loss + 5 )) ] \
+        || { fail "under 5% loss the loss counters rose by $lossy_loss, not well above the clean run's $clean_loss"; return 1; }
+
+    # ---- 5. DCB: what RTM_GETDCB answers for these netdevs, through roce-tune's codec
+    local nic dev missing="kl${SIDX}none" devs=("$a" "$b")
+    nic="$(ls "/sys/bus/pci/devices/$PCI_A/net" 2>/dev/null | head -n1)"
+    [ -z "$nic" ] || devs+=("$nic")
+    out="$("$probe" "${devs[@]}" "$missing" 2>&1)"
+    fact "dcb_probe ${devs[*]} $missing: ${out//$'\n'/ | }"
+    # has <what> <line>: the probe printed a line that starts so (no grep: a process each).
+    has() { [[ $'\n'"$out" == *$'\n'"$2"* ]] || fail "$1: no line '$2' in: ${out//$'\n'/ | }"; }
+    for dev in "${devs[@]}"; do
+        has "DCB answer for $dev" "$dev: answer: NoDcb(NotSupported)" || return 1
+        has "QoS verdict for $dev" "$dev: verdict: unknown: not judged" || return 1
+        has "the raw exchange and ask_dcb agree for $dev" "$dev: agree:" || return 1
+    done
+    has "DCB answer for a missing netdev" "$missing: answer: NoDcb(NoDevice)" || return 1
+    local verdicts="${devs[*]}"
+    fact "QoS verdict unknown (no DCB: EOPNOTSUPP) for $verdicts ($nic: e1000e)"
+}
+
 # ================================================================ runner
 SCENARIOS=(exclusive:s_exclusive lookup:s_lookup pci-lookup:s_pci_lookup gid-late:s_gid_late ipv6:s_ipv6
            two-pods:s_two_pods inspect:s_inspect traffic-class:s_traffic_class
-           del-gone:s_del_gone rdma-cm-tos:s_rdma_cm_tos agent-drift:s_agent_drift nri-dra:s_nri_dra)
+           del-gone:s_del_gone rdma-cm-tos:s_rdma_cm_tos agent-drift:s_agent_drift nri-dra:s_nri_dra
+           rxe-counters:s_rxe_counters)
 read -ra want <<<"${KERNEL_SCENARIOS:-}"
 
 # scen_cleanup: everything of scenario SIDX, also when it failed half-way.

@@ -6,7 +6,10 @@
 #      initramfs from it), kmod (depmod, modprobe), udev (in the guest, virtme-ng-init starts
 #      systemd-udevd so that /dev/virtio-ports/virtme.* exist; without them --exec has no
 #      stdout, stderr or exit status: "cannot find script I/O ports", measured), file (vng reads
-#      the kernel version with it), python3-venv, iproute2 (ip, rdma), util-linux (nsenter), jq.
+#      the kernel version with it), python3-venv, iproute2 (ip, rdma, tc), util-linux (nsenter), jq,
+#      ibverbs-utils (ibv_rc_pingpong: real RDMA traffic between two rxe devices, scenario
+#      rxe-counters) and ibverbs-providers (rxe's user-space provider; the guest runs the host's
+#      root filesystem, so what the guest runs is installed here).
 #      The first install of udev on a Debian 12 image that has systemd 252.38 upgrades systemd
 #      and libsystemd0 to the current 252.x (udev needs the exact same version).
 #   2. virtme-ng $VNG_VERSION from PyPI, in a venv at $build/vng (never the system Python).
@@ -44,11 +47,12 @@ export DEBIAN_FRONTEND=noninteractive
 aptq=(-q -o APT::Sandbox::User=root)
 
 # ---------------------------------------------------------------- 1. packages
-pkgs=(qemu-system-x86 busybox-static kmod udev file python3-venv iproute2 util-linux jq)
+pkgs=(qemu-system-x86 busybox-static kmod udev file python3-venv iproute2 util-linux jq
+      ibverbs-utils ibverbs-providers)
 # shellcheck source=integration/packages.sh
 . "$here/../packages.sh"
 install_missing "${pkgs[@]}"
-for t in qemu-system-x86_64 busybox depmod file rdma nsenter jq; do
+for t in qemu-system-x86_64 busybox depmod file rdma nsenter jq ibv_rc_pingpong; do
     command -v "$t" >/dev/null || die "$t missing after installing ${pkgs[*]}"
 done
 [ -x /lib/systemd/systemd-udevd ] || [ -x /usr/lib/systemd/systemd-udevd ] \

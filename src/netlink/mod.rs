@@ -2,21 +2,27 @@
 //! exchange loop shared by rtnetlink (links and addresses, here) and RDMA
 //! netlink (`crate::rdma::nldev`).
 //!
-//! Three parts:
+//! Four parts:
 //! - `wire`: the framing every family shares (headers, attributes, how an
 //!   answer ends, the bounds of one exchange), pure and fuzzed;
 //! - `socket`: [`Socket`], one request and its whole answer per exchange,
 //!   against one deadline ([`TIMEOUT`]);
 //! - `route`: the rtnetlink codec roce-tune needs (RTM_GETLINK by name, the
-//!   link and address dumps) and [`Netlink`], its socket.
+//!   link and address dumps) and [`Netlink`], its socket;
+//! - `dcb`: a netdev's IEEE DCB state (RTM_GETDCB), a pure codec, and
+//!   `dcb_socket`, its one exchange ([`ask_dcb`]).
 //!
 //! It replaces netlink-packet-route, which decoded every attribute of every
 //! family into types roce-tune never read: 330 KiB of an 883 KiB `.text`
 //! (`cargo bloat --release --crates`), for three names and an address.
 
+pub mod dcb;
+mod dcb_socket;
 mod route;
 mod socket;
 mod wire;
+
+pub use dcb_socket::{ask_dcb, dcb_state, DcbQueryError};
 
 pub use route::*;
 pub use socket::{Protocol, Socket};
