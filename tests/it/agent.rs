@@ -670,10 +670,15 @@ fn every_rail_metric_is_what_the_tree_holds() {
         assert_eq!(m.get(name, labels), *value, "{name} {labels:?}\n{}", m.text);
     }
     assert_eq!(m.all("roce_tune_rail_info", &[]).len(), 4);
-    let version = env!("CARGO_PKG_VERSION");
+    use roce_tune::build_info::{REVISION, VERSION};
     assert_eq!(
-        m.get("roce_tune_build_info", &[("version", version)]),
-        Some(1.0)
+        m.get(
+            "roce_tune_build_info",
+            &[("version", VERSION), ("revision", REVISION)]
+        ),
+        Some(1.0),
+        "{}",
+        m.text
     );
 
     // The kernel moves net2's GID to 5, then drops it; the driver unsets
