@@ -466,3 +466,70 @@ fn schema_refuses_exactly_what_roce_tune_refuses() {
         wrong.join("\n  ")
     );
 }
+
+/// The value sets whose rendering is recorded in tests/data/helm (the file,
+/// the namespace, the values): the default install, OpenShift with the
+/// metrics objects, and an uninstall on NVIDIA's operator. A change to the
+/// chart that means to change what these render updates the file in the
+/// same commit, so its diff shows what every cluster gets; a refactoring
+/// (node pools) must leave them as they are.
+const GOLDEN: &[(&str, &str, &[&str])] = &[
+    ("default.yaml", "roce-tune", &[]),
+    (
+        "openshift-metrics.yaml",
+        "roce-tune",
+        &["platform=openshift", "metrics.enabled=true"],
+    ),
+    (
+        "nvidia-uninstall.yaml",
+        "nvidia-network-operator",
+        &["platform=nvidia-network-operator", "uninstall.enabled=true"],
+    ),
+];
+
+/// `helm template roce-tune <chart> -n <namespace> --set <value>...`: stdout.
+fn helm_template(helm: &Path, namespace: &str, set: &[&str]) -> Result<String, String> {
+    let mut cmd = Command::new(helm);
+    cmd.args(["template", "roce-tune"])
+        .arg(chart())
+        .args(["-n", namespace]);
+    for v in set {
+        cmd.args(["--set", v]);
+    }
+    let out = cmd.output().expect("run helm");
+    if out.status.success() {
+        Ok(String::from_utf8(out.stdout).unwrap())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn the_recorded_renderings_are_what_the_chart_renders() {
+    let helm = needs!(helm);
+    let mut wrong = Vec::new();
+    for (file, namespace, set) in GOLDEN {
+        let path = repo().join("tests/data/helm").join(file);
+        let want = std::fs::read_to_string(&path).unwrap();
+        let got = helm_template(&helm, namespace, set).unwrap_or_else(|e| panic!("{file}: {e}"));
+        if got != want {
+            let first = got
+                .lines()
+                .zip(want.lines())
+                .position(|(g, w)| g != w)
+                .unwrap_or(got.lines().count().min(want.lines().count()));
+            wrong.push(format!(
+                "{file}: differs from line {}: the chart renders {:?}, the file has {:?}; if \
+                 the change is meant, record it: helm template roce-tune conf/helm/roce-tune -n \
+                 {namespace}{} > tests/data/helm/{file}",
+                first + 1,
+                got.lines().nth(first),
+                want.lines().nth(first),
+                set.iter()
+                    .map(|v| format!(" --set {v}"))
+                    .collect::<String>(),
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
