@@ -204,6 +204,12 @@ pub fn fault_bin(_at: &str) -> Option<&'static Path> {
     Some(fault_build())
 }
 
+/// The fault-injection build of the agent (`fault_bin`'s build makes both):
+/// a stalled pass, an NRI thread that ends (`roce_tune::fault`).
+pub fn fault_agent(_at: &str) -> Option<PathBuf> {
+    Some(fault_build().with_file_name("roce-tune-agent"))
+}
+
 /// `fault_bin`'s binary, for the helpers of a test that asked for it.
 pub fn fault_build() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -218,6 +224,8 @@ pub fn fault_build() -> &'static Path {
                 "fault-injection",
                 "--bin",
                 "roce-tune",
+                "--bin",
+                "roce-tune-agent",
             ])
             .env("CARGO_TARGET_DIR", &target)
             .current_dir(repo())
@@ -228,7 +236,9 @@ pub fn fault_build() -> &'static Path {
             "building the fault-injection binary failed"
         );
         let bin = target.join("debug/roce-tune");
-        assert!(bin.exists(), "{} missing after the build", bin.display());
+        for b in [&bin, &target.join("debug/roce-tune-agent")] {
+            assert!(b.exists(), "{} missing after the build", b.display());
+        }
         bin
     })
 }
