@@ -260,9 +260,9 @@ CASES = [
      "conf/helm/roce-tune (platform nvidia-network-operator, metrics.enabled) as conf/deploy/components/metrics",
      ["--allow-paths must be /metrics", "containers[name=kube-rbac-proxy].args"]),
     ("chart-uninstall-keeps-the-state-volume",
-     edit(CHART_DS, "        {{- if .Values.uninstall.enabled }}\n        # Not roce-tune's own dirs",
+     edit(CHART_DS, "        {{- if $.Values.uninstall.enabled }}\n        # Not roce-tune's own dirs",
           "        - name: state\n          hostPath:\n            path: {{ $state }}\n            type: DirectoryOrCreate\n"
-          "        {{- if .Values.uninstall.enabled }}\n        # Not roce-tune's own dirs"),
+          "        {{- if $.Values.uninstall.enabled }}\n        # Not roce-tune's own dirs"),
      "conf/helm/roce-tune (platform kubernetes, uninstall.enabled) as conf/deploy/uninstall/kubernetes",
      ["would make the kubelet re-create what uninstall removes", "volumes[name=state]: only in the chart"]),
     ("chart-tag-not-the-bases",

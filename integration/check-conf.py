@@ -1366,6 +1366,9 @@ def check_chart_behaviour(chart_dir, label, conf_dir):
         errs += ["%s: %s" % (chart_compare.what(cm[0]), e) for e in check_k8s_schema(cm[0])]
     results.append(("%s (grafana.dashboard.enabled: conf/grafana/roce-tune.json for the sidecar)" % label, errs))
 
+    results.append(("%s (nodePools: two pools, two DaemonSets with their own node configs)" % label,
+                    check_node_pools(chart_dir, ns)))
+
     rc, _, err = chart_compare.run_helm(["template", "roce-tune", chart_dir, "-n", ns]
                                         + chart_compare.set_args([("nodeConfig.statedir", "/x")]))
     errs = [] if rc not in (0, None) and chart_compare.SCHEMA_REFUSED in err and "statedir" in err else [
@@ -1373,6 +1376,40 @@ def check_chart_behaviour(chart_dir, label, conf_dir):
         "values.schema.json (roce-tune refuses it with 104): exit %s, %s" % (rc, err.strip()[:300])]
     results.append(("%s (values.schema.json refuses an unknown nodeConfig key)" % label, errs))
     return results
+
+
+# Two node pools as a cluster with two kinds of GPU node has them (values.yaml, nodePools).
+NODE_POOLS = [
+    {"name": "a100", "nodeSelector": {"nvidia.com/gpu.product": "A100-SXM4-80GB"},
+     "nodeConfig": {"gpuResources": ["nvidia.com/a100"], "stateDir": "/run/cni/roce-tune-a100"}},
+    {"name": "h100", "nodeSelector": {"nvidia.com/gpu.product": "H100-SXM5-80GB"},
+     "nodeConfig": {"logFile": "/var/log/roce-tune/h100.log"}},
+]
+
+
+def check_node_pools(chart_dir, ns):
+    """Each pool's DaemonSet passes the install rules against its own ConfigMap (its state dir
+    and log dir mounted where its node config says), and no DaemonSet's selector selects another
+    one's pods (the DaemonSet controller would fight over them)."""
+    try:
+        docs = chart_compare.render(chart_dir, ns, [("nodePools", NODE_POOLS), ("metrics.enabled", True)])
+    except ValueError as e:
+        return [str(e)]
+    errs = []
+    dss = [d for d in docs if d.get("kind") == "DaemonSet"]
+    if sorted(d["metadata"]["name"] for d in dss) != ["roce-tune-a100", "roce-tune-h100"]:
+        return ["expected DaemonSets roce-tune-a100 and roce-tune-h100, got %s" % [d["metadata"]["name"] for d in dss]]
+    for ds in dss:
+        errs += ["DaemonSet %s: %s" % (ds["metadata"]["name"], e)
+                 for e in check_install_ds(ds, docs, OVERLAYS["kubernetes"], None)]
+        sel = ds["spec"]["selector"]["matchLabels"]
+        for other in dss:
+            labels = pod_parts(other)[0].get("labels") or {}
+            if other is not ds and all(labels.get(k) == v for k, v in sel.items()):
+                errs.append("DaemonSet %s's selector %s selects the pods of %s"
+                            % (ds["metadata"]["name"], sel, other["metadata"]["name"]))
+    errs += check_metrics_build([d for d in docs if d.get("kind") != "DaemonSet"] + dss[:1])
+    return errs
 
 
 # ------------------------------------------------------------------ Grafana dashboards

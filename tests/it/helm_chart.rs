@@ -533,3 +533,180 @@ fn the_recorded_renderings_are_what_the_chart_renders() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// The documents of a `helm template` output, as JSON (read by PyYAML).
+fn yaml_docs(py: &Path, text: &str) -> Vec<Value> {
+    use std::io::Write;
+    let mut child = Command::new(py)
+        .args([
+            "-c",
+            "import json, sys, yaml\n\
+             print(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d is not None]))",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run python");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "PyYAML could not read: {text}");
+    match serde_json::from_slice(&out.stdout).unwrap() {
+        Value::Array(docs) => docs,
+        other => panic!("{other}"),
+    }
+}
+
+/// `helm template` with `--set-json` values: its documents, or Helm's error.
+fn render_json(py: &Path, helm: &Path, values: &[(&str, Value)]) -> Result<Vec<Value>, String> {
+    let mut cmd = Command::new(helm);
+    cmd.args(["template", "roce-tune"])
+        .arg(chart())
+        .args(["-n", "roce-tune"]);
+    for (k, v) in values {
+        cmd.arg("--set-json").arg(format!("{k}={v}"));
+    }
+    let out = cmd.output().expect("run helm");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(yaml_docs(py, &String::from_utf8(out.stdout).unwrap()))
+}
+
+fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| {
+            panic!(
+                "no {kind} {name} among {:?}",
+                docs.iter()
+                    .map(|d| format!("{} {}", d["kind"], d["metadata"]["name"]))
+                    .collect::<Vec<_>>()
+            )
+        })
+}
+
+fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+/// The node.json a ConfigMap carries, parsed.
+fn node_json(cm: &Value) -> Value {
+    serde_json::from_str(cm["data"]["node.json"].as_str().unwrap()).unwrap()
+}
+
+/// Two pools, as a cluster with A100 and H100 nodes has them: two
+/// DaemonSets and two ConfigMaps, each DaemonSet on its pool's nodes, with
+/// its pool's tolerations, installing its pool's node config (the global
+/// one with the pool's keys over it, a null removing one), rolled by its own
+/// config's checksum; selectors that cannot select each other's pods; what
+/// roce-tune itself accepts in each node.json. A pool named default beside
+/// another, or a name twice, is refused.
+#[test]
+fn two_node_pools_are_two_daemonsets_each_with_its_own_node_config() {
+    let helm = needs!(helm);
+    let py = needs!(yaml_python);
+    let pools = json!([
+        {"name": "a100", "nodeSelector": {"nvidia.com/gpu.product": "A100-SXM4-80GB"},
+         "nodeConfig": {"gpuResources": ["nvidia.com/a100"], "sysctlAllowlist": null}},
+        {"name": "h100", "nodeSelector": {"nvidia.com/gpu.product": "H100-SXM5-80GB"},
+         "tolerations": [{"key": "h100", "operator": "Exists", "effect": "NoSchedule"}],
+         "nodeConfig": {"driftPolicy": "report"}},
+    ]);
+    let docs = render_json(&py, &helm, &[("nodePools", pools.clone())]).unwrap();
+    let dss = of_kind(&docs, "DaemonSet");
+    assert_eq!(dss.len(), 2, "{dss:?}");
+    assert_eq!(of_kind(&docs, "ConfigMap").len(), 2);
+    let global = render_json(&py, &helm, &[]).unwrap();
+    let global_conf = node_json(named(&global, "ConfigMap", "roce-tune-node-config"));
+    for (pool, gpu) in [("a100", "A100-SXM4-80GB"), ("h100", "H100-SXM5-80GB")] {
+        let ds = named(&docs, "DaemonSet", &format!("roce-tune-{pool}"));
+        let cm = named(&docs, "ConfigMap", &format!("roce-tune-{pool}-node-config"));
+        let pod = &ds["spec"]["template"];
+        let label = json!(pool);
+        assert_eq!(
+            ds["spec"]["selector"]["matchLabels"]["roce-tune.io/node-pool"],
+            label
+        );
+        assert_eq!(pod["metadata"]["labels"]["roce-tune.io/node-pool"], label);
+        assert_eq!(
+            pod["spec"]["nodeSelector"],
+            json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                   "nvidia.com/gpu.product": gpu}),
+            "{pool}"
+        );
+        let vols = pod["spec"]["volumes"].as_array().unwrap();
+        let cm_vol = vols.iter().find(|v| v["name"] == "node-config").unwrap();
+        assert_eq!(
+            cm_vol["configMap"]["name"], cm["metadata"]["name"],
+            "{pool}"
+        );
+        // Its own checksum: of its own ConfigMap.
+        let sum = &pod["metadata"]["annotations"]["checksum/node-config"];
+        let other = dss
+            .iter()
+            .find(|d| d["metadata"]["name"] != ds["metadata"]["name"])
+            .unwrap();
+        assert_ne!(
+            sum,
+            &other["spec"]["template"]["metadata"]["annotations"]["checksum/node-config"]
+        );
+        let conf = node_json(cm);
+        let bytes = serde_json::to_vec(&conf).unwrap();
+        NodeConfig::parse(Path::new("node.json"), &bytes)
+            .unwrap_or_else(|e| panic!("{pool}: roce-tune refuses {conf}: {e}"));
+        let mut want = global_conf.clone();
+        match pool {
+            "a100" => {
+                want["gpuResources"] = json!(["nvidia.com/a100"]);
+                want.as_object_mut().unwrap().remove("sysctlAllowlist");
+            }
+            _ => want["driftPolicy"] = json!("report"),
+        }
+        assert_eq!(
+            conf, want,
+            "{pool}: the global node config with the pool's keys over it"
+        );
+    }
+    let tol = |pool: &str| {
+        named(&docs, "DaemonSet", pool)["spec"]["template"]["spec"]["tolerations"].clone()
+    };
+    assert_eq!(
+        tol("roce-tune-a100"),
+        json!([{"operator": "Exists"}]),
+        "the global tolerations"
+    );
+    assert_eq!(
+        tol("roce-tune-h100"),
+        json!([{"key": "h100", "operator": "Exists", "effect": "NoSchedule"}])
+    );
+
+    for (pools, says) in [
+        (
+            json!([{"name": "default"}, {"name": "h100"}]),
+            "cannot have sibling pools",
+        ),
+        (
+            json!([{"name": "h100"}, {"name": "h100"}]),
+            "names h100 twice",
+        ),
+    ] {
+        let err = render_json(&py, &helm, &[("nodePools", pools.clone())]).unwrap_err();
+        assert!(err.contains(says), "{pools}: {err}");
+    }
+    for bad in [
+        json!([]),
+        json!([{"name": "H100"}]),
+        json!([{"name": "a100", "nodeConfig": {"stateDirr": "/x"}}]),
+    ] {
+        let err = render_json(&py, &helm, &[("nodePools", bad.clone())]).unwrap_err();
+        assert!(
+            err.contains("values don't meet the specifications of the schema"),
+            "{bad}: {err}"
+        );
+    }
+}

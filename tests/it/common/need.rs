@@ -107,6 +107,30 @@ fn unpacked(at: &str, name: &str) -> Option<PathBuf> {
     installed(at, name, "bin")
 }
 
+/// A python with PyYAML, to read what `helm template` renders: the venv
+/// setup.sh makes for check-conf (integration/requirements-check-conf.txt).
+pub fn yaml_python(at: &str) -> Option<PathBuf> {
+    let build = std::env::var_os("ROCE_TUNE_BUILD_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("integration/.build"));
+    let py = build.join("venv/bin/python");
+    let ok = py.is_file()
+        && Command::new(&py)
+            .args(["-c", "import yaml"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if ok {
+        return Some(py);
+    }
+    lacking(
+        at,
+        &format!(
+            "no usable {} (run integration/setup.sh: it installs PyYAML there)",
+            py.display()
+        ),
+    )
+}
+
 /// `unpacked`, for a binary setup.sh puts in integration/.build/`dir`.
 fn installed(at: &str, name: &str, dir: &str) -> Option<PathBuf> {
     let var = format!("ROCE_TUNE_{}", name.to_uppercase());
