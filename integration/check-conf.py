@@ -12,7 +12,7 @@
      /install.sh with paths that match its mounts; the CNI bin dir of that overlay
      (OVERLAYS) as a hostPath of type Directory; tolerations `operator: Exists`; a
      nodeSelector with the image's architecture; a ServiceAccount in the build; requests
-     and limits; a pinned image whose tag is <Cargo.toml version>-<12 hex revision>;
+     and limits; a pinned image whose tag is the release, Cargo.toml's version;
      container `orphan-repair` running `/roce-tune-agent agent --every N` (the long-running
      binary: the CNI binary `/roce-tune` refuses `agent`), privileged,
      hostNetwork, hostPID, the state dir and node config dir of node.json mounted from the
@@ -76,9 +76,9 @@
    the dashboard variables substituted).
 
 7. The Helm chart (conf/helm/roce-tune), with HELM (integration/chart_compare.py):
-   * Chart.yaml: apiVersion v2, version Cargo.toml's, appVersion (the default image tag) the
-     kustomize base's newTag, values.yaml's image and nodeConfig the base's (`make image-pin`
-     writes both tags);
+   * Chart.yaml: apiVersion v2, version and appVersion (the default image tag) Cargo.toml's,
+     as the kustomize base's newTag; values.yaml's image.tag empty (appVersion), its repository
+     and nodeConfig the base's;
    * `helm lint --strict` for each platform, with metrics and the dashboard on, and with
      uninstall on;
    * `helm template` for each platform, with metrics.enabled, with uninstall.enabled: the
@@ -558,17 +558,19 @@ def cargo_version(cargo_toml):
 
 
 def check_image(c, version):
+    """The shipped manifests run the release: the tag is Cargo.toml's version (the chart's
+    appVersion, the kustomize base's newTag), the image `make image` tags so at the release's
+    git tag. A digest (the chart's image.digest) pins one image whatever its tags."""
     image = c.get("image") or ""
+    if re.match(r"^[^@:]+(:[^@/]+)?@sha256:[0-9a-f]{64}$", image):
+        return []
     name, sep, tag = image.rpartition(":")
     if not sep or "/" in tag or "@" in image:
-        return ["container %s: image %r has no tag (pin <version>-<revision>)" % (c.get("name"), image)]
-    m = re.match(r"^(\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?)-([0-9a-f]{12})$", tag)
-    if not m:
-        return ["container %s: image tag %r is not <Cargo.toml version>-<12 hex revision> "
-                "(`make image-tag`; no floating or -dirty tags)" % (c.get("name"), tag)]
-    if version and m.group(1) != version:
-        return ["container %s: image tag %r is for version %s but Cargo.toml says %s (run "
-                "`make image image-pin` after the release build)" % (c.get("name"), tag, m.group(1), version)]
+        return ["container %s: image %r has no tag (the release's: Cargo.toml's version)" % (c.get("name"), image)]
+    if version and tag != version:
+        return ["container %s: image tag %r is not the release, Cargo.toml's version %s: the manifests "
+                "name the image `make image` tags <version> at the release's git tag (no floating, "
+                "revision or -dirty tags)" % (c.get("name"), tag, version)]
     return []
 
 
@@ -1191,8 +1193,8 @@ def read_yaml(path):
 
 
 def check_chart_meta(chart_dir, deploy_dir, version):
-    """Chart.yaml and values.yaml against Cargo.toml and the kustomize base: one image, one tag
-    (`make image-pin` writes both), one version."""
+    """Chart.yaml and values.yaml against Cargo.toml and the kustomize base: one image, one tag,
+    one version: Cargo.toml's, the release's."""
     errs = []
     chart = read_yaml(os.path.join(chart_dir, "Chart.yaml"))
     values = read_yaml(os.path.join(chart_dir, "values.yaml"))
@@ -1202,10 +1204,16 @@ def check_chart_meta(chart_dir, deploy_dir, version):
         errs.append("Chart.yaml: apiVersion must be v2 (Helm 3 and 4 charts)")
     if version and chart.get("version") != version:
         errs.append("Chart.yaml: version %r is not Cargo.toml's %r" % (chart.get("version"), version))
-    if str(chart.get("appVersion")) != str(image.get("newTag")):
-        errs.append("Chart.yaml: appVersion %r (the chart's default image tag) differs from "
-                    "conf/deploy/base/kustomization.yaml's newTag %r: `make image-pin` sets both"
-                    % (chart.get("appVersion"), image.get("newTag")))
+    if version and str(chart.get("appVersion")) != version:
+        errs.append("Chart.yaml: appVersion %r (the chart's default image tag) is not Cargo.toml's "
+                    "version %r: the release's image is tagged so" % (chart.get("appVersion"), version))
+    if version and str(image.get("newTag")) != version:
+        errs.append("conf/deploy/base/kustomization.yaml: newTag %r is not Cargo.toml's version %r "
+                    "(nor the chart's appVersion): the release's image is tagged so"
+                    % (image.get("newTag"), version))
+    if (values.get("image") or {}).get("tag") != "":
+        errs.append("values.yaml: image.tag %r: the default must be empty, so that the chart names "
+                    "its appVersion, the release" % ((values.get("image") or {}).get("tag"),))
     if (values.get("image") or {}).get("repository") != image.get("newName"):
         errs.append("values.yaml: image.repository %r differs from conf/deploy/base/kustomization.yaml's "
                     "newName %r" % ((values.get("image") or {}).get("repository"), image.get("newName")))
