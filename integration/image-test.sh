@@ -12,7 +12,7 @@
 #      /roce-tune, /roce-tune-agent, /bin/busybox, /bin/sh -> busybox, /install.sh,
 #      root-owned, 0755; the binaries identical to target/release/roce-tune,
 #      target/release/roce-tune-agent and $BUSYBOX, install.sh to conf/image/install.sh; both
-#      static, roce-tune's --version the crate's, `roce-tune-agent agent --help` offering
+#      static, both --version the crate's version and the image's revision, `roce-tune-agent agent --help` offering
 #      --every and --nri (the DaemonSet's agent), `roce-tune agent` refused naming it;
 #   3. the DaemonSet's containers of conf/deploy/kubernetes, each with its exact command, args
 #      and volumes (from `kubectl kustomize`), run in a chroot of the exported root filesystem
@@ -94,7 +94,17 @@ for e in errs:
 print("  size %d bytes, %d layer(s), created %s" % (img.get("Size", 0), len((img.get("RootFS") or {}).get("Layers") or []), img.get("Created")))
 sys.exit(1 if errs else 0)
 EOF
-ok "config: entrypoint, labels (version $IMAGE_VERSION, revision $IMAGE_REVISION), linux/amd64, tag"
+# Every tag `make image` gave (integration/image-tags.sh: the release's <version> too at its
+# git tag) names this one image.
+id="$(podman image inspect --format '{{.Id}}' "$IMAGE_REF")"
+for ref in ${IMAGE_REFS:-$IMAGE_REF}; do
+    [ "$(podman image inspect --format '{{.Id}}' "$ref")" = "$id" ] || fail "$ref is not the image $IMAGE_REF ($id)"
+done
+case " ${IMAGE_REFS:-} " in
+    *":$IMAGE_VERSION "*) release="; also the release's $IMAGE_VERSION" ;;
+    *) release="" ;;
+esac
+ok "config: entrypoint, labels (version $IMAGE_VERSION, revision $IMAGE_REVISION), linux/amd64, tag$release"
 
 # ------------------------------------------------------------------ 2. files
 ctr="$(podman create "$IMAGE_REF")"
@@ -120,8 +130,13 @@ cmp -s "$root/install.sh" conf/image/install.sh || fail "/install.sh is not conf
 for b in roce-tune roce-tune-agent; do
     file "$root/$b" | grep -Eq 'statically linked|static-pie linked' || fail "/$b is not static: $(file "$root/$b")"
 done
-version="$(env -i PATH=/bin "$chroot" "$root" /roce-tune --version)"
-case "$version" in "roce-tune $IMAGE_VERSION "*) ;; *) fail "/roce-tune --version says: $version" ;; esac
+# Both binaries name the version and the revision the image is labelled with (the Makefile's
+# ROCE_TUNE_REVISION: 12 hex digits, -dirty alike).
+rev12="${IMAGE_REVISION:0:12}"; case "$IMAGE_REVISION" in *-dirty) rev12="$rev12-dirty" ;; esac
+for b in roce-tune roce-tune-agent; do
+    version="$(env -i PATH=/bin "$chroot" "$root" /$b --version)"
+    case "$version" in "$b $IMAGE_VERSION (revision $rev12"[\;\)]*) ;; *) fail "/$b --version says: $version (want $IMAGE_VERSION, revision $rev12)" ;; esac
+done
 ok "files: exactly roce-tune, roce-tune-agent, bin/busybox, bin/sh, install.sh (0755 root); identical to their sources; $version"
 
 # The DaemonSet's long-running container runs the repair loop: the agent binary must offer
