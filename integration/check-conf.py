@@ -574,11 +574,27 @@ def check_image(c, version):
     return []
 
 
+def is_agent(c):
+    """The long-running container: the one that runs `roce-tune-agent agent`."""
+    return (c.get("command") or [])[:2] == ["/roce-tune-agent", "agent"]
+
+
 def check_resources(c):
+    """Requests and limits for every container; no CPU limit for the agent, whose process is
+    also the NRI plugin: it answers every container creation on the node within NRI's request
+    timeout (2 s, containerd/nri pkg/api/timeouts.go), and a CFS quota (100m: 10 ms of CPU
+    per 100 ms period) makes a burst of answers wait for the next period, over and over."""
     r = c.get("resources") or {}
     req, lim = r.get("requests") or {}, r.get("limits") or {}
-    missing = [k for k in ("cpu", "memory") if k not in req] + ["limit " + k for k in ("cpu", "memory") if k not in lim]
-    return ["container %s: resources without %s" % (c.get("name"), ", ".join(missing))] if missing else []
+    agent = is_agent(c)
+    limits = ("memory",) if agent else ("cpu", "memory")
+    missing = [k for k in ("cpu", "memory") if k not in req] + ["limit " + k for k in limits if k not in lim]
+    errs = ["container %s: resources without %s" % (c.get("name"), ", ".join(missing))] if missing else []
+    if agent and "cpu" in lim:
+        errs.append("container %s: a CPU limit (%s) on the agent: it answers NRI's container creations "
+                    "within a 2 s timeout, and a CFS quota throttles it (request CPU, limit memory only)"
+                    % (c.get("name"), lim["cpu"]))
+    return errs
 
 
 def check_node_config(text):
