@@ -13,7 +13,7 @@
      (OVERLAYS) as a hostPath of type Directory; tolerations `operator: Exists`; a
      nodeSelector with the image's architecture; a ServiceAccount in the build; requests
      and limits; a pinned image whose tag is the release, Cargo.toml's version;
-     container `orphan-repair` running `/roce-tune-agent agent --every N` (the long-running
+     container `agent` running `/roce-tune-agent agent --every N` (the long-running
      binary: the CNI binary `/roce-tune` refuses `agent`), privileged,
      hostNetwork, hostPID, the state dir and node config dir of node.json mounted from the
      host at the same paths (node config read-only), /run/netns and /var/run/netns with
@@ -766,9 +766,9 @@ def check_install_ds(ds, docs, expect, version):
         st = args_value(args, "--state-dir")
         if st is not None and (mounts.get(st) or (None,))[0] != state_dir:
             errs.append("initContainer install: --state-dir %s is not the hostPath of node.json's stateDir %s" % (st, state_dir))
-    repair = conts.get("orphan-repair")
+    repair = conts.get("agent")
     if repair is None:
-        errs.append("container orphan-repair: missing")
+        errs.append("container agent: missing")
         return errs
     cmd = repair.get("command") or []
     # The agent: orphans, drift, metrics (src/agent/mod.rs), in the long-running binary
@@ -777,39 +777,66 @@ def check_install_ds(ds, docs, expect, version):
     with_nri = cmd[4:] == ["--nri"]
     if (cmd[:2] != ["/roce-tune-agent", "agent"] or len(cmd) != 4 + with_nri or every is None
             or not re.match(r"^[1-9][0-9]*$", every) or int(every) > 86400):
-        errs.append("container orphan-repair: command must be [/roce-tune-agent, agent, --every, N] with N "
+        errs.append("container agent: command must be [/roce-tune-agent, agent, --every, N] with N "
                     "from 1 to 86400, and --nri after it for the NRI plugin (got %s)" % cmd)
+    errs += ["container agent: " + e for e in check_liveness_probe(repair, node_conf)]
     mounts = host_path_mounts(pod, repair)
     if with_nri:
         # The runtime makes a new socket each time it starts: the directory is mounted.
         nri_dir = os.path.dirname(node_conf.get("nriSocket", NODE_CONFIG_DEFAULTS["nriSocket"]))
         m = mounts.get(nri_dir)
         if not m or m[0] != nri_dir or m[2].get("mountPropagation") != "HostToContainer":
-            errs.append("container orphan-repair: with --nri, the directory of node.json's nriSocket %s "
+            errs.append("container agent: with --nri, the directory of node.json's nriSocket %s "
                         "must be mounted from the host at the same path with mountPropagation "
                         "HostToContainer" % nri_dir)
     state_dir = node_conf.get("stateDir", NODE_CONFIG_DEFAULTS["stateDir"])
     m = mounts.get(state_dir)
     if not m or m[0] != state_dir or m[2].get("readOnly"):
-        errs.append("container orphan-repair: node.json's stateDir %s must be mounted read-write from the "
+        errs.append("container agent: node.json's stateDir %s must be mounted read-write from the "
                     "same host path" % state_dir)
     m = mounts.get(NODE_CONFIG_HOST_DIR)
     if not m or m[0] != NODE_CONFIG_HOST_DIR or not m[2].get("readOnly"):
-        errs.append("container orphan-repair: %s must be mounted read-only from the host (the node "
+        errs.append("container agent: %s must be mounted read-only from the host (the node "
                     "config the plugin reads)" % NODE_CONFIG_HOST_DIR)
     for d in ("/run/netns", "/var/run/netns"):
         m = mounts.get(d)
         if not m or m[0] != d or m[2].get("mountPropagation") != "HostToContainer":
-            errs.append("container orphan-repair: %s must be mounted from the host with "
+            errs.append("container agent: %s must be mounted from the host with "
                         "mountPropagation HostToContainer (recorded netns paths)" % d)
     sysfs = node_conf.get("sysfsRoot", NODE_CONFIG_DEFAULTS["sysfsRoot"])
     if sysfs != "/sys" and (mounts.get(sysfs) or (None,))[0] != sysfs:
-        errs.append("container orphan-repair: node.json's sysfsRoot %s is not mounted from the host" % sysfs)
-    errs += ["container orphan-repair: " + e for e in check_configfs(mounts, sysfs)]
+        errs.append("container agent: node.json's sysfsRoot %s is not mounted from the host" % sysfs)
+    errs += ["container agent: " + e for e in check_configfs(mounts, sysfs)]
     log = node_conf.get("logFile")
     if log and (mounts.get(os.path.dirname(log)) or (None,))[0] != os.path.dirname(log):
-        errs.append("container orphan-repair: the directory of node.json's logFile %s is not mounted "
+        errs.append("container agent: the directory of node.json's logFile %s is not mounted "
                     "from the host (the loop's log would stay in the container)" % log)
+    return errs
+
+
+def check_liveness_probe(c, node_conf):
+    """The agent's liveness probe: GET /healthz (src/agent/health.rs) on node.json's
+    metricsAddress, where the agent listens; the kubelet probes from the host's network
+    namespace, and the pod is hostNetwork, so an unspecified address is reached on loopback."""
+    probe = c.get("livenessProbe")
+    if not probe:
+        return ["no livenessProbe: a stuck agent (no pass for three periods, or its NRI plugin's "
+                "thread gone) would never be restarted"]
+    addr = node_conf.get("metricsAddress", NODE_CONFIG_DEFAULTS["metricsAddress"])
+    parsed = parse_ip_port(addr)
+    if parsed is None:
+        return ["livenessProbe: node.json's metricsAddress %r is not an IP address and port" % (addr,)]
+    ip, port = parsed
+    want = "127.0.0.1" if str(ip) == "0.0.0.0" else "::1" if str(ip) == "::" else str(ip)
+    get = probe.get("httpGet") or {}
+    errs = []
+    if (get.get("host"), get.get("port"), get.get("path"), get.get("scheme", "HTTP")) != (want, port, "/healthz", "HTTP"):
+        errs.append("livenessProbe must be httpGet http://%s:%d/healthz, where node.json's metricsAddress "
+                    "%s has the agent listen (got host %r, port %r, path %r)"
+                    % (want, port, addr, get.get("host"), get.get("port"), get.get("path")))
+    if (probe.get("timeoutSeconds") or 1) < 2:
+        errs.append("livenessProbe: timeoutSeconds %s: a loaded node answers later than 1 s, and a probe "
+                    "that fails a healthy agent restarts it" % probe.get("timeoutSeconds", 1))
     return errs
 
 

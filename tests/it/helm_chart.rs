@@ -164,7 +164,9 @@ const PROBES: &[(&str, &str, Verdict)] = &[
     ("nvidiaGpusDir", r#""gpus""#, Refused),
     ("metricsAddress", r#""127.0.0.1:9662""#, Accepted),
     ("metricsAddress", r#""[::1]:9999""#, Accepted),
-    ("metricsAddress", r#""0.0.0.0:0""#, Accepted),
+    // Port 0 (any free port): roce-tune takes it, but the liveness probe
+    // could not find /healthz (the chart's probeTarget says so).
+    ("metricsAddress", r#""0.0.0.0:0""#, ChartRefuses),
     ("metricsAddress", r#""127.0.0.1:09662""#, Accepted),
     ("metricsAddress", r#""[fe80::1%4294967295]:80""#, Accepted),
     ("metricsAddress", r#""[1:2:3:4:5:6:1.2.3.4]:1""#, Accepted),

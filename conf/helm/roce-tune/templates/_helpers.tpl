@@ -114,3 +114,25 @@ data:
   node.json: |
     {{- toPrettyJson $conf | nindent 4 }}
 {{- end }}
+
+{{/*
+Where the kubelet's liveness probe finds the agent's /healthz, from a pool's nodeConfig: the
+host and port of its metricsAddress (src/agent/http.rs parse_address: an IP literal, [v6] in
+brackets), an unspecified address (0.0.0.0, [::]) reached on loopback. The kubelet runs an
+httpGet probe from the host's network namespace, and the pod is hostNetwork: the host's
+loopback is the agent's. As JSON: {"host": ..., "port": ...}.
+*/}}
+{{- define "roce-tune.probeTarget" -}}
+{{- $addr := .metricsAddress | default "127.0.0.1:9662" -}}
+{{- $host := regexReplaceAll "^\\[?(.*?)\\]?:[0-9]+$" $addr "${1}" -}}
+{{- $port := regexReplaceAll "^.*:([0-9]+)$" $addr "${1}" | atoi -}}
+{{- if eq $host "0.0.0.0" -}}
+{{- $host = "127.0.0.1" -}}
+{{- else if regexMatch "^[0:]+$" $host -}}
+{{- $host = "::1" -}}
+{{- end -}}
+{{- if eq $port 0 -}}
+{{- fail (printf "roce-tune chart: nodeConfig.metricsAddress %s has port 0 (any free port): the liveness probe could not find /healthz; give a port, or set agent.livenessProbe.enabled=false" $addr) -}}
+{{- end -}}
+{{- toJson (dict "host" $host "port" $port) -}}
+{{- end }}
