@@ -1126,6 +1126,17 @@ def check_metrics_build(docs):
     monitors = [d for d in docs if d.get("kind") == "ServiceMonitor"]
     if not monitors:
         errs.append("no ServiceMonitor")
+    # Prometheus discovers the targets by listing the Service's endpoints in this namespace:
+    # kube-prometheus' prometheus-k8s may do that only where a Role lets it.
+    ns_roles = {d["metadata"]["name"]: d for d in docs
+                if d.get("kind") == "Role" and (d.get("metadata") or {}).get("namespace") == ns}
+    listing = [n for n, r in ns_roles.items()
+               if rules_allow(r.get("rules"), "", "endpoints", "list") and rules_allow(r.get("rules"), "", "endpoints", "watch")]
+    if not any(b.get("kind") == "RoleBinding" and (b.get("roleRef") or {}).get("name") in listing and b.get("subjects")
+               for b in docs):
+        errs.append("no Role in %s lets a Prometheus list and watch the Service's endpoints, bound to "
+                    "someone (kube-prometheus' prometheus-k8s has a Role only in default, kube-system "
+                    "and monitoring: it would find no target)" % ns)
     for sm in monitors:
         name = sm["metadata"]["name"]
         spec = sm.get("spec") or {}

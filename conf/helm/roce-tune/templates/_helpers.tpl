@@ -12,8 +12,29 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end }}
 
+{{/* The image: by digest when image.digest is set (a tag beside a digest is ignored by the
+runtime, so none is rendered), else by tag, the chart's appVersion by default. */}}
 {{- define "roce-tune.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end }}
+
+{{/* podLabels and podAnnotations may not set the chart's own keys: a selector label changed
+would orphan the pods, an annotation of the chart's would be rendered twice. */}}
+{{- define "roce-tune.podMetadataChecked" -}}
+{{- range $k := list "app.kubernetes.io/name" "app.kubernetes.io/component" "roce-tune.io/node-pool" -}}
+{{- if hasKey $.Values.podLabels $k -}}
+{{- fail (printf "roce-tune chart: podLabels may not set %s: the chart sets it (the DaemonSets' selectors use it)" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- range $k := list "kubectl.kubernetes.io/default-container" "checksum/node-config" "openshift.io/required-scc" -}}
+{{- if hasKey $.Values.podAnnotations $k -}}
+{{- fail (printf "roce-tune chart: podAnnotations may not set %s: the chart sets it" $k) -}}
+{{- end -}}
+{{- end -}}
 {{- end }}
 
 {{/* The platform's entry of .Values.platforms (the schema allows only the three). */}}
