@@ -38,10 +38,11 @@ release build:
 # the manifests (mk/e2e.mk check-conf), the end-to-end chain with real peers
 # (mk/e2e.mk), the deployment image (mk/image.mk) and the real-kernel lane
 # (mk/kernel.mk; ROCE_TUNE_REQUIRE_KERNEL=1 turns a lane that cannot boot into
-# a failure, as CI sets it), and every fuzz target briefly (mk/reliability.mk
-# fuzz-smoke). `lint` is clippy with the toolchain that rust-toolchain.toml
-# pins, so a newer clippy's new lints cannot turn CI red.
-test: setup fmt lint unit integration check-conf e2e image-test kernel-lane fuzz-smoke
+# a failure, as CI sets it), the release's cheap artifacts checked as
+# `make dist` checks them (mk/dist.mk dist-test), and every fuzz target briefly
+# (mk/reliability.mk fuzz-smoke). `lint` is clippy with the toolchain that
+# rust-toolchain.toml pins, so a newer clippy's new lints cannot turn CI red.
+test: setup fmt lint unit integration check-conf e2e image-test dist-test kernel-lane fuzz-smoke
 
 unit:
 	$(CARGO) test --locked --lib --bins
