@@ -78,13 +78,30 @@ fn repo() -> &'static Path {
 /// (integration/.build/venv-grpc, or under $ROCE_TUNE_BUILD_DIR), when it
 /// imports grpcio.
 pub fn grpc_venv(at: &str) -> Option<PathBuf> {
+    venv_python(
+        at,
+        "venv-grpc",
+        "grpc, grpc_tools.protoc",
+        "as root: it installs grpcio there",
+    )
+}
+
+/// A python with PyYAML, to read what `helm template` renders: the venv
+/// setup.sh makes for check-conf (integration/requirements-check-conf.txt).
+pub fn yaml_python(at: &str) -> Option<PathBuf> {
+    venv_python(at, "venv", "yaml", "it installs PyYAML there")
+}
+
+/// The python of a venv setup.sh makes under integration/.build (or
+/// $ROCE_TUNE_BUILD_DIR), when it imports `modules`.
+fn venv_python(at: &str, venv: &str, modules: &str, setup_does: &str) -> Option<PathBuf> {
     let build = std::env::var_os("ROCE_TUNE_BUILD_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("integration/.build"));
-    let py = build.join("venv-grpc/bin/python");
+    let py = build.join(venv).join("bin/python");
     let ok = py.is_file()
         && Command::new(&py)
-            .args(["-c", "import grpc, grpc_tools.protoc"])
+            .args(["-c", &format!("import {modules}")])
             .status()
             .is_ok_and(|s| s.success());
     if ok {
@@ -93,7 +110,7 @@ pub fn grpc_venv(at: &str) -> Option<PathBuf> {
     lacking(
         at,
         &format!(
-            "no usable {} (run integration/setup.sh as root: it installs grpcio there)",
+            "no usable {} (run integration/setup.sh {setup_does})",
             py.display()
         ),
     )
@@ -105,30 +122,6 @@ pub fn grpc_venv(at: &str) -> Option<PathBuf> {
 /// names another.
 fn unpacked(at: &str, name: &str) -> Option<PathBuf> {
     installed(at, name, "bin")
-}
-
-/// A python with PyYAML, to read what `helm template` renders: the venv
-/// setup.sh makes for check-conf (integration/requirements-check-conf.txt).
-pub fn yaml_python(at: &str) -> Option<PathBuf> {
-    let build = std::env::var_os("ROCE_TUNE_BUILD_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("integration/.build"));
-    let py = build.join("venv/bin/python");
-    let ok = py.is_file()
-        && Command::new(&py)
-            .args(["-c", "import yaml"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if ok {
-        return Some(py);
-    }
-    lacking(
-        at,
-        &format!(
-            "no usable {} (run integration/setup.sh: it installs PyYAML there)",
-            py.display()
-        ),
-    )
 }
 
 /// `unpacked`, for a binary setup.sh puts in integration/.build/`dir`.
