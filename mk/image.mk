@@ -50,6 +50,12 @@ image-context: release
 	@test -x $(BUSYBOX) || { echo "image: $(BUSYBOX) is missing (make setup installs busybox-static)" >&2; exit 1; }
 	@file -L $(BUSYBOX) | grep -Eq 'statically linked|static-pie linked' || { echo "image: $(BUSYBOX) is not static" >&2; exit 1; }
 	@integration/image-tags.sh $(image_version) >/dev/null
+	@# The labels name the tree's revision now: the binaries must have been built from it (a
+	@# commit between `make release` and here would label them with a revision they are not).
+	@for b in $(BIN) $(AGENT_BIN); do \
+		$$b --version | grep -Eq '\(revision $(REVISION)[;)]' || { \
+			echo "image: $$b says $$($$b --version | head -n1), but the tree is $(REVISION): run make release again" >&2; exit 1; }; \
+	done
 	rm -rf $(IMAGE_CTX)
 	mkdir -p $(IMAGE_CTX)/rootfs/bin
 	install -m 0755 $(BIN) $(IMAGE_CTX)/rootfs/roce-tune
