@@ -11,6 +11,11 @@ STATIC_FLAGS := -C target-feature=+crt-static
 BINS         := roce-tune roce-tune-agent
 BIN          := target/release/roce-tune
 AGENT_BIN    := target/release/roce-tune-agent
+# The git revision the release binaries print (`--version`, roce_tune_build_info; src/build_info.rs
+# says why an environment variable and not a build script): exactly 12 hex digits (not
+# --short=12, which grows when a prefix is ambiguous), -dirty when tracked files have
+# uncommitted changes, `unknown` outside a git checkout. Computed when a recipe uses it.
+REVISION      = $(or $(shell git rev-parse HEAD 2>/dev/null | cut -c1-12),unknown)$(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),-dirty)
 
 .PHONY: all release build test unit integration clean fmt lint
 
@@ -20,12 +25,12 @@ all: release
 # target/release where the e2e harness, the image and the benchmarks look
 # for them.
 release build:
-	RUSTFLAGS="$(STATIC_FLAGS)" $(CARGO) build --release --locked --target $(TARGET)
+	ROCE_TUNE_REVISION=$(REVISION) RUSTFLAGS="$(STATIC_FLAGS)" $(CARGO) build --release --locked --target $(TARGET)
 	mkdir -p target/release
 	@for b in $(BINS); do \
 		rm -f target/release/$$b && cp target/$(TARGET)/release/$$b target/release/$$b || exit 1; \
 		file target/release/$$b | grep -Eq 'static(-pie)? linked' || { echo "target/release/$$b is not static" >&2; exit 1; }; \
-		echo "static: target/release/$$b ($$(stat -c %s target/release/$$b) bytes)"; \
+		echo "static: target/release/$$b ($$(stat -c %s target/release/$$b) bytes, $$(target/release/$$b --version | head -n1))"; \
 	done
 
 # Every test: unit tests, the process-level integration tests against real
@@ -33,10 +38,11 @@ release build:
 # the manifests (mk/e2e.mk check-conf), the end-to-end chain with real peers
 # (mk/e2e.mk), the deployment image (mk/image.mk) and the real-kernel lane
 # (mk/kernel.mk; ROCE_TUNE_REQUIRE_KERNEL=1 turns a lane that cannot boot into
-# a failure, as CI sets it), and every fuzz target briefly (mk/reliability.mk
-# fuzz-smoke). `lint` is clippy with the toolchain that rust-toolchain.toml
-# pins, so a newer clippy's new lints cannot turn CI red.
-test: setup fmt lint unit integration check-conf e2e image-test kernel-lane fuzz-smoke
+# a failure, as CI sets it), the release's cheap artifacts checked as
+# `make dist` checks them (mk/dist.mk dist-test), and every fuzz target briefly
+# (mk/reliability.mk fuzz-smoke). `lint` is clippy with the toolchain that
+# rust-toolchain.toml pins, so a newer clippy's new lints cannot turn CI red.
+test: setup fmt lint unit integration check-conf e2e image-test dist-test kernel-lane fuzz-smoke
 
 unit:
 	$(CARGO) test --locked --lib --bins

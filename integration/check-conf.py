@@ -12,8 +12,8 @@
      /install.sh with paths that match its mounts; the CNI bin dir of that overlay
      (OVERLAYS) as a hostPath of type Directory; tolerations `operator: Exists`; a
      nodeSelector with the image's architecture; a ServiceAccount in the build; requests
-     and limits; a pinned image whose tag is <Cargo.toml version>-<12 hex revision>;
-     container `orphan-repair` running `/roce-tune-agent agent --every N` (the long-running
+     and limits; a pinned image whose tag is the release, Cargo.toml's version;
+     container `agent` running `/roce-tune-agent agent --every N` (the long-running
      binary: the CNI binary `/roce-tune` refuses `agent`), privileged,
      hostNetwork, hostPID, the state dir and node config dir of node.json mounted from the
      host at the same paths (node config read-only), /run/netns and /var/run/netns with
@@ -76,9 +76,9 @@
    the dashboard variables substituted).
 
 7. The Helm chart (conf/helm/roce-tune), with HELM (integration/chart_compare.py):
-   * Chart.yaml: apiVersion v2, version Cargo.toml's, appVersion (the default image tag) the
-     kustomize base's newTag, values.yaml's image and nodeConfig the base's (`make image-pin`
-     writes both tags);
+   * Chart.yaml: apiVersion v2, version and appVersion (the default image tag) Cargo.toml's,
+     as the kustomize base's newTag; values.yaml's image.tag empty (appVersion), its repository
+     and nodeConfig the base's;
    * `helm lint --strict` for each platform, with metrics and the dashboard on, and with
      uninstall on;
    * `helm template` for each platform, with metrics.enabled, with uninstall.enabled: the
@@ -564,25 +564,43 @@ def cargo_version(cargo_toml):
 
 
 def check_image(c, version):
+    """The shipped manifests run the release: the tag is Cargo.toml's version (the chart's
+    appVersion, the kustomize base's newTag), the image `make image` tags so at the release's
+    git tag. A digest (the chart's image.digest) pins one image whatever its tags."""
     image = c.get("image") or ""
+    if re.match(r"^[^@:]+(:[^@/]+)?@sha256:[0-9a-f]{64}$", image):
+        return []
     name, sep, tag = image.rpartition(":")
     if not sep or "/" in tag or "@" in image:
-        return ["container %s: image %r has no tag (pin <version>-<revision>)" % (c.get("name"), image)]
-    m = re.match(r"^(\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?)-([0-9a-f]{12})$", tag)
-    if not m:
-        return ["container %s: image tag %r is not <Cargo.toml version>-<12 hex revision> "
-                "(`make image-tag`; no floating or -dirty tags)" % (c.get("name"), tag)]
-    if version and m.group(1) != version:
-        return ["container %s: image tag %r is for version %s but Cargo.toml says %s (run "
-                "`make image image-pin` after the release build)" % (c.get("name"), tag, m.group(1), version)]
+        return ["container %s: image %r has no tag (the release's: Cargo.toml's version)" % (c.get("name"), image)]
+    if version and tag != version:
+        return ["container %s: image tag %r is not the release, Cargo.toml's version %s: the manifests "
+                "name the image `make image` tags <version> at the release's git tag (no floating, "
+                "revision or -dirty tags)" % (c.get("name"), tag, version)]
     return []
 
 
+def is_agent(c):
+    """The long-running container: the one that runs `roce-tune-agent agent`."""
+    return (c.get("command") or [])[:2] == ["/roce-tune-agent", "agent"]
+
+
 def check_resources(c):
+    """Requests and limits for every container; no CPU limit for the agent, whose process is
+    also the NRI plugin: it answers every container creation on the node within NRI's request
+    timeout (2 s, containerd/nri pkg/api/timeouts.go), and a CFS quota (100m: 10 ms of CPU
+    per 100 ms period) makes a burst of answers wait for the next period, over and over."""
     r = c.get("resources") or {}
     req, lim = r.get("requests") or {}, r.get("limits") or {}
-    missing = [k for k in ("cpu", "memory") if k not in req] + ["limit " + k for k in ("cpu", "memory") if k not in lim]
-    return ["container %s: resources without %s" % (c.get("name"), ", ".join(missing))] if missing else []
+    agent = is_agent(c)
+    limits = ("memory",) if agent else ("cpu", "memory")
+    missing = [k for k in ("cpu", "memory") if k not in req] + ["limit " + k for k in limits if k not in lim]
+    errs = ["container %s: resources without %s" % (c.get("name"), ", ".join(missing))] if missing else []
+    if agent and "cpu" in lim:
+        errs.append("container %s: a CPU limit (%s) on the agent: it answers NRI's container creations "
+                    "within a 2 s timeout, and a CFS quota throttles it (request CPU, limit memory only)"
+                    % (c.get("name"), lim["cpu"]))
+    return errs
 
 
 def check_node_config(text):
@@ -754,9 +772,9 @@ def check_install_ds(ds, docs, expect, version):
         st = args_value(args, "--state-dir")
         if st is not None and (mounts.get(st) or (None,))[0] != state_dir:
             errs.append("initContainer install: --state-dir %s is not the hostPath of node.json's stateDir %s" % (st, state_dir))
-    repair = conts.get("orphan-repair")
+    repair = conts.get("agent")
     if repair is None:
-        errs.append("container orphan-repair: missing")
+        errs.append("container agent: missing")
         return errs
     cmd = repair.get("command") or []
     # The agent: orphans, drift, metrics (src/agent/mod.rs), in the long-running binary
@@ -765,39 +783,66 @@ def check_install_ds(ds, docs, expect, version):
     with_nri = cmd[4:] == ["--nri"]
     if (cmd[:2] != ["/roce-tune-agent", "agent"] or len(cmd) != 4 + with_nri or every is None
             or not re.match(r"^[1-9][0-9]*$", every) or int(every) > 86400):
-        errs.append("container orphan-repair: command must be [/roce-tune-agent, agent, --every, N] with N "
+        errs.append("container agent: command must be [/roce-tune-agent, agent, --every, N] with N "
                     "from 1 to 86400, and --nri after it for the NRI plugin (got %s)" % cmd)
+    errs += ["container agent: " + e for e in check_liveness_probe(repair, node_conf)]
     mounts = host_path_mounts(pod, repair)
     if with_nri:
         # The runtime makes a new socket each time it starts: the directory is mounted.
         nri_dir = os.path.dirname(node_conf.get("nriSocket", NODE_CONFIG_DEFAULTS["nriSocket"]))
         m = mounts.get(nri_dir)
         if not m or m[0] != nri_dir or m[2].get("mountPropagation") != "HostToContainer":
-            errs.append("container orphan-repair: with --nri, the directory of node.json's nriSocket %s "
+            errs.append("container agent: with --nri, the directory of node.json's nriSocket %s "
                         "must be mounted from the host at the same path with mountPropagation "
                         "HostToContainer" % nri_dir)
     state_dir = node_conf.get("stateDir", NODE_CONFIG_DEFAULTS["stateDir"])
     m = mounts.get(state_dir)
     if not m or m[0] != state_dir or m[2].get("readOnly"):
-        errs.append("container orphan-repair: node.json's stateDir %s must be mounted read-write from the "
+        errs.append("container agent: node.json's stateDir %s must be mounted read-write from the "
                     "same host path" % state_dir)
     m = mounts.get(NODE_CONFIG_HOST_DIR)
     if not m or m[0] != NODE_CONFIG_HOST_DIR or not m[2].get("readOnly"):
-        errs.append("container orphan-repair: %s must be mounted read-only from the host (the node "
+        errs.append("container agent: %s must be mounted read-only from the host (the node "
                     "config the plugin reads)" % NODE_CONFIG_HOST_DIR)
     for d in ("/run/netns", "/var/run/netns"):
         m = mounts.get(d)
         if not m or m[0] != d or m[2].get("mountPropagation") != "HostToContainer":
-            errs.append("container orphan-repair: %s must be mounted from the host with "
+            errs.append("container agent: %s must be mounted from the host with "
                         "mountPropagation HostToContainer (recorded netns paths)" % d)
     sysfs = node_conf.get("sysfsRoot", NODE_CONFIG_DEFAULTS["sysfsRoot"])
     if sysfs != "/sys" and (mounts.get(sysfs) or (None,))[0] != sysfs:
-        errs.append("container orphan-repair: node.json's sysfsRoot %s is not mounted from the host" % sysfs)
-    errs += ["container orphan-repair: " + e for e in check_configfs(mounts, sysfs)]
+        errs.append("container agent: node.json's sysfsRoot %s is not mounted from the host" % sysfs)
+    errs += ["container agent: " + e for e in check_configfs(mounts, sysfs)]
     log = node_conf.get("logFile")
     if log and (mounts.get(os.path.dirname(log)) or (None,))[0] != os.path.dirname(log):
-        errs.append("container orphan-repair: the directory of node.json's logFile %s is not mounted "
+        errs.append("container agent: the directory of node.json's logFile %s is not mounted "
                     "from the host (the loop's log would stay in the container)" % log)
+    return errs
+
+
+def check_liveness_probe(c, node_conf):
+    """The agent's liveness probe: GET /healthz (src/agent/health.rs) on node.json's
+    metricsAddress, where the agent listens; the kubelet probes from the host's network
+    namespace, and the pod is hostNetwork, so an unspecified address is reached on loopback."""
+    probe = c.get("livenessProbe")
+    if not probe:
+        return ["no livenessProbe: a stuck agent (no pass for three periods, or its NRI plugin's "
+                "thread gone) would never be restarted"]
+    addr = node_conf.get("metricsAddress", NODE_CONFIG_DEFAULTS["metricsAddress"])
+    parsed = parse_ip_port(addr)
+    if parsed is None:
+        return ["livenessProbe: node.json's metricsAddress %r is not an IP address and port" % (addr,)]
+    ip, port = parsed
+    want = "127.0.0.1" if str(ip) == "0.0.0.0" else "::1" if str(ip) == "::" else str(ip)
+    get = probe.get("httpGet") or {}
+    errs = []
+    if (get.get("host"), get.get("port"), get.get("path"), get.get("scheme", "HTTP")) != (want, port, "/healthz", "HTTP"):
+        errs.append("livenessProbe must be httpGet http://%s:%d/healthz, where node.json's metricsAddress "
+                    "%s has the agent listen (got host %r, port %r, path %r)"
+                    % (want, port, addr, get.get("host"), get.get("port"), get.get("path")))
+    if (probe.get("timeoutSeconds") or 1) < 2:
+        errs.append("livenessProbe: timeoutSeconds %s: a loaded node answers later than 1 s, and a probe "
+                    "that fails a healthy agent restarts it" % probe.get("timeoutSeconds", 1))
     return errs
 
 
@@ -1087,6 +1132,17 @@ def check_metrics_build(docs):
     monitors = [d for d in docs if d.get("kind") == "ServiceMonitor"]
     if not monitors:
         errs.append("no ServiceMonitor")
+    # Prometheus discovers the targets by listing the Service's endpoints in this namespace:
+    # kube-prometheus' prometheus-k8s may do that only where a Role lets it.
+    ns_roles = {d["metadata"]["name"]: d for d in docs
+                if d.get("kind") == "Role" and (d.get("metadata") or {}).get("namespace") == ns}
+    listing = [n for n, r in ns_roles.items()
+               if rules_allow(r.get("rules"), "", "endpoints", "list") and rules_allow(r.get("rules"), "", "endpoints", "watch")]
+    if not any(b.get("kind") == "RoleBinding" and (b.get("roleRef") or {}).get("name") in listing and b.get("subjects")
+               for b in docs):
+        errs.append("no Role in %s lets a Prometheus list and watch the Service's endpoints, bound to "
+                    "someone (kube-prometheus' prometheus-k8s has a Role only in default, kube-system "
+                    "and monitoring: it would find no target)" % ns)
     for sm in monitors:
         name = sm["metadata"]["name"]
         spec = sm.get("spec") or {}
@@ -1197,8 +1253,8 @@ def read_yaml(path):
 
 
 def check_chart_meta(chart_dir, deploy_dir, version):
-    """Chart.yaml and values.yaml against Cargo.toml and the kustomize base: one image, one tag
-    (`make image-pin` writes both), one version."""
+    """Chart.yaml and values.yaml against Cargo.toml and the kustomize base: one image, one tag,
+    one version: Cargo.toml's, the release's."""
     errs = []
     chart = read_yaml(os.path.join(chart_dir, "Chart.yaml"))
     values = read_yaml(os.path.join(chart_dir, "values.yaml"))
@@ -1208,10 +1264,16 @@ def check_chart_meta(chart_dir, deploy_dir, version):
         errs.append("Chart.yaml: apiVersion must be v2 (Helm 3 and 4 charts)")
     if version and chart.get("version") != version:
         errs.append("Chart.yaml: version %r is not Cargo.toml's %r" % (chart.get("version"), version))
-    if str(chart.get("appVersion")) != str(image.get("newTag")):
-        errs.append("Chart.yaml: appVersion %r (the chart's default image tag) differs from "
-                    "conf/deploy/base/kustomization.yaml's newTag %r: `make image-pin` sets both"
-                    % (chart.get("appVersion"), image.get("newTag")))
+    if version and str(chart.get("appVersion")) != version:
+        errs.append("Chart.yaml: appVersion %r (the chart's default image tag) is not Cargo.toml's "
+                    "version %r: the release's image is tagged so" % (chart.get("appVersion"), version))
+    if version and str(image.get("newTag")) != version:
+        errs.append("conf/deploy/base/kustomization.yaml: newTag %r is not Cargo.toml's version %r "
+                    "(nor the chart's appVersion): the release's image is tagged so"
+                    % (image.get("newTag"), version))
+    if (values.get("image") or {}).get("tag") != "":
+        errs.append("values.yaml: image.tag %r: the default must be empty, so that the chart names "
+                    "its appVersion, the release" % ((values.get("image") or {}).get("tag"),))
     if (values.get("image") or {}).get("repository") != image.get("newName"):
         errs.append("values.yaml: image.repository %r differs from conf/deploy/base/kustomization.yaml's "
                     "newName %r" % ((values.get("image") or {}).get("repository"), image.get("newName")))
@@ -1372,6 +1434,9 @@ def check_chart_behaviour(chart_dir, label, conf_dir):
         errs += ["%s: %s" % (chart_compare.what(cm[0]), e) for e in check_k8s_schema(cm[0])]
     results.append(("%s (grafana.dashboard.enabled: conf/grafana/roce-tune.json for the sidecar)" % label, errs))
 
+    results.append(("%s (nodePools: two pools, two DaemonSets with their own node configs)" % label,
+                    check_node_pools(chart_dir, ns)))
+
     rc, _, err = chart_compare.run_helm(["template", "roce-tune", chart_dir, "-n", ns]
                                         + chart_compare.set_args([("nodeConfig.statedir", "/x")]))
     errs = [] if rc not in (0, None) and chart_compare.SCHEMA_REFUSED in err and "statedir" in err else [
@@ -1379,6 +1444,40 @@ def check_chart_behaviour(chart_dir, label, conf_dir):
         "values.schema.json (roce-tune refuses it with 104): exit %s, %s" % (rc, err.strip()[:300])]
     results.append(("%s (values.schema.json refuses an unknown nodeConfig key)" % label, errs))
     return results
+
+
+# Two node pools as a cluster with two kinds of GPU node has them (values.yaml, nodePools).
+NODE_POOLS = [
+    {"name": "a100", "nodeSelector": {"nvidia.com/gpu.product": "A100-SXM4-80GB"},
+     "nodeConfig": {"gpuResources": ["nvidia.com/a100"], "stateDir": "/run/cni/roce-tune-a100"}},
+    {"name": "h100", "nodeSelector": {"nvidia.com/gpu.product": "H100-SXM5-80GB"},
+     "nodeConfig": {"logFile": "/var/log/roce-tune/h100.log"}},
+]
+
+
+def check_node_pools(chart_dir, ns):
+    """Each pool's DaemonSet passes the install rules against its own ConfigMap (its state dir
+    and log dir mounted where its node config says), and no DaemonSet's selector selects another
+    one's pods (the DaemonSet controller would fight over them)."""
+    try:
+        docs = chart_compare.render(chart_dir, ns, [("nodePools", NODE_POOLS), ("metrics.enabled", True)])
+    except ValueError as e:
+        return [str(e)]
+    errs = []
+    dss = [d for d in docs if d.get("kind") == "DaemonSet"]
+    if sorted(d["metadata"]["name"] for d in dss) != ["roce-tune-a100", "roce-tune-h100"]:
+        return ["expected DaemonSets roce-tune-a100 and roce-tune-h100, got %s" % [d["metadata"]["name"] for d in dss]]
+    for ds in dss:
+        errs += ["DaemonSet %s: %s" % (ds["metadata"]["name"], e)
+                 for e in check_install_ds(ds, docs, OVERLAYS["kubernetes"], None)]
+        sel = ds["spec"]["selector"]["matchLabels"]
+        for other in dss:
+            labels = pod_parts(other)[0].get("labels") or {}
+            if other is not ds and all(labels.get(k) == v for k, v in sel.items()):
+                errs.append("DaemonSet %s's selector %s selects the pods of %s"
+                            % (ds["metadata"]["name"], sel, other["metadata"]["name"]))
+    errs += check_metrics_build([d for d in docs if d.get("kind") != "DaemonSet"] + dss[:1])
+    return errs
 
 
 # ------------------------------------------------------------------ Grafana dashboards

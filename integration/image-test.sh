@@ -12,7 +12,7 @@
 #      /roce-tune, /roce-tune-agent, /bin/busybox, /bin/sh -> busybox, /install.sh,
 #      root-owned, 0755; the binaries identical to target/release/roce-tune,
 #      target/release/roce-tune-agent and $BUSYBOX, install.sh to conf/image/install.sh; both
-#      static, roce-tune's --version the crate's, `roce-tune-agent agent --help` offering
+#      static, both --version the crate's version and the image's revision, `roce-tune-agent agent --help` offering
 #      --every and --nri (the DaemonSet's agent), `roce-tune agent` refused naming it;
 #   3. the DaemonSet's containers of conf/deploy/kubernetes, each with its exact command, args
 #      and volumes (from `kubectl kustomize`), run in a chroot of the exported root filesystem
@@ -20,7 +20,7 @@
 #      initContainer installs the CNI binary alone (identical by checksum, 0755, root, renamed over the
 #      old one: an open old file keeps its bytes) and node.json (identical, 0644), makes the
 #      state dir 0700, leaves no temporary file, changes nothing on a second run, fails
-#      loudly without its bin dir or with a directory in the way; orphan-repair runs its loop
+#      loudly without its bin dir or with a directory in the way; agent runs its loop (its liveness probe, from the built overlay, answered 200)
 #      on the installed node config and state dir and exits 0 on SIGTERM;
 #   4. the container of conf/deploy/uninstall/kubernetes the same way: refused while an
 #      entry remains, then removes binary, node config and state dir;
@@ -94,7 +94,17 @@ for e in errs:
 print("  size %d bytes, %d layer(s), created %s" % (img.get("Size", 0), len((img.get("RootFS") or {}).get("Layers") or []), img.get("Created")))
 sys.exit(1 if errs else 0)
 EOF
-ok "config: entrypoint, labels (version $IMAGE_VERSION, revision $IMAGE_REVISION), linux/amd64, tag"
+# Every tag `make image` gave (integration/image-tags.sh: the release's <version> too at its
+# git tag) names this one image.
+id="$(podman image inspect --format '{{.Id}}' "$IMAGE_REF")"
+for ref in ${IMAGE_REFS:-$IMAGE_REF}; do
+    [ "$(podman image inspect --format '{{.Id}}' "$ref")" = "$id" ] || fail "$ref is not the image $IMAGE_REF ($id)"
+done
+case " ${IMAGE_REFS:-} " in
+    *":$IMAGE_VERSION "*) release="; also the release's $IMAGE_VERSION" ;;
+    *) release="" ;;
+esac
+ok "config: entrypoint, labels (version $IMAGE_VERSION, revision $IMAGE_REVISION), linux/amd64, tag$release"
 
 # ------------------------------------------------------------------ 2. files
 ctr="$(podman create "$IMAGE_REF")"
@@ -120,8 +130,13 @@ cmp -s "$root/install.sh" conf/image/install.sh || fail "/install.sh is not conf
 for b in roce-tune roce-tune-agent; do
     file "$root/$b" | grep -Eq 'statically linked|static-pie linked' || fail "/$b is not static: $(file "$root/$b")"
 done
-version="$(env -i PATH=/bin "$chroot" "$root" /roce-tune --version)"
-case "$version" in "roce-tune $IMAGE_VERSION "*) ;; *) fail "/roce-tune --version says: $version" ;; esac
+# Both binaries name the version and the revision the image is labelled with (the Makefile's
+# ROCE_TUNE_REVISION: 12 hex digits, -dirty alike).
+rev12="${IMAGE_REVISION:0:12}"; case "$IMAGE_REVISION" in *-dirty) rev12="$rev12-dirty" ;; esac
+for b in roce-tune roce-tune-agent; do
+    version="$(env -i PATH=/bin "$chroot" "$root" /$b --version)"
+    case "$version" in "$b $IMAGE_VERSION (revision $rev12"[\;\)]*) ;; *) fail "/$b --version says: $version (want $IMAGE_VERSION, revision $rev12)" ;; esac
+done
 ok "files: exactly roce-tune, roce-tune-agent, bin/busybox, bin/sh, install.sh (0755 root); identical to their sources; $version"
 
 # The DaemonSet's long-running container runs the repair loop: the agent binary must offer
@@ -181,8 +196,12 @@ for m in c.get("volumeMounts", []):
 run_container() { # OVERLAY CONTAINER [ARGS...]; the container's output on stdout+stderr
     local overlay=$1 name=$2 spec; shift 2
     spec="$(container_spec "$overlay" "$name")" || { echo "kubelet: $spec"; return 125; }
-    unshare --mount --propagation private /bin/sh -c '
+    # NETNS=1: a network namespace of its own (loopback up), as a node's would be: the agent
+    # listens on 127.0.0.1:9662 there without meeting another test's agent.
+    local netns=""; [ "${NETNS:-}" != 1 ] || netns=--net
+    unshare --mount $netns --propagation private /bin/sh -c '
         root=$1 chroot=$2 spec=$3 pidfile=$4; shift 4
+        [ -z "'"$netns"'" ] || ip link set lo up || exit 125
         mount -t proc proc "$root/proc" && mount -t sysfs -o ro sysfs "$root/sys" &&
         mount -t tmpfs -o mode=0755,size=64k tmpfs "$root/dev" &&
         mknod -m 666 "$root/dev/null" c 1 3 && mknod -m 666 "$root/dev/zero" c 1 5 || exit 125
@@ -257,21 +276,36 @@ ok "install fails loudly without its bin dir (the script's check, and the hostPa
 
 # The long-running container: its exact command, with its mounts; the node config and the
 # state dir the initContainer left must satisfy roce-tune's ownership checks there.
-PIDFILE="$work/repair.pid" run_container conf/deploy/kubernetes orphan-repair >"$work/repair.out" 2>&1 &
+# Its liveness probe as the kubelet runs it: GET on the probe's host, port and path, from the
+# node's network namespace (here the container's own, NETNS=1), answered 200 by /healthz.
+probe="$("$kubectl" kustomize conf/deploy/kubernetes | "$py" -c '
+import sys, yaml
+ds = next(d for d in yaml.safe_load_all(sys.stdin) if d and d["kind"] == "DaemonSet")
+c = next(c for c in ds["spec"]["template"]["spec"]["containers"] if c["name"] == "agent")
+g = c["livenessProbe"]["httpGet"]
+print("http://%s:%s%s" % (g["host"], g["port"], g["path"]))')" || fail "no livenessProbe on container agent"
+NETNS=1 PIDFILE="$work/repair.pid" run_container conf/deploy/kubernetes agent >"$work/repair.out" 2>&1 &
 repair_pid=$!
-sleep 2
-kill -0 "$repair_pid" 2>/dev/null || { wait "$repair_pid" || true; cat "$work/repair.out" >&2; fail "container orphan-repair exited by itself"; }
+healthz=""
+for _ in $(seq 50); do
+    sleep 0.1
+    [ -s "$work/repair.pid" ] || continue
+    healthz="$(nsenter --target "$(cat "$work/repair.pid")" --net curl -s -o /dev/null -w '%{http_code}' --max-time 5 "$probe" || true)"
+    [ "$healthz" = 200 ] && break
+done
+kill -0 "$repair_pid" 2>/dev/null || { wait "$repair_pid" || true; cat "$work/repair.out" >&2; fail "container agent exited by itself"; }
+[ "$healthz" = 200 ] || { cat "$work/repair.out" >&2; fail "the liveness probe $probe got ${healthz:-no answer}, not 200"; }
 kill -TERM "$(cat "$work/repair.pid")"
 rc=0; wait "$repair_pid" || rc=$?
 sed 's/^/  | /' "$work/repair.out"
-[ "$rc" = 0 ] || fail "container orphan-repair exited $rc on SIGTERM"
-no_strays "the orphan-repair container"
-grep -q 'repairs every 10 s (state dir /run/cni/roce-tune,' "$work/repair.out" || fail "orphan-repair did not start the agent on /run/cni/roce-tune"
-grep -q 'the agent stops' "$work/repair.out" || fail "orphan-repair did not say it stopped"
+[ "$rc" = 0 ] || fail "container agent exited $rc on SIGTERM"
+no_strays "the agent container"
+grep -q 'repairs every 10 s (state dir /run/cni/roce-tune,' "$work/repair.out" || fail "container agent did not start the agent on /run/cni/roce-tune"
+grep -q 'the agent stops' "$work/repair.out" || fail "container agent did not say it stopped"
 # --nri: the NRI plugin waits for a runtime socket this emulation has none of.
 grep -q 'cannot connect to /var/run/nri/nri.sock: No such file or directory' "$work/repair.out" ||
-    fail "orphan-repair did not start the NRI plugin on /var/run/nri/nri.sock"
-ok "container orphan-repair: its command runs the agent (and the NRI plugin, waiting for the runtime's socket) on the host's state dir and node config, and exits 0 on SIGTERM"
+    fail "container agent did not start the NRI plugin on /var/run/nri/nri.sock"
+ok "container agent: its command runs the agent (and the NRI plugin, waiting for the runtime's socket) on the host's state dir and node config, its liveness probe ($probe) gets 200, and it exits 0 on SIGTERM"
 
 # ------------------------------------------------------------------ 4. uninstall, as its overlay runs it
 # Without --sleep's wait: the script parses arguments in order, so an extra --sleep is

@@ -23,7 +23,7 @@ STRESS_SECONDS ?= 60
 .PHONY: fault-bin faults fuzz fuzz-smoke stress
 
 fault-bin:
-	CARGO_TARGET_DIR=target/fault $(CARGO) build --locked --features fault-injection --bin roce-tune
+	CARGO_TARGET_DIR=target/fault $(CARGO) build --locked --features fault-injection --bin roce-tune --bin roce-tune-agent
 
 faults: fault-bin
 	ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --test it faults:: -- --nocapture

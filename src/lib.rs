@@ -11,6 +11,7 @@
 #[macro_use]
 pub mod log;
 pub mod agent;
+pub mod build_info;
 pub mod cli;
 pub mod cni;
 pub mod commands;

@@ -32,6 +32,7 @@
 //! on the loop. [`Server::spawn`] runs the loop on its own thread with SIGTERM,
 //! SIGINT and SIGHUP blocked, so those reach the thread that waits for them.
 
+use super::health::{Health, Verdict};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -259,11 +260,22 @@ impl Published {
 }
 
 /// The agent's two paths: `/metrics` (the last published exposition) and
-/// `/healthz` (200 while the server answers).
-pub fn routes(published: Arc<Published>) -> impl Fn(&str) -> Option<Response> + Send + 'static {
+/// `/healthz` (200 while the passes go on and the NRI plugin's thread runs,
+/// 503 saying which stopped: `super::health`).
+pub fn routes(
+    published: Arc<Published>,
+    health: Arc<Health>,
+) -> impl Fn(&str) -> Option<Response> + Send + 'static {
     move |path| match path {
         "/metrics" => Some(Response::metrics(published.current())),
-        "/healthz" => Some(Response::text(Status::Ok, "ok\n")),
+        "/healthz" => Some(match health.verdict() {
+            Verdict::Live => Response::text(Status::Ok, "ok\n"),
+            v => Response {
+                status: Status::ServiceUnavailable,
+                content_type: "text/plain; charset=utf-8",
+                body: Body::Shared(Arc::new(v.say())),
+            },
+        }),
         _ => None,
     }
 }

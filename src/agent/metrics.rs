@@ -87,7 +87,7 @@ pub const POD: &[&str] = &["namespace", "pod"];
 pub const SETTING: &[&str] = &["setting"];
 pub const CNI_REQUEST: &[&str] = &["command", "code"];
 pub const CNI_COMMAND: &[&str] = &["command"];
-pub const BUILD: &[&str] = &["version"];
+pub const BUILD: &[&str] = &["version", "revision"];
 pub const NRI_REQUEST: &[&str] = &["method", "outcome"];
 pub const NONE: &[&str] = &[];
 
@@ -97,7 +97,7 @@ pub const CATALOGUE: &[Family] = &[
         name: "roce_tune_build_info",
         kind: Kind::Gauge,
         labels: BUILD,
-        help: "Always 1; the label version is the roce-tune version of the running agent.",
+        help: "Always 1; the labels are the roce-tune version of the running agent and the git revision it was built from (12 hex digits, -dirty for an uncommitted tree, unknown without git).",
     },
     Family {
         metric: Metric::AgentStartTime,
@@ -583,7 +583,10 @@ pub fn render(s: &Snapshot) -> String {
     let a = &s.agent;
 
     open(&mut w, Metric::BuildInfo);
-    w.sample(&[env!("CARGO_PKG_VERSION")], Value::Uint(1));
+    w.sample(
+        &[crate::build_info::VERSION, crate::build_info::REVISION],
+        Value::Uint(1),
+    );
     open(&mut w, Metric::AgentStartTime);
     w.sample(&[], timestamp(a.start_time));
     open(&mut w, Metric::RepairInterval);
@@ -849,8 +852,9 @@ pub(crate) mod tests {
         let net2 = l("net2", "mlx5_3", "0000:3b:00.3");
         for line in [
             format!(
-                "roce_tune_build_info{{version=\"{}\"}} 1",
-                env!("CARGO_PKG_VERSION")
+                "roce_tune_build_info{{version=\"{}\",revision=\"{}\"}} 1",
+                crate::build_info::VERSION,
+                crate::build_info::REVISION
             ),
             format!("roce_tune_rail_info{net1} 1"),
             format!("roce_tune_rail_traffic_class{net1} 41"),

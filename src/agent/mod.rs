@@ -11,6 +11,8 @@
 //! - `metrics`: the catalogue and the snapshot's text; `exposition` the
 //!   format; `http` the server a scrape reaches (it never waits on a pass:
 //!   a scrape reads the last published text);
+//! - `health`: what `/healthz` answers the kubelet's liveness probe: stale
+//!   passes or an ended NRI plugin thread are 503;
 //! - `stop`: SIGTERM, as the one stop every thread of the agent heeds.
 //!
 //! With `--nri` the agent is also the node's NRI plugin (`crate::nri`), on a
@@ -19,6 +21,7 @@
 //! "NRI").
 
 pub mod exposition;
+pub mod health;
 pub mod http;
 pub mod metrics;
 mod pass;
@@ -60,6 +63,13 @@ pub fn run(node: &NodeConfig, every: Duration, with_nri: bool) -> i32 {
                 None
             }
         });
+    // With --nri, a plugin that could not even start is as unhealthy as one
+    // whose thread ended: a restart is what may mend either.
+    let nri_ended = with_nri.then(|| match &nri {
+        Some(running) => running.ended(),
+        None => Arc::new(std::sync::atomic::AtomicBool::new(true)),
+    });
+    let health = Arc::new(health::Health::new(every, nri_ended));
     let published = Arc::new(http::Published::new(metrics::render(&metrics::Snapshot {
         agent: totals.agent,
         nri: nri_stats.as_deref().map(nri_sample),
@@ -68,7 +78,7 @@ pub fn run(node: &NodeConfig, every: Duration, with_nri: bool) -> i32 {
     // Without its port the agent still repairs: that is what keeps rails
     // right; the failure is said once, loudly.
     let server = match http::Server::bind(node.metrics_address, http::Limits::default())
-        .and_then(|s| s.spawn(http::routes(published.clone())))
+        .and_then(|s| s.spawn(http::routes(published.clone(), health.clone())))
     {
         Ok(h) => {
             crate::info!("metrics on http://{}/metrics", h.local_addr());
@@ -88,6 +98,7 @@ pub fn run(node: &NodeConfig, every: Duration, with_nri: bool) -> i32 {
     while !stop.requested() {
         let started = Instant::now();
         let mut snapshot = pass::run(node, &mut totals, &stop);
+        health.pass_done();
         totals.agent.last_pass_duration = Some(started.elapsed());
         snapshot.agent = totals.agent;
         let mut seen = nri_stats.as_deref().map(crate::nri::Stats::generation);

@@ -66,6 +66,9 @@ fn same_rail(x: &Seen, key: &(String, String, &'static str)) -> bool {
 /// snapshot holds what could be read. Once `stop` is asked, the pass ends
 /// after the step it is in.
 pub fn run(node: &NodeConfig, totals: &mut Totals, stop: &Stop) -> Snapshot {
+    // Test-only: a pass stuck for as long as the test says (`/healthz`).
+    #[cfg(feature = "fault-injection")]
+    crate::fault::stall("agent-pass", &|| stop.requested());
     totals.agent.repair_passes += 1;
     let mut failed = false;
     let report = orphans::sweep_all(node, &|| stop.requested());

@@ -42,7 +42,10 @@ pub fn run(args: &[String]) -> i32 {
             0
         }
         Some("-V") | Some("--version") => {
-            println!("roce-tune-agent {}", env!("CARGO_PKG_VERSION"));
+            println!(
+                "{}",
+                crate::build_info::version_line("roce-tune-agent", None)
+            );
             0
         }
         Some("agent") => agent(&args[1..]),

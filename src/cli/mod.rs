@@ -61,10 +61,10 @@ pub fn run(args: &[String]) -> i32 {
             }
         }
         Some("-V") | Some("--version") => {
+            let cni = format!("CNI {}", crate::cni::version::SUPPORTED_VERSIONS.join(", "));
             println!(
-                "roce-tune {} (CNI {})",
-                env!("CARGO_PKG_VERSION"),
-                crate::cni::version::SUPPORTED_VERSIONS.join(", ")
+                "{}",
+                crate::build_info::version_line("roce-tune", Some(&cni))
             );
             0
         }

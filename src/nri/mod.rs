@@ -160,9 +160,27 @@ impl Stats {
 pub struct Running {
     quit: std::sync::Arc<session::Quit>,
     thread: std::thread::JoinHandle<()>,
+    ended: std::sync::Arc<AtomicBool>,
+}
+
+/// Sets its flag when dropped: when the plugin's thread returns or unwinds.
+struct SetOnDrop(std::sync::Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Running {
+    /// A flag set once the plugin's thread has ended, for whoever watches
+    /// it without owning it (the agent's `/healthz`). The thread reconnects
+    /// until asked to stop, so before [`Running::stop`] an ended thread is a
+    /// fault that a restart may mend.
+    pub fn ended(&self) -> std::sync::Arc<AtomicBool> {
+        self.ended.clone()
+    }
+
     /// Stop the plugin and wait for its thread: the connection is shut
     /// down (the runtime sees a closed plugin, as on any restart) and a
     /// reconnect's wait ends within `session::BACKOFF_CAP`.
@@ -189,10 +207,24 @@ pub fn spawn(
         .with_dra(dra::DraRails::new(node));
     let quit = std::sync::Arc::new(session::Quit::default());
     let asked = quit.clone();
+    let ended = std::sync::Arc::new(AtomicBool::new(false));
+    let on_end = SetOnDrop(ended.clone());
     let thread = std::thread::Builder::new()
         .name("nri".into())
-        .spawn(move || session::run(&settings, &mut plugin, &stats, &asked))?;
-    Ok(Running { quit, thread })
+        .spawn(move || {
+            let _on_end = on_end;
+            // Test-only: the thread ends at once, as a bug would end it.
+            #[cfg(feature = "fault-injection")]
+            if crate::fault::named("nri-thread-ends") {
+                return;
+            }
+            session::run(&settings, &mut plugin, &stats, &asked)
+        })?;
+    Ok(Running {
+        quit,
+        thread,
+        ended,
+    })
 }
 
 /// `roce-tune-agent nri`: the plugin alone, until SIGTERM or SIGINT (blocked

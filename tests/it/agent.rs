@@ -37,12 +37,26 @@ impl Agent {
     /// config must name `metricsAddress` 127.0.0.1:0: the port the kernel
     /// picks is read from the agent's own log line.
     fn start(state: &StateDirPath, every: u64) -> Agent {
+        Agent::start_with(Path::new(AGENT_BIN), &[], &[], state, every)
+    }
+
+    /// [`Agent::start`] of the binary `bin`, with `env` and `extra`
+    /// arguments after the command's own.
+    fn start_with(
+        bin: &Path,
+        env: &[(&str, &str)],
+        extra: &[&str],
+        state: &StateDirPath,
+        every: u64,
+    ) -> Agent {
         let log = state.base().join(unique("agent-").to_string() + ".log");
         let err = std::fs::File::create(&log).unwrap();
-        let child = Command::new(AGENT_BIN)
+        let child = Command::new(bin)
             .env_clear()
+            .envs(env.iter().copied())
             .args(["agent", "--every", &every.to_string(), "--node-config"])
             .arg(node_config(state))
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(err)
@@ -133,6 +147,19 @@ fn get(addr: SocketAddr, path: &str, timeout: Duration) -> std::io::Result<(u16,
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| std::io::Error::other(head.to_string()))?;
     Ok((status, body.to_string()))
+}
+
+/// GET /healthz until its status is `want`, at most `bound`: the last answer.
+fn health_until(agent: &Agent, want: u16, bound: Duration) -> (u16, String) {
+    let t = Instant::now();
+    loop {
+        let got = get(agent.addr, "/healthz", Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("GET /healthz: {e}\nlog: {}", agent.log()));
+        if got.0 == want || t.elapsed() > bound {
+            return got;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 // ------------------------------------------------------------ the exposition, read back
@@ -670,10 +697,15 @@ fn every_rail_metric_is_what_the_tree_holds() {
         assert_eq!(m.get(name, labels), *value, "{name} {labels:?}\n{}", m.text);
     }
     assert_eq!(m.all("roce_tune_rail_info", &[]).len(), 4);
-    let version = env!("CARGO_PKG_VERSION");
+    use roce_tune::build_info::{REVISION, VERSION};
     assert_eq!(
-        m.get("roce_tune_build_info", &[("version", version)]),
-        Some(1.0)
+        m.get(
+            "roce_tune_build_info",
+            &[("version", VERSION), ("revision", REVISION)]
+        ),
+        Some(1.0),
+        "{}",
+        m.text
     );
 
     // The kernel moves net2's GID to 5, then drops it; the driver unsets
@@ -1456,4 +1488,111 @@ fn co_owners_drift_is_judged_against_the_newest_live_owner() {
     );
     cni(&state, "DEL", "old", &old, "net1", "old-0", &c_old).ok();
     assert_eq!(tree.tc(DEV), "tclass=106", "the device's true original");
+}
+
+// ------------------------------------------------------------ /healthz, the liveness probe's target
+
+/// What the DaemonSet's liveness probe asks (conf/deploy/base/daemonset.yaml,
+/// the chart's `agent.livenessProbe`): `/healthz` is 200 while the passes
+/// run; 503, saying so, once none has ended for three periods (a pass held
+/// by the fault build for as long as the test says, as a pass stuck in the
+/// kernel on a wedged device would be); 200 again once a pass ends. The
+/// server never stopped answering: `/metrics` is served throughout, which is
+/// why the probe cannot be "the port answers". SIGTERM still stops a stuck
+/// pass.
+#[test]
+fn healthz_is_200_while_passes_run_then_503_while_one_is_stuck() {
+    needs!(root);
+    let bin = needs!(fault_agent);
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    agent_node(&state, &tree, "repair");
+    let stuck = state.base().join(unique("stuck-"));
+    let stall = format!("agent-pass:{}", stuck.display());
+    let mut agent = Agent::start_with(&bin, &[("ROCE_TUNE_STALL", &stall)], &[], &state, 1);
+    let (status, body) = health_until(&agent, 200, Duration::from_secs(5));
+    assert_eq!((status, body.as_str()), (200, "ok\n"), "{}", agent.log());
+    let (m, ok) = agent.wait_for(Duration::from_secs(10), |m| {
+        m.get("roce_tune_repair_passes_total", &[]) >= Some(2.0)
+    });
+    assert!(ok, "the passes do not run: {}\n{}", m.text, agent.log());
+    assert_eq!(health_until(&agent, 200, Duration::ZERO).0, 200);
+
+    // The next pass sticks: within three periods and one, /healthz says so.
+    std::fs::write(&stuck, "").unwrap();
+    let (status, body) = health_until(&agent, 503, Duration::from_secs(20));
+    assert_eq!(status, 503, "{body}\n{}", agent.log());
+    let secs: u64 = body
+        .strip_prefix("stale: no repair pass has ended for ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{body:?}"));
+    assert!(
+        secs >= 3 && body.contains("more than 3 periods (3 s)"),
+        "503 before three periods: {body}"
+    );
+    let stuck_passes = agent.scrape().get("roce_tune_repair_passes_total", &[]);
+    std::thread::sleep(PERIOD);
+    assert_eq!(
+        agent.scrape().get("roce_tune_repair_passes_total", &[]),
+        stuck_passes,
+        "a pass ended while the test held it"
+    );
+
+    // Let it go: the pass ends, and /healthz is 200 again.
+    std::fs::remove_file(&stuck).unwrap();
+    let (status, body) = health_until(&agent, 200, Duration::from_secs(10));
+    assert_eq!((status, body.as_str()), (200, "ok\n"), "{}", agent.log());
+
+    // Stuck again, then SIGTERM: the stuck pass heeds it.
+    std::fs::write(&stuck, "").unwrap();
+    std::thread::sleep(2 * PERIOD);
+    let (status, took) = agent.terminate();
+    assert!(status.success(), "{status}: {}", agent.log());
+    assert!(took < Duration::from_secs(3), "SIGTERM took {took:?}");
+}
+
+/// With `--nri`, the NRI plugin's thread is watched too: one that waits for
+/// a runtime whose socket is not there (NRI off) is a live plugin, 200; a
+/// thread that has ended (the fault build ends it at once, as a bug would)
+/// is 503, naming it, however well the passes go.
+#[test]
+fn healthz_is_503_when_the_nri_thread_has_ended() {
+    needs!(root);
+    let bin = needs!(fault_agent);
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    let no_socket = state.base().join("no-nri").join("nri.sock");
+    write_node_config(
+        &state,
+        Some(&tree),
+        json!({"metricsAddress": "127.0.0.1:0", "nriSocket": path_str(&no_socket)}),
+    );
+    let agent = Agent::start_with(&bin, &[], &["--nri"], &state, 1);
+    let (m, ok) = agent.wait_for(Duration::from_secs(10), |m| {
+        m.get("roce_tune_repair_passes_total", &[]) >= Some(2.0)
+    });
+    assert!(ok, "{}\n{}", m.text, agent.log());
+    let (status, body) = health_until(&agent, 200, Duration::ZERO);
+    assert_eq!((status, body.as_str()), (200, "ok\n"), "{}", agent.log());
+    drop(agent);
+
+    let agent = Agent::start_with(
+        &bin,
+        &[("ROCE_TUNE_FAULT", "nri-thread-ends")],
+        &["--nri"],
+        &state,
+        1,
+    );
+    let (status, body) = health_until(&agent, 503, Duration::from_secs(5));
+    assert_eq!(status, 503, "{body}\n{}", agent.log());
+    assert!(
+        body.contains("NRI plugin's thread is not running"),
+        "{body}"
+    );
+    let (m, ok) = agent.wait_for(Duration::from_secs(10), |m| {
+        m.get("roce_tune_repair_passes_total", &[]) >= Some(2.0)
+    });
+    assert!(ok, "the passes go on: {}", m.text);
+    assert_eq!(health_until(&agent, 200, Duration::ZERO).0, 503);
 }

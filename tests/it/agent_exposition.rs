@@ -10,6 +10,7 @@
 
 use crate::common::*;
 use roce_tune::agent::exposition::CONTENT_TYPE;
+use roce_tune::agent::health::Health;
 use roce_tune::agent::http::{routes, Limits, Published, Server};
 use roce_tune::agent::metrics::{
     render, AgentSample, CniCounts, Command, Histogram, NriSample, PodSample, RailLabels,
@@ -114,7 +115,10 @@ fn scrape(body: String) -> (String, String) {
     let server = Server::bind("127.0.0.1:0".parse().unwrap(), Limits::default()).unwrap();
     let addr = server.local_addr();
     let handle = server
-        .spawn(routes(Arc::new(Published::new(body))))
+        .spawn(routes(
+            Arc::new(Published::new(body)),
+            Arc::new(Health::new(Duration::from_secs(600), None)),
+        ))
         .unwrap();
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();

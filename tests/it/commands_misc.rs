@@ -168,6 +168,36 @@ fn run_by_hand(args: &[&str]) -> Run {
     Exec::new(BIN).args(args).run()
 }
 
+/// Both binaries say the version and the revision they were built from:
+/// the one this build had (`unknown` without ROCE_TUNE_REVISION, which only
+/// `make release` sets: integration/image-test.sh and integration/dist-check.py
+/// hold the shipped binaries to the tree's revision).
+#[test]
+fn version_names_the_release_and_the_revision() {
+    use roce_tune::build_info::{is_revision, REVISION, VERSION};
+    assert!(is_revision(REVISION), "{REVISION}");
+    for (bin, name) in [(BIN, "roce-tune"), (AGENT_BIN, "roce-tune-agent")] {
+        for flag in ["--version", "-V"] {
+            let r = Exec::new(bin).arg(flag).run();
+            assert_eq!(r.status, 0, "{name} {flag}: {r:?}");
+            let want = format!("{name} {VERSION} (revision {REVISION}");
+            assert!(
+                r.stdout.starts_with(&want),
+                "{name} {flag}: {:?}, want it to start {want:?}",
+                r.stdout
+            );
+            assert_eq!(r.stdout.lines().count(), 1, "{}", r.stdout);
+        }
+    }
+    let r = run_by_hand(&["--version"]);
+    let cni = roce_tune::cni::version::SUPPORTED_VERSIONS.join(", ");
+    assert!(
+        r.stdout.trim_end().ends_with(&format!("; CNI {cni})")),
+        "the CNI versions: {}",
+        r.stdout
+    );
+}
+
 #[test]
 fn help_prints_usage() {
     let r = run_by_hand(&["--help"]);

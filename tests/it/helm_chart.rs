@@ -164,7 +164,9 @@ const PROBES: &[(&str, &str, Verdict)] = &[
     ("nvidiaGpusDir", r#""gpus""#, Refused),
     ("metricsAddress", r#""127.0.0.1:9662""#, Accepted),
     ("metricsAddress", r#""[::1]:9999""#, Accepted),
-    ("metricsAddress", r#""0.0.0.0:0""#, Accepted),
+    // Port 0 (any free port): roce-tune takes it, but the liveness probe
+    // could not find /healthz (the chart's probeTarget says so).
+    ("metricsAddress", r#""0.0.0.0:0""#, ChartRefuses),
     ("metricsAddress", r#""127.0.0.1:09662""#, Accepted),
     ("metricsAddress", r#""[fe80::1%4294967295]:80""#, Accepted),
     ("metricsAddress", r#""[1:2:3:4:5:6:1.2.3.4]:1""#, Accepted),
@@ -465,4 +467,892 @@ fn schema_refuses_exactly_what_roce_tune_refuses() {
         "the chart's values.schema.json and roce-tune's node config parser disagree:\n  {}",
         wrong.join("\n  ")
     );
+}
+
+/// The value sets whose rendering is recorded in tests/data/helm (the file,
+/// the namespace, the values): the default install, OpenShift with the
+/// metrics objects, and an uninstall on NVIDIA's operator. A change to the
+/// chart that means to change what these render updates the file in the
+/// same commit, so its diff shows what every cluster gets; a refactoring
+/// (node pools) must leave them as they are.
+const GOLDEN: &[(&str, &str, &[&str])] = &[
+    ("default.yaml", "roce-tune", &[]),
+    (
+        "openshift-metrics.yaml",
+        "roce-tune",
+        &["platform=openshift", "metrics.enabled=true"],
+    ),
+    (
+        "nvidia-uninstall.yaml",
+        "nvidia-network-operator",
+        &["platform=nvidia-network-operator", "uninstall.enabled=true"],
+    ),
+];
+
+/// `helm template roce-tune <chart> -n <namespace> --set <value>...`: stdout.
+fn helm_template(helm: &Path, namespace: &str, set: &[&str]) -> Result<String, String> {
+    let mut cmd = Command::new(helm);
+    cmd.args(["template", "roce-tune"])
+        .arg(chart())
+        .args(["-n", namespace]);
+    for v in set {
+        cmd.args(["--set", v]);
+    }
+    let out = cmd.output().expect("run helm");
+    if out.status.success() {
+        Ok(String::from_utf8(out.stdout).unwrap())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn the_recorded_renderings_are_what_the_chart_renders() {
+    let helm = needs!(helm);
+    let mut wrong = Vec::new();
+    for (file, namespace, set) in GOLDEN {
+        let path = repo().join("tests/data/helm").join(file);
+        let want = std::fs::read_to_string(&path).unwrap();
+        let got = helm_template(&helm, namespace, set).unwrap_or_else(|e| panic!("{file}: {e}"));
+        if got != want {
+            let first = got
+                .lines()
+                .zip(want.lines())
+                .position(|(g, w)| g != w)
+                .unwrap_or(got.lines().count().min(want.lines().count()));
+            wrong.push(format!(
+                "{file}: differs from line {}: the chart renders {:?}, the file has {:?}; if \
+                 the change is meant, record it: helm template roce-tune conf/helm/roce-tune -n \
+                 {namespace}{} > tests/data/helm/{file}",
+                first + 1,
+                got.lines().nth(first),
+                want.lines().nth(first),
+                set.iter()
+                    .map(|v| format!(" --set {v}"))
+                    .collect::<String>(),
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The documents of a `helm template` output, as JSON (read by PyYAML).
+fn yaml_docs(py: &Path, text: &str) -> Vec<Value> {
+    use std::io::Write;
+    let mut child = Command::new(py)
+        .args([
+            "-c",
+            "import json, sys, yaml\n\
+             print(json.dumps([d for d in yaml.safe_load_all(sys.stdin) if d is not None]))",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run python");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "PyYAML could not read: {text}");
+    match serde_json::from_slice(&out.stdout).unwrap() {
+        Value::Array(docs) => docs,
+        other => panic!("{other}"),
+    }
+}
+
+/// `helm template` with `--set-json` values: its documents, or Helm's error.
+fn render_json(py: &Path, helm: &Path, values: &[(&str, Value)]) -> Result<Vec<Value>, String> {
+    let mut cmd = Command::new(helm);
+    cmd.args(["template", "roce-tune"])
+        .arg(chart())
+        .args(["-n", "roce-tune"]);
+    for (k, v) in values {
+        cmd.arg("--set-json").arg(format!("{k}={v}"));
+    }
+    let out = cmd.output().expect("run helm");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    Ok(yaml_docs(py, &String::from_utf8(out.stdout).unwrap()))
+}
+
+fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| {
+            panic!(
+                "no {kind} {name} among {:?}",
+                docs.iter()
+                    .map(|d| format!("{} {}", d["kind"], d["metadata"]["name"]))
+                    .collect::<Vec<_>>()
+            )
+        })
+}
+
+fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+/// The node.json a ConfigMap carries, parsed.
+fn node_json(cm: &Value) -> Value {
+    serde_json::from_str(cm["data"]["node.json"].as_str().unwrap()).unwrap()
+}
+
+/// Two pools, as a cluster with A100 and H100 nodes has them: two
+/// DaemonSets and two ConfigMaps, each DaemonSet on its pool's nodes, with
+/// its pool's tolerations, installing its pool's node config (the global
+/// one with the pool's keys over it, a null removing one), rolled by its own
+/// config's checksum; selectors that cannot select each other's pods; what
+/// roce-tune itself accepts in each node.json. A pool named default beside
+/// another, or a name twice, is refused.
+#[test]
+fn two_node_pools_are_two_daemonsets_each_with_its_own_node_config() {
+    let helm = needs!(helm);
+    let py = needs!(yaml_python);
+    let pools = json!([
+        {"name": "a100", "nodeSelector": {"nvidia.com/gpu.product": "A100-SXM4-80GB"},
+         "nodeConfig": {"gpuResources": ["nvidia.com/a100"], "sysctlAllowlist": null}},
+        {"name": "h100", "nodeSelector": {"nvidia.com/gpu.product": "H100-SXM5-80GB"},
+         "tolerations": [{"key": "h100", "operator": "Exists", "effect": "NoSchedule"}],
+         "nodeConfig": {"driftPolicy": "report"}},
+    ]);
+    let docs = render_json(&py, &helm, &[("nodePools", pools.clone())]).unwrap();
+    let dss = of_kind(&docs, "DaemonSet");
+    assert_eq!(dss.len(), 2, "{dss:?}");
+    assert_eq!(of_kind(&docs, "ConfigMap").len(), 2);
+    let global = render_json(&py, &helm, &[]).unwrap();
+    let global_conf = node_json(named(&global, "ConfigMap", "roce-tune-node-config"));
+    for (pool, gpu) in [("a100", "A100-SXM4-80GB"), ("h100", "H100-SXM5-80GB")] {
+        let ds = named(&docs, "DaemonSet", &format!("roce-tune-{pool}"));
+        let cm = named(&docs, "ConfigMap", &format!("roce-tune-{pool}-node-config"));
+        let pod = &ds["spec"]["template"];
+        let label = json!(pool);
+        assert_eq!(
+            ds["spec"]["selector"]["matchLabels"]["roce-tune.io/node-pool"],
+            label
+        );
+        assert_eq!(pod["metadata"]["labels"]["roce-tune.io/node-pool"], label);
+        assert_eq!(
+            pod["spec"]["nodeSelector"],
+            json!({"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                   "nvidia.com/gpu.product": gpu}),
+            "{pool}"
+        );
+        let vols = pod["spec"]["volumes"].as_array().unwrap();
+        let cm_vol = vols.iter().find(|v| v["name"] == "node-config").unwrap();
+        assert_eq!(
+            cm_vol["configMap"]["name"], cm["metadata"]["name"],
+            "{pool}"
+        );
+        // Its own checksum: of its own ConfigMap.
+        let sum = &pod["metadata"]["annotations"]["checksum/node-config"];
+        let other = dss
+            .iter()
+            .find(|d| d["metadata"]["name"] != ds["metadata"]["name"])
+            .unwrap();
+        assert_ne!(
+            sum,
+            &other["spec"]["template"]["metadata"]["annotations"]["checksum/node-config"]
+        );
+        let conf = node_json(cm);
+        let bytes = serde_json::to_vec(&conf).unwrap();
+        NodeConfig::parse(Path::new("node.json"), &bytes)
+            .unwrap_or_else(|e| panic!("{pool}: roce-tune refuses {conf}: {e}"));
+        let mut want = global_conf.clone();
+        match pool {
+            "a100" => {
+                want["gpuResources"] = json!(["nvidia.com/a100"]);
+                want.as_object_mut().unwrap().remove("sysctlAllowlist");
+            }
+            _ => want["driftPolicy"] = json!("report"),
+        }
+        assert_eq!(
+            conf, want,
+            "{pool}: the global node config with the pool's keys over it"
+        );
+    }
+    let tol = |pool: &str| {
+        named(&docs, "DaemonSet", pool)["spec"]["template"]["spec"]["tolerations"].clone()
+    };
+    assert_eq!(
+        tol("roce-tune-a100"),
+        json!([{"operator": "Exists"}]),
+        "the global tolerations"
+    );
+    assert_eq!(
+        tol("roce-tune-h100"),
+        json!([{"key": "h100", "operator": "Exists", "effect": "NoSchedule"}])
+    );
+
+    for (pools, says) in [
+        (
+            json!([{"name": "default"}, {"name": "h100"}]),
+            "cannot have sibling pools",
+        ),
+        (
+            json!([{"name": "h100"}, {"name": "h100"}]),
+            "names h100 twice",
+        ),
+    ] {
+        let err = render_json(&py, &helm, &[("nodePools", pools.clone())]).unwrap_err();
+        assert!(err.contains(says), "{pools}: {err}");
+    }
+    for bad in [
+        json!([]),
+        json!([{"name": "H100"}]),
+        json!([{"name": "a100", "nodeConfig": {"stateDirr": "/x"}}]),
+    ] {
+        let err = render_json(&py, &helm, &[("nodePools", bad.clone())]).unwrap_err();
+        assert!(
+            err.contains("values don't meet the specifications of the schema"),
+            "{bad}: {err}"
+        );
+    }
+}
+
+// ------------------------------------------------------------ every value, rendered
+
+type Check = Box<dyn Fn(&[Value]) -> Result<(), String>>;
+
+/// One value set and what its rendering must hold.
+struct Case {
+    set: Vec<(&'static str, Value)>,
+    check: Check,
+}
+
+fn case(
+    set: Vec<(&'static str, Value)>,
+    check: impl Fn(&[Value]) -> Result<(), String> + 'static,
+) -> Case {
+    Case {
+        set,
+        check: Box::new(check),
+    }
+}
+
+fn want(ok: bool, what: impl FnOnce() -> String) -> Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(what())
+    }
+}
+
+fn the_ds(docs: &[Value]) -> &Value {
+    let dss = of_kind(docs, "DaemonSet");
+    assert_eq!(dss.len(), 1, "one DaemonSet");
+    dss[0]
+}
+
+fn pod_spec(docs: &[Value]) -> &Value {
+    &the_ds(docs)["spec"]["template"]["spec"]
+}
+
+fn container<'a>(docs: &'a [Value], name: &str) -> &'a Value {
+    let spec = pod_spec(docs);
+    spec["containers"]
+        .as_array()
+        .into_iter()
+        .chain(spec["initContainers"].as_array())
+        .flatten()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no container {name}: {spec}"))
+}
+
+fn has_kind(docs: &[Value], kind: &str, name: &str) -> bool {
+    docs.iter()
+        .any(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+}
+
+/// Each value of values.yaml, set to something other than its default, and
+/// what the chart must render for it. `every_value_is_rendered_by_a_case`
+/// holds the list to the schema.
+fn cases() -> Vec<Case> {
+    let res = json!({"requests": {"cpu": "20m", "memory": "32Mi"}, "limits": {"cpu": "200m", "memory": "96Mi"}});
+    let agent_res =
+        json!({"requests": {"cpu": "50m", "memory": "48Mi"}, "limits": {"memory": "256Mi"}});
+    let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "nvidia.com/gpu.product",
+            "operator": "In", "values": ["A100-SXM4-80GB", "H100-SXM5-80GB"]}]}]}}});
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let on = || ("metrics.enabled", json!(true));
+    let sm =
+        |docs: &[Value]| named(docs, "ServiceMonitor", "roce-tune")["spec"]["endpoints"][0].clone();
+    vec![
+        case(vec![("platform", json!("openshift"))], |d| {
+            let s = pod_spec(d);
+            want(
+                s["nodeSelector"]["node-role.kubernetes.io/worker"] == ""
+                    && has_kind(d, "Role", "roce-tune-privileged-scc"),
+                || format!("{s}"),
+            )
+        }),
+        case(
+            vec![(
+                "platforms",
+                json!({
+                "kubernetes": {"cniBinDir": "/usr/libexec/cni", "nodeSelector": {"k": "1"}},
+                "openshift": {"cniBinDir": "/var/lib/cni/bin", "nodeSelector": {}},
+                "nvidia-network-operator": {"cniBinDir": "/opt/cni/bin", "nodeSelector": {}}}),
+            )],
+            |d| {
+                let s = pod_spec(d);
+                let bin = s["volumes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|v| v["name"] == "cni-bin")
+                    .unwrap();
+                want(
+                    bin["hostPath"]["path"] == "/usr/libexec/cni" && s["nodeSelector"]["k"] == "1",
+                    || format!("{s}"),
+                )
+            },
+        ),
+        case(
+            vec![("image.repository", json!("myregistry/roce-tune"))],
+            |d| {
+                let i = &container(d, "agent")["image"];
+                want(i == "myregistry/roce-tune:0.1.0", || {
+                    format!("{i}: the chart's appVersion")
+                })
+            },
+        ),
+        case(vec![("image.tag", json!("0.1.0-0123456789ab"))], |d| {
+            let i = &container(d, "install")["image"];
+            want(
+                i == "registry.example.com/roce-tune:0.1.0-0123456789ab",
+                || format!("{i}"),
+            )
+        }),
+        case(
+            vec![
+                ("image.digest", json!(digest)),
+                ("image.tag", json!("ignored")),
+            ],
+            move |d| {
+                let w = format!("registry.example.com/roce-tune@sha256:{}", "ab".repeat(32));
+                want(
+                    container(d, "agent")["image"] == w.as_str()
+                        && container(d, "install")["image"] == w.as_str(),
+                    || format!("{}", container(d, "agent")["image"]),
+                )
+            },
+        ),
+        case(vec![("image.pullPolicy", json!("Always"))], |d| {
+            want(container(d, "agent")["imagePullPolicy"] == "Always", || {
+                "pullPolicy".into()
+            })
+        }),
+        case(
+            vec![("imagePullSecrets", json!([{"name": "my-registry"}]))],
+            |d| {
+                want(
+                    pod_spec(d)["imagePullSecrets"] == json!([{"name": "my-registry"}]),
+                    || format!("{}", pod_spec(d)),
+                )
+            },
+        ),
+        case(
+            vec![(
+                "nodeSelector",
+                json!({"kubernetes.io/arch": "amd64", "rdma": "yes"}),
+            )],
+            |d| {
+                want(
+                    pod_spec(d)["nodeSelector"]
+                        == json!({"kubernetes.io/arch": "amd64", "kubernetes.io/os": "linux", "rdma": "yes"}),
+                    || format!("{}", pod_spec(d)["nodeSelector"]),
+                )
+            },
+        ),
+        case(
+            vec![("tolerations", json!([{"key": "gpu", "operator": "Exists"}]))],
+            |d| {
+                want(
+                    pod_spec(d)["tolerations"] == json!([{"key": "gpu", "operator": "Exists"}]),
+                    || format!("{}", pod_spec(d)["tolerations"]),
+                )
+            },
+        ),
+        case(vec![("priorityClassName", json!("rdma-critical"))], |d| {
+            want(pod_spec(d)["priorityClassName"] == "rdma-critical", || {
+                "priorityClassName".into()
+            })
+        }),
+        case(vec![("affinity", affinity.clone())], move |d| {
+            want(pod_spec(d)["affinity"] == affinity, || {
+                format!("{}", pod_spec(d))
+            })
+        }),
+        case(
+            vec![("podAnnotations", json!({"example.com/owner": "gpu-team"}))],
+            |d| {
+                let a = &the_ds(d)["spec"]["template"]["metadata"]["annotations"];
+                want(
+                    a["example.com/owner"] == "gpu-team" && a["checksum/node-config"].is_string(),
+                    || format!("{a}"),
+                )
+            },
+        ),
+        case(vec![("podLabels", json!({"team": "gpu"}))], |d| {
+            let ds = the_ds(d);
+            let l = &ds["spec"]["template"]["metadata"]["labels"];
+            want(
+                l["team"] == "gpu" && ds["spec"]["selector"]["matchLabels"].get("team").is_none(),
+                || format!("{ds}"),
+            )
+        }),
+        case(vec![("maxUnavailable", json!(2))], |d| {
+            want(
+                the_ds(d)["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == 2,
+                || "maxUnavailable".into(),
+            )
+        }),
+        case(vec![("agent.every", json!(30))], |d| {
+            let c = &container(d, "agent")["command"];
+            want(
+                c == &json!(["/roce-tune-agent", "agent", "--every", "30", "--nri"]),
+                || format!("{c}"),
+            )
+        }),
+        case(vec![("agent.resources", agent_res.clone())], move |d| {
+            want(
+                container(d, "agent")["resources"] == agent_res
+                    && container(d, "install")["resources"]["limits"]["cpu"] == "100m",
+                || format!("{}", container(d, "agent")),
+            )
+        }),
+        case(
+            vec![
+                (
+                    "agent.livenessProbe",
+                    json!({"enabled": true, "periodSeconds": 20, "timeoutSeconds": 7, "failureThreshold": 5}),
+                ),
+                ("nodeConfig.metricsAddress", json!("[::1]:9999")),
+            ],
+            |d| {
+                let p = &container(d, "agent")["livenessProbe"];
+                want(
+                    *p == json!({"httpGet": {"host": "::1", "port": 9999, "path": "/healthz"},
+                    "periodSeconds": 20, "timeoutSeconds": 7, "failureThreshold": 5}),
+                    || format!("{p}"),
+                )
+            },
+        ),
+        case(vec![("agent.livenessProbe.enabled", json!(false))], |d| {
+            want(container(d, "agent").get("livenessProbe").is_none(), || {
+                "a probe".into()
+            })
+        }),
+        case(
+            vec![
+                ("install.resources", res.clone()),
+                ("uninstall.enabled", json!(true)),
+            ],
+            {
+                let res = res.clone();
+                move |d| {
+                    want(container(d, "uninstall")["resources"] == res, || {
+                        format!("{}", container(d, "uninstall"))
+                    })
+                }
+            },
+        ),
+        case(vec![("install.resources", res.clone())], {
+            let res = res.clone();
+            move |d| {
+                want(container(d, "install")["resources"] == res, || {
+                    format!("{}", container(d, "install"))
+                })
+            }
+        }),
+        case(
+            vec![(
+                "nodePools",
+                json!([{"name": "h100", "nodeSelector": {"gpu": "h100"}}]),
+            )],
+            |d| {
+                let s = &the_ds(d)["metadata"]["name"];
+                want(
+                    s == "roce-tune-h100" && pod_spec(d)["nodeSelector"]["gpu"] == "h100",
+                    || format!("{s}"),
+                )
+            },
+        ),
+        case(vec![on()], |d| {
+            want(
+                has_kind(d, "Service", "roce-tune-metrics")
+                    && has_kind(d, "ServiceMonitor", "roce-tune")
+                    && has_kind(d, "Role", "roce-tune-prometheus")
+                    && container(d, "kube-rbac-proxy")["image"].is_string(),
+                || "metrics objects".into(),
+            )
+        }),
+        case(vec![on(), ("metrics.port", json!(9443))], |d| {
+            let args = &container(d, "kube-rbac-proxy")["args"];
+            let svc = &named(d, "Service", "roce-tune-metrics")["spec"]["ports"][0]["port"];
+            want(
+                args[0] == "--secure-listen-address=[$(HOST_IP)]:9443" && svc == 9443,
+                || format!("{args} {svc}"),
+            )
+        }),
+        case(
+            vec![
+                on(),
+                (
+                    "metrics.proxy.image",
+                    json!("quay.io/brancz/kube-rbac-proxy:v0.19.1"),
+                ),
+            ],
+            |d| {
+                want(
+                    container(d, "kube-rbac-proxy")["image"]
+                        == "quay.io/brancz/kube-rbac-proxy:v0.19.1",
+                    || "proxy image".into(),
+                )
+            },
+        ),
+        case(
+            vec![
+                on(),
+                ("metrics.proxy.tlsSecret", json!("roce-tune-metrics-tls")),
+            ],
+            |d| {
+                let c = container(d, "kube-rbac-proxy");
+                let vols = pod_spec(d)["volumes"].as_array().unwrap();
+                let v = vols.iter().find(|v| v["name"] == "kube-rbac-proxy-tls");
+                let args: Vec<&str> = c["args"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect();
+                want(
+                    args.contains(&"--tls-cert-file=/etc/kube-rbac-proxy/tls.crt")
+                        && args.contains(&"--tls-private-key-file=/etc/kube-rbac-proxy/tls.key")
+                        && v.is_some_and(|v| v["secret"]["secretName"] == "roce-tune-metrics-tls")
+                        && c["volumeMounts"].as_array().unwrap().iter().any(|m| {
+                            m["name"] == "kube-rbac-proxy-tls"
+                                && m["mountPath"] == "/etc/kube-rbac-proxy"
+                        }),
+                    || format!("{c}"),
+                )
+            },
+        ),
+        case(vec![on(), ("metrics.proxy.resources", res.clone())], {
+            let res = res.clone();
+            move |d| {
+                want(container(d, "kube-rbac-proxy")["resources"] == res, || {
+                    "proxy resources".into()
+                })
+            }
+        }),
+        case(
+            vec![
+                on(),
+                (
+                    "metrics.readers",
+                    json!([{"kind": "ServiceAccount", "name": "prom", "namespace": "obs"}]),
+                ),
+            ],
+            |d| {
+                let s = &named(d, "ClusterRoleBinding", "roce-tune-metrics-reader")["subjects"];
+                want(
+                    *s == json!([{"kind": "ServiceAccount", "name": "prom", "namespace": "obs"}]),
+                    || format!("{s}"),
+                )
+            },
+        ),
+        case(
+            vec![
+                on(),
+                (
+                    "metrics.prometheusRBAC",
+                    json!({"enabled": true, "serviceAccount": "prom", "namespace": "obs"}),
+                ),
+            ],
+            |d| {
+                let s = &named(d, "RoleBinding", "roce-tune-prometheus")["subjects"];
+                let rules = &named(d, "Role", "roce-tune-prometheus")["rules"][0];
+                want(
+                    *s == json!([{"kind": "ServiceAccount", "name": "prom", "namespace": "obs"}])
+                        && rules["resources"]
+                            .as_array()
+                            .unwrap()
+                            .contains(&json!("endpoints")),
+                    || format!("{s}"),
+                )
+            },
+        ),
+        case(
+            vec![on(), ("metrics.prometheusRBAC.enabled", json!(false))],
+            |d| {
+                want(
+                    !has_kind(d, "Role", "roce-tune-prometheus")
+                        && !has_kind(d, "RoleBinding", "roce-tune-prometheus"),
+                    || "Role".into(),
+                )
+            },
+        ),
+        case(
+            vec![on(), ("metrics.serviceMonitor.enabled", json!(false))],
+            |d| {
+                want(
+                    !has_kind(d, "ServiceMonitor", "roce-tune")
+                        && has_kind(d, "Service", "roce-tune-metrics"),
+                    || "ServiceMonitor".into(),
+                )
+            },
+        ),
+        case(
+            vec![
+                on(),
+                (
+                    "metrics.serviceMonitor.labels",
+                    json!({"release": "kube-prometheus-stack"}),
+                ),
+            ],
+            |d| {
+                let l = &named(d, "ServiceMonitor", "roce-tune")["metadata"]["labels"];
+                want(
+                    l["release"] == "kube-prometheus-stack"
+                        && l["app.kubernetes.io/name"] == "roce-tune",
+                    || format!("{l}"),
+                )
+            },
+        ),
+        case(
+            vec![
+                on(),
+                ("metrics.serviceMonitor.interval", json!("15s")),
+                ("metrics.serviceMonitor.scrapeTimeout", json!("5s")),
+            ],
+            move |d| {
+                let e = sm(d);
+                want(e["interval"] == "15s" && e["scrapeTimeout"] == "5s", || {
+                    format!("{e}")
+                })
+            },
+        ),
+        case(
+            vec![
+                on(),
+                (
+                    "metrics.serviceMonitor.authorization",
+                    json!({"credentials": {"name": "prom-token", "key": "token"}}),
+                ),
+            ],
+            move |d| {
+                let e = sm(d);
+                want(
+                    e["authorization"]
+                        == json!({"credentials": {"name": "prom-token", "key": "token"}})
+                        && e.get("bearerTokenFile").is_none(),
+                    || format!("{e}"),
+                )
+            },
+        ),
+        case(
+            vec![
+                on(),
+                ("metrics.proxy.tlsSecret", json!("roce-tune-metrics-tls")),
+                (
+                    "metrics.serviceMonitor.tlsConfig",
+                    json!({"ca": {"secret": {"name": "roce-tune-metrics-ca", "key": "ca.crt"}}, "serverName": "roce-tune-metrics.roce-tune.svc"}),
+                ),
+            ],
+            move |d| {
+                let e = sm(d);
+                want(
+                    e["tlsConfig"]
+                        == json!({"ca": {"secret": {"name": "roce-tune-metrics-ca", "key": "ca.crt"}}, "serverName": "roce-tune-metrics.roce-tune.svc"}),
+                    || format!("{e}"),
+                )
+            },
+        ),
+        case(
+            vec![
+                ("grafana.dashboard.enabled", json!(true)),
+                ("grafana.dashboard.label", json!("dash")),
+                ("grafana.dashboard.labelValue", json!("yes")),
+                ("grafana.dashboard.namespace", json!("grafana")),
+            ],
+            |d| {
+                let cm = named(d, "ConfigMap", "roce-tune-grafana-dashboard");
+                want(
+                    cm["metadata"]["labels"]["dash"] == "yes"
+                        && cm["metadata"]["namespace"] == "grafana",
+                    || format!("{}", cm["metadata"]),
+                )
+            },
+        ),
+        case(vec![("uninstall.enabled", json!(true))], |d| {
+            let names: Vec<&Value> = pod_spec(d)["containers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| &c["name"])
+                .collect();
+            want(
+                names == [&json!("uninstall")] && pod_spec(d).get("initContainers").is_none(),
+                || format!("{names:?}"),
+            )
+        }),
+    ]
+}
+
+/// Each value renders what it says, through the real Helm, checked on the
+/// objects it renders (the defaults, the kustomize overlays' objects, are
+/// check-conf's).
+#[test]
+fn each_value_renders_what_it_says() {
+    let helm = needs!(helm);
+    let py = needs!(yaml_python);
+    let mut wrong = Vec::new();
+    for c in cases() {
+        let set: Vec<(&str, Value)> = c.set.clone();
+        match render_json(&py, &helm, &set) {
+            Ok(docs) => {
+                if let Err(e) = (c.check)(&docs) {
+                    wrong.push(format!("{set:?}: {e}"));
+                }
+            }
+            Err(e) => wrong.push(format!("{set:?}: helm template failed: {e}")),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// What the schema or the chart refuses among the values above: a CPU limit
+/// on the agent, a podLabel or podAnnotation of the chart's own, a digest
+/// that is not sha256, a tlsConfig without a CA, or with a CA while
+/// kube-rbac-proxy serves its self-signed certificate, an authorization
+/// without credentials, a probe on port 0.
+#[test]
+fn values_that_cannot_work_are_refused() {
+    let helm = needs!(helm);
+    let py = needs!(yaml_python);
+    let schema = "values don't meet the specifications of the schema";
+    let cases: Vec<(Vec<(&str, Value)>, &str)> = vec![
+        (
+            vec![(
+                "agent.resources",
+                json!({"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "160Mi"}}),
+            )],
+            schema,
+        ),
+        (
+            vec![("podLabels", json!({"app.kubernetes.io/name": "x"}))],
+            "podLabels may not set app.kubernetes.io/name",
+        ),
+        (
+            vec![("podAnnotations", json!({"checksum/node-config": "x"}))],
+            "podAnnotations may not set checksum/node-config",
+        ),
+        (vec![("image.digest", json!("md5:0123"))], schema),
+        (
+            vec![
+                ("metrics.enabled", json!(true)),
+                (
+                    "metrics.serviceMonitor.tlsConfig",
+                    json!({"serverName": "x"}),
+                ),
+            ],
+            schema,
+        ),
+        (
+            vec![
+                ("metrics.enabled", json!(true)),
+                (
+                    "metrics.serviceMonitor.tlsConfig",
+                    json!({"ca": {"secret": {"name": "ca", "key": "ca.crt"}}}),
+                ),
+            ],
+            "metrics.proxy.tlsSecret is empty",
+        ),
+        (
+            vec![
+                ("metrics.enabled", json!(true)),
+                (
+                    "metrics.serviceMonitor.authorization",
+                    json!({"type": "Bearer"}),
+                ),
+            ],
+            schema,
+        ),
+        (
+            vec![
+                ("metrics.enabled", json!(true)),
+                (
+                    "metrics.serviceMonitor.authorization",
+                    json!({"type": "Basic", "credentials": {"name": "a", "key": "b"}}),
+                ),
+            ],
+            schema,
+        ),
+        (
+            vec![("nodeConfig.metricsAddress", json!("127.0.0.1:0"))],
+            "has port 0",
+        ),
+        (vec![("resources", json!({}))], schema),
+    ];
+    let mut wrong = Vec::new();
+    for (set, says) in cases {
+        match render_json(&py, &helm, &set) {
+            Ok(_) => wrong.push(format!("{set:?}: rendered")),
+            Err(e) if !e.contains(says) => {
+                wrong.push(format!("{set:?}: refused, but not with {says:?}: {e}"))
+            }
+            Err(_) => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// Every value of values.schema.json (but nodeConfig's keys, which
+/// `schema_refuses_exactly_what_roce_tune_refuses` probes) is set by a case
+/// of `each_value_renders_what_it_says`: a value added to the chart needs
+/// its case.
+#[test]
+fn every_value_is_rendered_by_a_case() {
+    fn leaves(schema: &Value, path: String, out: &mut Vec<String>) {
+        match schema["properties"].as_object() {
+            Some(props) if path != "nodeConfig" && path != "nodePools" => {
+                for (k, v) in props {
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    leaves(v, p, out);
+                }
+            }
+            _ => out.push(path),
+        }
+    }
+    let text = std::fs::read_to_string(chart().join("values.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    let mut all = Vec::new();
+    leaves(&schema, String::new(), &mut all);
+    let set: Vec<&str> = cases()
+        .iter()
+        .flat_map(|c| c.set.iter().map(|(k, _)| *k))
+        .collect();
+    let missing: Vec<&String> = all
+        .iter()
+        .filter(|leaf| {
+            leaf.as_str() != "nodeConfig"
+                && !set.iter().any(|k| {
+                    *k == leaf.as_str()
+                        || leaf.starts_with(&format!("{k}."))
+                        || k.starts_with(&format!("{leaf}."))
+                })
+        })
+        .collect();
+    assert!(all.len() > 30, "{all:?}");
+    assert!(missing.is_empty(), "values no case renders: {missing:?}");
 }

@@ -38,6 +38,7 @@ mod rdma_gid;
 mod rdma_lookup;
 mod rdma_traffic_class;
 mod references;
+mod release;
 mod security;
 mod stress;
 mod tally;

@@ -16,6 +16,11 @@ use std::thread;
 const GOOD_BOUND: Duration = Duration::from_millis(2500);
 const BODY: &str = "# HELP t_info test\n# TYPE t_info gauge\nt_info 1\n";
 
+/// The health of an agent whose passes go on (ten-minute periods).
+fn live() -> Arc<Health> {
+    Arc::new(Health::new(Duration::from_secs(600), None))
+}
+
 fn test_limits() -> Limits {
     Limits {
         max_connections: 32,
@@ -57,7 +62,7 @@ fn start(name: &'static str, limits: Limits) -> Running {
     let server = Server::bind("127.0.0.1:0".parse().unwrap(), limits).unwrap();
     let addr = server.local_addr();
     let published = Arc::new(Published::new(BODY.to_string()));
-    let handler = routes(published.clone());
+    let handler = routes(published.clone(), live());
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let thread = thread::Builder::new()
@@ -194,6 +199,47 @@ fn serves_metrics_and_healthz_then_closes() {
     srv.published.publish("t_info 2\n".into());
     assert_eq!(get(srv.addr, "/metrics").body, b"t_info 2\n");
     assert_eq!(srv.threads(), 1);
+}
+
+/// `/healthz` is the agent's health, not the server's: 503, saying why, when
+/// the passes stopped or the NRI plugin's thread ended (`health.rs` judges).
+#[test]
+fn healthz_is_503_naming_what_stopped() {
+    use std::sync::atomic::AtomicBool;
+    let ask = |health: Health| {
+        let server = Server::bind("127.0.0.1:0".parse().unwrap(), test_limits()).unwrap();
+        let addr = server.local_addr();
+        let handle = server
+            .spawn(routes(
+                Arc::new(Published::new(BODY.into())),
+                Arc::new(health),
+            ))
+            .unwrap();
+        let r = get(addr, "/healthz");
+        handle.shutdown().unwrap();
+        (r.status, String::from_utf8(r.body).unwrap())
+    };
+    // No period at all: stale as soon as any time has passed.
+    let (status, body) = ask(Health::new(Duration::ZERO, None));
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.starts_with("stale: no repair pass has ended"),
+        "{body}"
+    );
+    let (status, body) = ask(Health::new(
+        Duration::from_secs(600),
+        Some(Arc::new(AtomicBool::new(true))),
+    ));
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("NRI plugin's thread is not running"),
+        "{body}"
+    );
+    let (status, body) = ask(Health::new(
+        Duration::from_secs(600),
+        Some(Arc::new(AtomicBool::new(false))),
+    ));
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
 }
 
 #[test]
@@ -582,7 +628,7 @@ fn spawn_blocks_termination_signals_in_its_thread_and_stops_within_a_second() {
     let server = Server::bind("127.0.0.1:0".parse().unwrap(), Limits::default()).unwrap();
     let addr = server.local_addr();
     let handle = server
-        .spawn(routes(Arc::new(Published::new(BODY.into()))))
+        .spawn(routes(Arc::new(Published::new(BODY.into())), live()))
         .unwrap();
     assert_eq!(handle.local_addr(), addr);
     // The caller's mask is as it was.
@@ -640,7 +686,7 @@ fn shutdown_wakes_the_server_thread_whatever_its_poll_interval() {
     let server = Server::bind("127.0.0.1:0".parse().unwrap(), limits).unwrap();
     let addr = server.local_addr();
     let handle = server
-        .spawn(routes(Arc::new(Published::new(BODY.into()))))
+        .spawn(routes(Arc::new(Published::new(BODY.into())), live()))
         .unwrap();
     assert_eq!(get(addr, "/metrics").status, 200);
     // Idle now: the thread is in a poll of up to 60 s.

@@ -78,13 +78,30 @@ fn repo() -> &'static Path {
 /// (integration/.build/venv-grpc, or under $ROCE_TUNE_BUILD_DIR), when it
 /// imports grpcio.
 pub fn grpc_venv(at: &str) -> Option<PathBuf> {
+    venv_python(
+        at,
+        "venv-grpc",
+        "grpc, grpc_tools.protoc",
+        "as root: it installs grpcio there",
+    )
+}
+
+/// A python with PyYAML, to read what `helm template` renders: the venv
+/// setup.sh makes for check-conf (integration/requirements-check-conf.txt).
+pub fn yaml_python(at: &str) -> Option<PathBuf> {
+    venv_python(at, "venv", "yaml", "it installs PyYAML there")
+}
+
+/// The python of a venv setup.sh makes under integration/.build (or
+/// $ROCE_TUNE_BUILD_DIR), when it imports `modules`.
+fn venv_python(at: &str, venv: &str, modules: &str, setup_does: &str) -> Option<PathBuf> {
     let build = std::env::var_os("ROCE_TUNE_BUILD_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join("integration/.build"));
-    let py = build.join("venv-grpc/bin/python");
+    let py = build.join(venv).join("bin/python");
     let ok = py.is_file()
         && Command::new(&py)
-            .args(["-c", "import grpc, grpc_tools.protoc"])
+            .args(["-c", &format!("import {modules}")])
             .status()
             .is_ok_and(|s| s.success());
     if ok {
@@ -93,7 +110,7 @@ pub fn grpc_venv(at: &str) -> Option<PathBuf> {
     lacking(
         at,
         &format!(
-            "no usable {} (run integration/setup.sh as root: it installs grpcio there)",
+            "no usable {} (run integration/setup.sh {setup_does})",
             py.display()
         ),
     )
@@ -204,6 +221,12 @@ pub fn fault_bin(_at: &str) -> Option<&'static Path> {
     Some(fault_build())
 }
 
+/// The fault-injection build of the agent (`fault_bin`'s build makes both):
+/// a stalled pass, an NRI thread that ends (`roce_tune::fault`).
+pub fn fault_agent(_at: &str) -> Option<PathBuf> {
+    Some(fault_build().with_file_name("roce-tune-agent"))
+}
+
 /// `fault_bin`'s binary, for the helpers of a test that asked for it.
 pub fn fault_build() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
@@ -218,6 +241,8 @@ pub fn fault_build() -> &'static Path {
                 "fault-injection",
                 "--bin",
                 "roce-tune",
+                "--bin",
+                "roce-tune-agent",
             ])
             .env("CARGO_TARGET_DIR", &target)
             .current_dir(repo())
@@ -228,7 +253,9 @@ pub fn fault_build() -> &'static Path {
             "building the fault-injection binary failed"
         );
         let bin = target.join("debug/roce-tune");
-        assert!(bin.exists(), "{} missing after the build", bin.display());
+        for b in [&bin, &target.join("debug/roce-tune-agent")] {
+            assert!(b.exists(), "{} missing after the build", b.display());
+        }
         bin
     })
 }
