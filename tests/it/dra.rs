@@ -14,27 +14,27 @@ use std::time::{Duration, Instant};
 
 /// The pod's primary: eth0, holding the default route, bound to a VF of its
 /// own so that only the rule keeps it untouched.
-const PRIMARY_PCI: &str = "0000:0c:01.7";
-const PRIMARY_DEV: &str = "mlx5_15";
-const NETWORK: &str = "nri:dra-rails";
+pub(crate) const PRIMARY_PCI: &str = "0000:0d:00.0";
+pub(crate) const PRIMARY_DEV: &str = "mlx5_99";
+pub(crate) const NETWORK: &str = "nri:dra-rails";
 const HCA: &str = "NCCL_IB_HCA==mlx5_2:1,mlx5_3:1";
 
 /// A node with one pod whose netns holds eth0 (primary, with the default
 /// route) and `n` rails net1.. bound to VFs (rail 1's class file holding
 /// `Global tclass=106`, the others unset), the rails' sysctls away from
 /// roce-tune's, and a node config with the `draRails` profile `profile`.
-struct Node {
-    pod: Pod,
-    tree: Tree,
-    vfs: Vec<Vf>,
-    config: PathBuf,
-    state: Option<StateDirPath>,
-    sock: PathBuf,
+pub(crate) struct Node {
+    pub(crate) pod: Pod,
+    pub(crate) tree: Tree,
+    pub(crate) vfs: Vec<Vf>,
+    pub(crate) config: PathBuf,
+    pub(crate) state: Option<StateDirPath>,
+    pub(crate) sock: PathBuf,
     _dir: PathBuf,
 }
 
 impl Node {
-    fn new(n: usize, profile: Value, gids: bool) -> Node {
+    pub(crate) fn new(n: usize, profile: Value, gids: bool) -> Node {
         let spec = Rail::spec().rails(n);
         let spec = if gids { spec } else { spec.no_gids() };
         let Rail {
@@ -103,22 +103,22 @@ impl Node {
         assert!(self.entries().is_empty(), "{:?}", self.entries());
     }
 
-    fn plugin(&mut self, args: &[&str]) -> Plugin {
+    pub(crate) fn plugin(&mut self, args: &[&str]) -> Plugin {
         Plugin::on(self.state.take().unwrap(), &self.config, args)
     }
 
     /// The state dir (the plugin holds its handle once started).
-    fn state_dir(&self) -> PathBuf {
+    pub(crate) fn state_dir(&self) -> PathBuf {
         self.config.parent().unwrap().join("state")
     }
 
-    fn entry(&self, sandbox: &str, ifname: &str) -> Option<Value> {
+    pub(crate) fn entry(&self, sandbox: &str, ifname: &str) -> Option<Value> {
         let p = self.state_dir().join(format!("{sandbox}:{ifname}.state"));
         let text = std::fs::read_to_string(p).ok()?;
         Some(serde_json::from_str(&text).unwrap())
     }
 
-    fn entries(&self) -> Vec<String> {
+    pub(crate) fn entries(&self) -> Vec<String> {
         let Ok(rd) = std::fs::read_dir(self.state_dir()) else {
             return vec![];
         };
@@ -132,7 +132,7 @@ impl Node {
 
     /// What the node shows that a tuning changes: every class file, and
     /// every rail sysctl of the pod's interfaces.
-    fn picture(&self) -> Picture {
+    pub(crate) fn picture(&self) -> Picture {
         let mut names: Vec<&str> = self.vfs.iter().map(|v| v.ifname.as_str()).collect();
         names.push("eth0");
         (
@@ -141,7 +141,7 @@ impl Node {
         )
     }
 
-    fn run(&self, bin: &Path, script: Value, extra: &[&str]) -> Value {
+    pub(crate) fn run(&self, bin: &Path, script: Value, extra: &[&str]) -> Value {
         Sim::start(bin, &self.sock, &script, extra).finish()
     }
 }
@@ -157,25 +157,25 @@ fn own_values(pod: &Pod, ifname: &str) -> Vec<String> {
         .collect()
 }
 
-fn tuned(ifname: &str) -> Vec<String> {
+pub(crate) fn tuned(ifname: &str) -> Vec<String> {
     rail_sysctls(ifname)
         .into_iter()
         .map(|(_, v)| v.to_owned())
         .collect()
 }
 
-fn profile() -> Value {
+pub(crate) fn profile() -> Value {
     json!({"trafficClass": 41, "podTrafficClasses": [41, 106], "gidTimeoutMs": 800})
 }
 
 /// A script whose steps start once the plugin has registered.
-fn registered(steps: Value) -> Value {
+pub(crate) fn registered(steps: Value) -> Value {
     let mut all = vec![json!({"wait_plugins": ["roce-tune"], "timeout_ms": 5000})];
     all.extend(steps.as_array().expect("a list of steps").iter().cloned());
     Value::Array(all)
 }
 
-fn run_pod_ms(result: &Value) -> f64 {
+pub(crate) fn run_pod_ms(result: &Value) -> f64 {
     let dedicated = rpcs(result, "RunPodSandbox");
     let r = dedicated
         .first()
@@ -485,7 +485,7 @@ struct Ran {
     plugin: Plugin,
 }
 
-type Picture = (
+pub(crate) type Picture = (
     std::collections::BTreeMap<PathBuf, String>,
     Vec<Vec<String>>,
 );
@@ -867,7 +867,7 @@ fn log_ms(line: &str) -> f64 {
 }
 
 /// The first line of `log` holding `needle`.
-fn line_of<'a>(log: &'a str, needle: &str) -> &'a str {
+pub(crate) fn line_of<'a>(log: &'a str, needle: &str) -> &'a str {
     log.lines()
         .find(|l| l.contains(needle))
         .unwrap_or_else(|| panic!("no {needle:?} in {log}"))

@@ -1,0 +1,184 @@
+//! The NRI plugin under hostile pods and runtimes, under containerd's own
+//! adaptation (../shared/nri: `nri-sim-0.12`, `nri-sim-old`) and, for bytes
+//! no real runtime sends, the raw peer of tests/it/nri.rs:
+//!
+//! - a pod is read for what the plugin reads, bounded by the message's size
+//!   only: Kubernetes bounds a pod's annotations by their total size (256
+//!   KiB), not their count, and a container's env has no bound but the
+//!   message's (ttrpc's 4 MiB); a pod that does not decode is skipped alone;
+//! - the DRA catch-up works per rail, a port told apart by the device's
+//!   identity, never by an interface name a pod can change;
+//! - every wait of RunPodSandbox and StopPodSandbox ends by one deadline,
+//!   three quarters of the request timeout; what is left past it is
+//!   finished after the answer, off the request path.
+//!
+//! The node is tests/it/dra.rs's (`Node`): the test plays dranet and the
+//! kernel on a sysfs test tree (docs/design.md, "Test trees").
+
+use crate::common::need::NriSims;
+use crate::common::*;
+use crate::dra::{line_of, profile, registered, Node, NETWORK};
+use crate::nri::{adjusted_env, ctr, never_dropped, pod, steps, Raw, Sim};
+use roce_tune::protowire::Writer;
+use serde_json::{json, Map, Value};
+use std::time::Duration;
+
+/// `n` annotations of five bytes each, key and value (`a0000` to
+/// `a1000` for 4,097): legal in Kubernetes, whose API server bounds a pod's
+/// annotations by their total size, not their count (docs/design.md, "NRI").
+fn annotations(n: usize) -> Map<String, Value> {
+    (0..n).map(|i| (format!("a{i:04x}"), json!(""))).collect()
+}
+
+/// `n` env entries (`E0=0` ...) then `last`.
+fn env(n: usize, last: &str) -> Vec<String> {
+    let mut v: Vec<String> = (0..n).map(|i| format!("E{i}={i}")).collect();
+    v.push(last.to_owned());
+    v
+}
+
+// ------------------------------------------------------------ sizes
+
+/// A pod with 4,097 annotations that never asked for anything starts, and
+/// its container with 65,537 env entries is created; a pod beside it with
+/// as many annotations and its pick of class among them has its DRA rails
+/// at that class, and its container, whose 65,537th variable is one the
+/// plugin would inject, keeps its own value and gets the others.
+#[test]
+fn a_pod_with_4097_annotations_starts_and_a_container_with_65537_env_entries_is_created() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    for (name, bin) in sims.both() {
+        let mut node = Node::new(2, profile(), true);
+        let plugin = node.plugin(&["nri"]);
+        let (quiet, opted) = (unique("sbq"), unique("sbo"));
+        let mut many = annotations(4097);
+        let q = pod(&quiet, None, Value::Object(many.clone()));
+        many.insert("roce-tune.io/nccl-env".into(), json!("true"));
+        many.insert("roce-tune.io/traffic-class".into(), json!("106"));
+        let o = pod(&opted, Some(&node.pod.path()), Value::Object(many));
+        let quiet_env = env(65_536, "PATH=/bin");
+        let opted_env = env(65_536, "NCCL_IB_TC=7");
+        let result = node.run(
+            bin,
+            registered(json!([
+                {"run_pod": q},
+                {"create_container": ctr("c-quiet", &quiet, &quiet_env.iter().map(String::as_str).collect::<Vec<_>>())},
+                {"run_pod": o},
+                {"create_container": ctr("c-opted", &opted, &opted_env.iter().map(String::as_str).collect::<Vec<_>>())}
+            ])),
+            &[],
+        );
+        for s in &steps(&result)[1..] {
+            assert_eq!(s["ok"], true, "{name}: {}", s["error"]);
+        }
+        never_dropped(name, &result, 0);
+        assert!(adjusted_env(&steps(&result)[2]).is_empty(), "{name}");
+        for vf in &node.vfs {
+            assert_eq!(
+                node.tree.tc(&vf.dev),
+                "tclass=106",
+                "{name}: the pod's pick"
+            );
+        }
+        let got = adjusted_env(&steps(&result)[4]);
+        assert_eq!(
+            got,
+            ["NCCL_IB_HCA==mlx5_2:1,mlx5_3:1", "NCCL_IB_GID_INDEX=3"],
+            "{name}: NCCL_IB_TC is the container's own"
+        );
+        assert!(!plugin.log().contains("panicked"), "{name}");
+    }
+}
+
+/// A Synchronize that lists a pod of 4,097 annotations and, beside it, a
+/// pod whose two DRA rails were never tuned: the neighbour's rails end at
+/// the profile's class.
+#[test]
+fn a_synchronize_with_a_4097_annotation_pod_tunes_its_neighbours_dra_rails() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    for (name, bin) in sims.both() {
+        let mut node = Node::new(2, profile(), true);
+        let crowded = pod(&unique("sbc"), None, Value::Object(annotations(4097)));
+        let sandbox = unique("sb");
+        let neighbour = pod(&sandbox, Some(&node.pod.path()), json!({}));
+        let sim = Sim::start(
+            bin,
+            &node.sock,
+            &json!([
+                {"existing_pods": [crowded, neighbour]},
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"sleep_ms": 2500}
+            ]),
+            &[],
+        );
+        sim.wait_log("step 1 wait_plugins: begin");
+        let plugin = node.plugin(&["nri"]);
+        let log = plugin.wait_log("caught up ", 1, Duration::from_secs(8));
+        never_dropped(name, &sim.finish(), 1);
+        for vf in &node.vfs {
+            assert_eq!(node.tree.tc(&vf.dev), "tclass=41", "{name}: {log}");
+            assert_eq!(
+                node.entry(&sandbox, &vf.ifname).unwrap()["network"],
+                NETWORK
+            );
+        }
+    }
+}
+
+/// A `PodSandbox` of the runtime's with one annotation whose key claims
+/// more bytes than it holds: no runtime of ttrpc's sends it, a broken one
+/// might.
+fn broken_pod(id: &str) -> Writer {
+    let mut p = Writer::new();
+    p.text(1, id).text(2, "broken").text(4, "team-a");
+    // map entry {1 key: 5 bytes claimed, 1 there}
+    p.bytes(6, &[0x0a, 0x05, b'k']);
+    p
+}
+
+/// The same, well formed: `PodSandbox{1 id, 2 name, 3 uid, 4 namespace,
+/// 8 linux{5 namespaces{1 "network", 2 path}}}`.
+fn good_pod(id: &str, netns: &str) -> Writer {
+    let mut p = Writer::new();
+    p.text(1, id)
+        .text(2, "neighbour")
+        .text(3, "uid-n")
+        .text(4, "team-a");
+    let mut ns = Writer::new();
+    ns.text(1, "network").text(2, netns);
+    let mut linux = Writer::new();
+    linux.message(5, &ns);
+    p.message(8, &linux);
+    p
+}
+
+/// A pod in a Synchronize that does not decode is skipped with one line,
+/// alone: the pod after it in the same part has its DRA rails tuned.
+#[test]
+fn an_undecodable_pod_in_a_synchronize_is_one_line_and_its_neighbours_are_judged() {
+    needs!(root);
+    let _: NriSims = needs!(nri_sim);
+    let mut node = Node::new(2, profile(), true);
+    let raw = Raw::bind(&node.sock);
+    let plugin = node.plugin(&["nri"]);
+    let mut c = raw.accept(Duration::from_secs(5));
+    let sandbox = unique("sb");
+    let mut part = Writer::new();
+    part.message(1, &broken_pod("broken-1"))
+        .message(1, &good_pod(&sandbox, &node.pod.path()));
+    let (code, message, _) = c.call("Synchronize", part.as_bytes());
+    assert_eq!(code, 0, "{message}");
+    let log = plugin.wait_log("caught up ", 1, Duration::from_secs(8));
+    for vf in &node.vfs {
+        assert_eq!(node.tree.tc(&vf.dev), "tclass=41", "{log}");
+    }
+    let said: Vec<&str> = log.lines().filter(|l| l.contains("broken-1")).collect();
+    assert_eq!(said.len(), 1, "{log}");
+    assert!(said[0].contains("does not decode"), "{}", said[0]);
+    assert!(
+        line_of(&log, "caught up ").contains("1 that do not decode"),
+        "{log}"
+    );
+}
