@@ -251,7 +251,11 @@ impl Plugin {
                 return Vec::new();
             }
         };
-        let (given, kept): (Vec<_>, Vec<_>) = vars.into_iter().partition(|(k, _)| !ctr.sets(k));
+        let names: Vec<&str> = vars.iter().map(|(k, _)| k.as_str()).collect();
+        let own = ctr.sets_each(&names);
+        let (given, kept): (Vec<_>, Vec<_>) = vars.into_iter().zip(own).partition(|(_, own)| !own);
+        let given: Vec<(String, String)> = given.into_iter().map(|(kv, _)| kv).collect();
+        let kept: Vec<(String, String)> = kept.into_iter().map(|(kv, _)| kv).collect();
         if !kept.is_empty() {
             stats.count_kept();
             if self.kept_logged.len() >= KEPT_LOGGED_MAX {
@@ -310,15 +314,26 @@ mod tests {
         .collect()
     }
 
-    fn pod<'a>(annotations: Vec<(&'a str, &'a str)>, netns: Option<&'a str>) -> Pod<'a> {
+    /// A pod as the runtime encodes it, decoded (its bytes live as long as
+    /// the test).
+    fn pod(annotations: Vec<(&str, &str)>, netns: Option<&'static str>) -> Pod<'static> {
+        let wire = crate::nri::messages::tests::pod_bytes("p1", None, &annotations);
+        let bytes: &'static [u8] = Box::leak(wire.into_bytes().into_boxed_slice());
         Pod {
-            id: "p1",
-            name: "train-0",
-            namespace: "team-a",
-            annotations,
             netns,
-            ..Pod::default()
+            ..crate::nri::messages::pod(bytes).unwrap()
         }
+    }
+
+    /// A container as the runtime encodes it, decoded.
+    fn container(env: &[&str]) -> Container<'static> {
+        let mut c = crate::protowire::Writer::new();
+        c.text(1, "c1").text(3, "nccl");
+        for e in env {
+            c.text(8, e);
+        }
+        let bytes: &'static [u8] = Box::leak(c.into_bytes().into_boxed_slice());
+        crate::nri::messages::container(bytes).unwrap()
     }
 
     const SELF_NS: &str = "/proc/self/ns/net";
@@ -327,11 +342,7 @@ mod tests {
     fn the_annotation_switches_and_the_container_keeps_its_own_values() {
         let stats = Stats::default();
         let mut p = Plugin::new(NcclEnv::Annotated, Box::new(Fixed(Ok(vars()))));
-        let ctr = Container {
-            name: "nccl",
-            env: vec!["NCCL_IB_TC=106", "PATH=/bin"],
-            ..Container::default()
-        };
+        let ctr = container(&["NCCL_IB_TC=106", "PATH=/bin"]);
         let on = pod(vec![(ANNOTATION, "true")], Some(SELF_NS));
         let got = p.create_container(&on, &ctr, &stats);
         let names: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();

@@ -568,6 +568,7 @@ struct Tally {
     failed: usize,
     stopped: usize,
     listed: usize,
+    undecodable: usize,
 }
 
 impl CatchUp {
@@ -696,14 +697,26 @@ fn catch_up(dra: &DraRails, shared: &Shared, parts: &[Vec<u8>], each: Duration) 
     let mut n = Tally::default();
     let mut ended = None;
     'parts: for part in parts {
-        let pods = match super::messages::synchronize_pods(part) {
-            Ok(p) => p,
-            Err(e) => {
-                crate::warn!("catch-up after Synchronize: its pods do not decode ({e}): that part's pods keep their DRA rails as they are");
-                continue;
-            }
-        };
-        for pod in &pods {
+        // Decoded and judged one at a time: a pod that does not decode is
+        // skipped alone, never its neighbours.
+        for pod in super::messages::synchronize_pods(part) {
+            let pod = match pod {
+                Ok(p) => p,
+                Err(e) => {
+                    n.listed += 1;
+                    n.undecodable += 1;
+                    crate::warn!(
+                        "catch-up after Synchronize: a pod ({}) does not decode ({}): skipped, its DRA rails as they are",
+                        e.id.map_or("id unknown".into(), |id| format!(
+                            "sandbox {}",
+                            crate::quote::input(id)
+                        )),
+                        e.error
+                    );
+                    continue;
+                }
+            };
+            let pod = &pod;
             match turn(shared, pod.id) {
                 Turn::Go => {}
                 Turn::Skip => {
@@ -745,7 +758,7 @@ fn catch_up(dra: &DraRails, shared: &Shared, parts: &[Vec<u8>], each: Duration) 
         }
     }
     crate::info!(
-        "caught up {} pods' DRA rails after Synchronize: {} rails tuned; of {} pods walked, {} tuned already, {} with no DRA rail or netns of their own, {} failed (untuned), {} stopped meanwhile; in {} ms{}",
+        "caught up {} pods' DRA rails after Synchronize: {} rails tuned; of {} pods walked, {} tuned already, {} with no DRA rail or netns of their own, {} failed (untuned), {} stopped meanwhile, {} that do not decode; in {} ms{}",
         n.pods,
         n.rails,
         n.listed,
@@ -753,6 +766,7 @@ fn catch_up(dra: &DraRails, shared: &Shared, parts: &[Vec<u8>], each: Duration) 
         n.without,
         n.failed,
         n.stopped,
+        n.undecodable,
         started.elapsed().as_millis(),
         ended.map_or(String::new(), |why| format!(", cut short: {why}"))
     );
