@@ -17,8 +17,8 @@
 
 use crate::common::need::NriSims;
 use crate::common::*;
-use crate::dra::{line_of, profile, registered, Node, NETWORK};
-use crate::nri::{adjusted_env, ctr, never_dropped, pod, steps, Raw, Sim};
+use crate::dra::{line_of, profile, registered, tuned, Node, NETWORK};
+use crate::nri::{adjusted_env, ctr, never_dropped, pod, steps, Plugin, Raw, Sim};
 use roce_tune::protowire::Writer;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
@@ -181,4 +181,137 @@ fn an_undecodable_pod_in_a_synchronize_is_one_line_and_its_neighbours_are_judged
         line_of(&log, "caught up ").contains("1 that do not decode"),
         "{log}"
     );
+}
+
+// ------------------------------------------------------------ per rail
+
+/// The plugin is killed while rail 2 of 2 waits for its GID (`gidCheck:
+/// present`); rail 1 has its entry. Restarted, with rail 2's GID there now,
+/// the catch-up after its Synchronize tunes rail 2 and leaves rail 1 as it
+/// was (one take each).
+#[test]
+fn a_pod_whose_plugin_was_killed_mid_answer_has_its_untuned_rail_completed_by_the_catch_up() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    for (name, bin) in sims.both() {
+        let mut node = Node::new(
+            2,
+            json!({"trafficClass": 41, "gidCheck": "present", "gidTimeoutMs": 5000}),
+            true,
+        );
+        let late = node.vfs[1].clone();
+        for i in [2, 3] {
+            node.tree.set_gid(&late.dev, i, ZERO_GID, "");
+        }
+        let config = node.config.clone();
+        let mut first = node.plugin(&["nri"]);
+        let sandbox = unique("sb");
+        let p = pod(&sandbox, Some(&node.pod.path()), json!({}));
+        let sim = Sim::start(bin, &node.sock, &registered(json!([{"run_pod": p}])), &[]);
+        first.wait_log(
+            "DRA rail net1 on mlx5_2 port 1 tuned",
+            1,
+            Duration::from_secs(5),
+        );
+        first.kill();
+        sim.finish();
+        assert!(node.entry(&sandbox, "net1").is_some(), "{name}");
+        assert!(node.entry(&sandbox, "net2").is_none(), "{name}");
+        assert_eq!(node.tree.tc(&late.dev), "Global tclass=106\n", "{name}");
+        let created = node.entry(&sandbox, "net1").unwrap()["createdNs"].clone();
+
+        node.tree.set_ipv4_gids(&late.dev, &late.ip);
+        let second = Plugin::on(StateDirPath(node.state_dir()), &config, &["nri"]);
+        let sim = Sim::start(
+            bin,
+            &node.sock,
+            &json!([
+                {"existing_pods": [p]},
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"sleep_ms": 1500}
+            ]),
+            &[],
+        );
+        let log = second.wait_log("caught up ", 1, Duration::from_secs(8));
+        never_dropped(name, &sim.finish(), 1);
+        assert_eq!(node.tree.tc(&late.dev), "tclass=41", "{name}: {log}");
+        assert_eq!(node.pod.rail_values("net2"), tuned("net2"), "{name}");
+        let e = node.entry(&sandbox, "net2").expect("rail 2's entry");
+        assert_eq!(e["network"], NETWORK, "{name}");
+        assert_eq!(e["owned"]["trafficClass"]["original"], json!(106), "{name}");
+        assert_eq!(
+            node.entry(&sandbox, "net1").unwrap()["createdNs"],
+            created,
+            "{name}: rail 1 taken once"
+        );
+        assert_eq!(node.entries().len(), 2, "{name}: {:?}", node.entries());
+        assert!(!log.contains("DRA rail net1"), "{name}: {log}");
+    }
+}
+
+/// A pod with CAP_NET_ADMIN renames its CNI rail (net1, the NAD's class
+/// 41) to net9 and picks class 106 by annotation; after a reconnect the
+/// catch-up knows the port by its device's identity: the VF keeps the
+/// NAD's class and its one entry, and only the DRA rail (net2) takes the
+/// pod's pick.
+#[test]
+fn a_renamed_cni_rail_is_never_tuned_as_a_dra_rail_after_a_reconnect() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    for (name, bin) in sims.both() {
+        let mut node = Node::new(2, profile(), true);
+        let sandbox = unique("sb");
+        let conf = json!({
+            "cniVersion": "1.1.0", "name": "rail-1", "type": "roce-tune",
+            "trafficClass": 41, "deviceID": node.vfs[0].pci, "gidTimeoutMs": 800,
+            "prevResult": prev_result("1.1.0", "net1", &node.pod.path(), &[&node.vfs[0].addr]),
+        });
+        run_plugin(
+            node.state.as_ref().unwrap(),
+            "ADD",
+            &sandbox,
+            &node.pod.path(),
+            "net1",
+            conf.to_string().as_bytes(),
+        )
+        .ok();
+        sh(&format!(
+            "ip -n {ns} link set net1 down && ip -n {ns} link set net1 name net9 && ip -n {ns} link set net9 up",
+            ns = node.pod.ns
+        ));
+        node.tree.bind(&node.pod, "net9", &node.vfs[0].pci);
+        let p = pod(
+            &sandbox,
+            Some(&node.pod.path()),
+            json!({"roce-tune.io/traffic-class": "106"}),
+        );
+        let plugin = node.plugin(&["nri"]);
+        let sim = Sim::start(
+            bin,
+            &node.sock,
+            &json!([
+                {"existing_pods": [p]},
+                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+                {"sleep_ms": 1500}
+            ]),
+            &[],
+        );
+        let log = plugin.wait_log("caught up ", 1, Duration::from_secs(8));
+        never_dropped(name, &sim.finish(), 1);
+        assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=41", "{name}: {log}");
+        let on_cni_vf: Vec<Value> = node
+            .entries()
+            .iter()
+            .map(|f| {
+                let text = std::fs::read_to_string(node.state_dir().join(f)).unwrap();
+                serde_json::from_str::<Value>(&text).unwrap()
+            })
+            .filter(|e| e["device"] == json!(node.vfs[0].dev))
+            .collect();
+        assert_eq!(on_cni_vf.len(), 1, "{name}: {on_cni_vf:?}");
+        assert_eq!(on_cni_vf[0]["network"], "rail-1", "{name}");
+        assert_eq!(node.tree.tc(&node.vfs[1].dev), "tclass=106", "{name}");
+        assert_eq!(node.entry(&sandbox, "net2").unwrap()["network"], NETWORK);
+        assert!(!log.contains("DRA rail net9"), "{name}: {log}");
+    }
 }

@@ -162,6 +162,15 @@ impl Plugin {
     }
 }
 
+impl Plugin {
+    /// SIGKILL, as a crash or the OOM killer ends it: nothing of its own
+    /// runs after.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Plugin {
     fn drop(&mut self) {
         let _ = self.child.kill();
