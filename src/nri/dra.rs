@@ -22,6 +22,7 @@ use crate::ownership::{self, Done, Place};
 use crate::rdma::lookup::{self, CrossCheck, LookupError, Names};
 use crate::rdma::reach::{PodSide, Reach, Sysfs};
 use crate::rdma::setting::{PodIface, Views};
+use crate::rdma::RdmaPort;
 use crate::state::{Entry, LockWait, PodRecord, StateDir, DRA_NETWORK};
 use std::collections::HashSet;
 use std::path::Path;
@@ -47,11 +48,21 @@ pub struct DraRails {
     host: Vec<NsId>,
 }
 
-/// A netdev of the pod the kernel shows with an RDMA port.
+/// A netdev of the pod the kernel shows with an RDMA port no entry of its
+/// sandbox holds.
 struct Candidate {
     ifname: String,
-    device: String,
-    port: u32,
+    port: RdmaPort,
+}
+
+/// What one pass over a pod's rails did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Pass {
+    /// Rails tuned by this pass.
+    pub tuned: usize,
+    /// Ports of the pod that an entry of its sandbox held already (a CNI
+    /// rail's, or a DRA rail tuned before): left as they are.
+    pub held: usize,
 }
 
 impl DraRails {
@@ -78,14 +89,17 @@ impl DraRails {
         self.tune(pod, deadline).map(|_| ())
     }
 
-    /// `run`, saying how many rails it tuned (0: none, or no netns of the
-    /// pod's own): RunPodSandbox's path and the catch-up's alike.
-    fn tune(&self, pod: &Pod<'_>, deadline: Instant) -> Result<usize, String> {
+    /// `run`, saying what it did: RunPodSandbox's path and the catch-up's
+    /// alike. A rail is any port of the pod that no entry of its sandbox
+    /// holds (a CNI rail's, a DRA rail's tuned before), told by the
+    /// device's identity, so a pass tunes what an earlier one left and
+    /// never a port a renamed interface still holds.
+    fn tune(&self, pod: &Pod<'_>, deadline: Instant) -> Result<Pass, String> {
         let started = Instant::now();
         let who = who(pod);
         sandbox_id(pod).map_err(|why| format!("{who}: {why}: nothing was changed"))?;
         let Some(netns) = self.own_netns(pod, &who) else {
-            return Ok(0);
+            return Ok(Pass::default());
         };
         let class = pod
             .annotation(CLASS_ANNOTATION)
@@ -95,11 +109,13 @@ impl DraRails {
         let fail = |e: CniError| format!("{who}: {}: nothing was changed", e.msg);
         let state = StateDir::create(&self.node.state_dir).map_err(|e| fail(e.into()))?;
         let sysfs = crate::commands::sysfs(&self.node).map_err(fail)?;
-        let recorded = cni_recorded(&state, pod.id);
-        let rails = candidates(&conf, &netns, &sysfs, &recorded, &who).map_err(fail)?;
+        let held = sandbox_entries(&state, pod.id);
+        let (rails, held) = candidates(&conf, &netns, &sysfs, &held, &who).map_err(fail)?;
         if rails.is_empty() {
-            crate::info!("{who}: no DRA rail (no netdev of the pod's own with an RDMA port beside its primary and its CNI rails)");
-            return Ok(0);
+            if held == 0 {
+                crate::info!("{who}: no DRA rail (no netdev of the pod's own with an RDMA port beside its primary and the ports its entries hold)");
+            }
+            return Ok(Pass { tuned: 0, held });
         }
         for r in &rails {
             crate::sysctl::check_allowlist(&conf.sysctls, &r.ifname, &self.node)
@@ -125,8 +141,8 @@ impl DraRails {
                 crate::warn!(
                     "{who}: DRA rail {} on {} port {} not tuned: the answer's budget is spent (gidCheck is not enforce: the sandbox goes on without it)",
                     r.ifname,
-                    r.device,
-                    r.port
+                    r.port.device,
+                    r.port.port
                 );
                 continue;
             }
@@ -186,27 +202,10 @@ impl DraRails {
             started.elapsed().as_millis(),
             deadline.saturating_duration_since(started).as_millis()
         );
-        Ok(tuned.len())
-    }
-
-    /// The sandboxes that hold a DRA entry now: one read of the state dir
-    /// per catch-up, so a pod tuned before a reconnect is skipped without
-    /// a look into its netns.
-    fn sandboxes_with_rails(&self) -> HashSet<String> {
-        let Ok(Some(state)) = StateDir::existing(&self.node.state_dir) else {
-            return HashSet::new();
-        };
-        state
-            .attachments()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|(cid, ifname)| {
-                state
-                    .read(cid, ifname)
-                    .is_ok_and(|e| e.network == DRA_NETWORK)
-            })
-            .map(|(cid, _)| cid)
-            .collect()
+        Ok(Pass {
+            tuned: tuned.len(),
+            held,
+        })
     }
 
     /// A later rail failed: the ones tuned before it are given back (their
@@ -388,47 +387,42 @@ fn sandbox_entries(state: &StateDir, id: &str) -> Vec<Entry> {
         .collect()
 }
 
-/// The interfaces a CNI ADD recorded for the sandbox: not DRA rails.
-fn cni_recorded(state: &StateDir, id: &str) -> Vec<String> {
-    sandbox_entries(state, id)
-        .into_iter()
-        .filter(|e| e.network != DRA_NETWORK)
-        .map(|e| e.ifname)
-        .collect()
-}
-
 /// The pod's netdevs that the kernel shows, from inside the pod netns, with
 /// an RDMA port, leaving out its primary (`eth0`, and whatever holds its
-/// default route) and what a CNI ADD recorded, in the kernel's order (the
-/// entries' names order them for the job environment). Two netdevs on one
-/// port fail the answer before anything changes.
+/// default route) and every port an entry of its sandbox holds (`held`: a
+/// CNI rail's, a DRA rail's tuned before), matched by the device's
+/// identity as the entries record it (`Entry::records`), never by the
+/// interface's name, which a pod with CAP_NET_ADMIN can change; in the
+/// kernel's order (the entries' names order them for the job environment).
+/// Also how many of its ports were held. Two netdevs on one port fail the
+/// answer before anything changes.
 fn candidates(
     conf: &NetConf,
     netns: &NetNs,
     sysfs: &Sysfs,
-    recorded: &[String],
+    held: &[Entry],
     who: &str,
-) -> Result<Vec<Candidate>, CniError> {
-    let mut found = Ok(Vec::new());
+) -> Result<(Vec<Candidate>, usize), CniError> {
+    let mut found = Ok((Vec::new(), 0));
     netns
-        .run_there(&mut || found = scan(conf, netns, sysfs, recorded, who))
+        .run_there(&mut || found = scan(conf, netns, sysfs, held, who))
         .map_err(crate::commands::ns_error)?;
-    let found = found?;
+    let (found, held) = found?;
     for (i, a) in found.iter().enumerate() {
         if let Some(b) = found[i + 1..]
             .iter()
-            .find(|b| b.device == a.device && b.port == a.port)
+            .find(|b| b.port.device == a.port.device && b.port.port == a.port.port)
         {
             return Err(CniError::new(
                 code::RDMA_DEVICE,
                 format!(
                     "{} and {} both claim {} port {}: a port is one rail's, so neither is tuned",
-                    a.ifname, b.ifname, a.device, a.port
+                    a.ifname, b.ifname, a.port.device, a.port.port
                 ),
             ));
         }
     }
-    Ok(found)
+    Ok((found, held))
 }
 
 /// `candidates`' look at the pod netns, on a thread inside it.
@@ -436,9 +430,9 @@ fn scan(
     conf: &NetConf,
     netns: &NetNs,
     sysfs: &Sysfs,
-    recorded: &[String],
+    held: &[Entry],
     who: &str,
-) -> Result<Vec<Candidate>, CniError> {
+) -> Result<(Vec<Candidate>, usize), CniError> {
     let reach = sysfs.reach();
     let mut nl = Netlink::open()?;
     let links = nl.links()?;
@@ -450,7 +444,7 @@ fn scan(
         rdma_port: conf.rdma_port,
         names: Names::Config,
     };
-    let mut out = Vec::new();
+    let (mut out, mut taken) = (Vec::new(), 0);
     for link in &links {
         if link.name == "lo" {
             continue;
@@ -459,23 +453,37 @@ fn scan(
             crate::debug!("{who}: {} is the pod's primary: left alone", link.name);
             continue;
         }
-        if recorded.contains(&link.name) {
-            crate::debug!("{who}: {} is a CNI rail: left to its chain", link.name);
-            continue;
-        }
         match lookup::locate(&mut side, reach, link, &cross) {
-            Ok(f) => out.push(Candidate {
-                ifname: link.name.clone(),
-                device: f.port.device,
-                port: f.port.port,
-            }),
+            Ok(f) => {
+                let p = &f.port;
+                match held
+                    .iter()
+                    .find(|e| e.records(&p.device, p.port, p.pci.as_deref()))
+                {
+                    Some(e) => {
+                        taken += 1;
+                        crate::debug!(
+                            "{who}: {} is on {} port {}, which the entry of {} ({}) holds: left alone",
+                            link.name,
+                            p.device,
+                            p.port,
+                            e.ifname,
+                            e.network
+                        );
+                    }
+                    None => out.push(Candidate {
+                        ifname: link.name.clone(),
+                        port: f.port,
+                    }),
+                }
+            }
             Err(LookupError::NotAVf { .. }) => {
                 crate::debug!("{who}: {} has no RDMA port: left alone", link.name)
             }
             Err(e) => crate::warn!("{who}: {} left alone: {e}", link.name),
         }
     }
-    Ok(out)
+    Ok((out, taken))
 }
 
 /// A recorded rail whose interface the pod netns no longer shows by its
@@ -693,7 +701,6 @@ fn turn(shared: &Shared, id: &str) -> Turn {
 /// One Synchronize's pods, in its order; one summary line.
 fn catch_up(dra: &DraRails, shared: &Shared, parts: &[Vec<u8>], each: Duration) {
     let started = Instant::now();
-    let tuned_before = dra.sandboxes_with_rails();
     let mut n = Tally::default();
     let mut ended = None;
     'parts: for part in parts {
@@ -730,20 +737,21 @@ fn catch_up(dra: &DraRails, shared: &Shared, parts: &[Vec<u8>], each: Duration) 
                 }
             }
             n.listed += 1;
-            if tuned_before.contains(pod.id) {
-                crate::debug!(
-                    "{}: its DRA rails are tuned already (entries recorded): skipped",
-                    who(pod)
-                );
-                n.already += 1;
-                continue;
-            }
+            // Per rail: a pod some of whose ports are held (a plugin killed
+            // mid-answer, a budget spent) has the others tuned now.
             let got = dra.tune(pod, Instant::now() + each);
             match &got {
-                Ok(0) => n.without += 1,
-                Ok(k) => {
+                Ok(Pass { tuned: 0, held: 0 }) => n.without += 1,
+                Ok(Pass { tuned: 0, .. }) => {
+                    crate::debug!(
+                        "{}: every RDMA port of its own is held by an entry already: nothing to tune",
+                        who(pod)
+                    );
+                    n.already += 1;
+                }
+                Ok(p) => {
                     n.pods += 1;
-                    n.rails += k;
+                    n.rails += p.tuned;
                 }
                 Err(why) => {
                     n.failed += 1;
@@ -752,7 +760,8 @@ fn catch_up(dra: &DraRails, shared: &Shared, parts: &[Vec<u8>], each: Duration) 
             }
             // A stop that came while it was tuned found part of it, or
             // none: what is left is given back now.
-            if matches!(got, Ok(k) if k > 0) && CatchUp::lock(shared).stopped.contains(pod.id) {
+            if matches!(got, Ok(p) if p.tuned > 0) && CatchUp::lock(shared).stopped.contains(pod.id)
+            {
                 dra.stop(pod, Instant::now() + each, false);
             }
         }
