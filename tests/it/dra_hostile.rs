@@ -17,11 +17,13 @@
 
 use crate::common::need::NriSims;
 use crate::common::*;
-use crate::dra::{line_of, profile, registered, tuned, Node, NETWORK};
-use crate::nri::{adjusted_env, ctr, never_dropped, pod, steps, Plugin, Raw, Sim};
+use crate::dra::{line_of, profile, registered, run_pod_ms, tuned, Node, NETWORK};
+use crate::nri::{adjusted_env, ctr, never_dropped, pod, rpcs, steps, Plugin, Raw, Sim};
+use nix::fcntl::{Flock, FlockArg};
 use roce_tune::protowire::Writer;
 use serde_json::{json, Map, Value};
-use std::time::Duration;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 /// `n` annotations of five bytes each, key and value (`a0000` to
 /// `a1000` for 4,097): legal in Kubernetes, whose API server bounds a pod's
@@ -314,4 +316,291 @@ fn a_renamed_cni_rail_is_never_tuned_as_a_dra_rail_after_a_reconnect() {
         assert_eq!(node.entry(&sandbox, "net2").unwrap()["network"], NETWORK);
         assert!(!log.contains("DRA rail net9"), "{name}: {log}");
     }
+}
+
+// ------------------------------------------------------------ one deadline
+
+/// The runtime's request timeout in these tests (NRI's default), and the
+/// bound every pod event's answer must meet on the runtime's clock: three
+/// quarters of it, plus 100 ms for the answer's way back on this loaded
+/// 2-core machine.
+const TIMEOUT_MS: f64 = 2000.0;
+const ANSWER_BOUND_MS: f64 = TIMEOUT_MS * 0.75 + 100.0;
+
+/// Device locks held by this process, as a stuck ADD or DEL in another
+/// process would hold them; dropped, they are free.
+struct Held(Vec<Flock<std::fs::File>>);
+
+impl Held {
+    fn none() -> Held {
+        Held(Vec::new())
+    }
+
+    /// Take `lock` (waiting while the plugin holds it for a take).
+    fn take(&mut self, lock: &PathBuf) {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(lock)
+            .unwrap();
+        self.0.push(
+            Flock::lock(f, FlockArg::LockExclusive)
+                .map_err(|(_, e)| e)
+                .unwrap(),
+        );
+    }
+}
+
+/// The lock file of `node`'s rail `i` (`<stateDir>/locks/<PCI>.<port>.lock`,
+/// docs/design.md, "State entries"), its dir made as the plugin makes it.
+fn lock_of(node: &Node, i: usize) -> PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let locks = node.state_dir().join("locks");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&locks)
+        .unwrap();
+    locks.join(format!("{}.1.lock", node.vfs[i].pci))
+}
+
+/// Each rail's class file as it is now (untouched) and as it reads once a
+/// take is given back: the class it held (`Global tclass=106`:
+/// `tclass=106`), or unset (`tclass=-1`).
+fn classes_given_back(node: &Node) -> Vec<(String, String)> {
+    node.vfs
+        .iter()
+        .map(|v| {
+            let now = node.tree.tc(&v.dev);
+            let back = match now.as_str() {
+                "" => "tclass=-1".to_owned(),
+                held => format!(
+                    "tclass={}",
+                    held.trim().trim_start_matches("Global tclass=")
+                ),
+            };
+            (now, back)
+        })
+        .collect()
+}
+
+/// `n` rails under `profile`, the last one's RoCE GID never there.
+fn last_gid_never_comes(n: usize, profile: Value) -> Node {
+    let node = Node::new(n, profile, true);
+    let last = &node.vfs[n - 1].dev;
+    node.tree.set_gid(last, 2, ZERO_GID, "");
+    node.tree.set_gid(last, 3, ZERO_GID, "");
+    node
+}
+
+/// RunPodSandbox of the pod, then RunPodSandbox of another pod (no netns of
+/// its own) and a container of it: the later events the plugin must still
+/// answer.
+fn pod_then_a_later_event(sandbox: &str, netns: &str) -> Value {
+    let later = unique("later");
+    registered(json!([
+        {"run_pod": pod(sandbox, Some(netns), json!({}))},
+        {"run_pod": pod(&later, None, json!({"roce-tune.io/nccl-env": "true"}))},
+        {"create_container": ctr("c-later", &later, &["PATH=/bin"])}
+    ]))
+}
+
+/// The answer to step 1 left within the bound on the runtime's clock, and
+/// the plugin answered the later events, registered throughout.
+fn answered_in_time_and_still_registered(name: &str, result: &Value, what: &str) -> f64 {
+    let ms = run_pod_ms(result);
+    eprintln!("{name} {what}: RunPodSandbox answered in {ms:.1} ms (runtime's clock)");
+    assert!(
+        ms <= ANSWER_BOUND_MS,
+        "{name} {what}: {ms} ms, past {ANSWER_BOUND_MS}"
+    );
+    never_dropped(name, result, 0);
+    let later = &steps(result)[2];
+    assert_eq!(later["ok"], true, "{name} {what}: {later}");
+    let wire = rpcs(result, "RunPodSandbox").len() + rpcs(result, "StateChange").len();
+    assert!(
+        wire >= 2,
+        "{name} {what}: the later pod never reached the plugin"
+    );
+    assert_eq!(
+        rpcs(result, "CreateContainer").len(),
+        1,
+        "{name} {what}: the later container never reached the plugin"
+    );
+    ms
+}
+
+/// Wait (at most `bound`) until `done` holds of the node.
+fn eventually(node: &Node, bound: Duration, what: &str, done: impl Fn(&Node) -> bool) {
+    let t = Instant::now();
+    while !done(node) {
+        assert!(
+            t.elapsed() < bound,
+            "{what}: not within {bound:?}; entries {:?}",
+            node.entries()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `gidCheck: enforce`, 16, 32 and 64 rails: the last rail's GID never
+/// comes and, while it waits, another process takes the locks of every rail
+/// tuned before it. The sandbox fails (nothing verified can be promised),
+/// its answer leaves within three quarters of the request timeout (+100 ms)
+/// on the runtime's clock with the rollback cut at the deadline, the plugin
+/// stays registered and answers the next events; once the locks are free
+/// the rest of the rollback is done after the answer: the node ends as it
+/// was.
+#[test]
+fn under_enforce_held_locks_and_a_gid_that_never_comes_answer_within_the_deadline() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    for n in [16, 32, 64] {
+        for (name, bin) in sims.both() {
+            let mut node = last_gid_never_comes(
+                n,
+                json!({"trafficClass": 41, "gidCheck": "enforce", "gidTimeoutMs": 5000}),
+            );
+            let before = node.picture();
+            let classes = classes_given_back(&node);
+            let plugin = node.plugin(&["nri"]);
+            let sandbox = unique("sb");
+            let locks: Vec<PathBuf> = (0..n - 1).map(|i| lock_of(&node, i)).collect();
+            let script = pod_then_a_later_event(&sandbox, &node.pod.path());
+            let sim = Sim::start(bin, &node.sock, &script, &[]);
+            // Another process takes each tuned rail's lock once its entry
+            // is written, as long as the answer runs.
+            let mut held = Held::none();
+            let t = Instant::now();
+            while held.0.len() < n - 1 && t.elapsed() < Duration::from_secs(3) {
+                let k = held.0.len();
+                if node.entry(&sandbox, &node.vfs[k].ifname).is_some() {
+                    held.take(&locks[k]);
+                } else {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+            let result = sim.finish();
+            let what = format!("{n} rails, enforce, {} locks held", held.0.len());
+            answered_in_time_and_still_registered(name, &result, &what);
+            let step = &steps(&result)[1];
+            assert_eq!(step["ok"], false, "{name} {what}: {step}");
+            drop(held);
+            eventually(&node, Duration::from_secs(15), &what, |n| {
+                n.entries().is_empty()
+            });
+            assert_eq!(node.picture().1, before.1, "{name} {what}: the sysctls");
+            for (i, vf) in node.vfs.iter().enumerate() {
+                let now = node.tree.tc(&vf.dev);
+                assert!(
+                    now == classes[i].0 || now == classes[i].1,
+                    "{name} {what}: {} reads {now:?}, neither untouched nor given back: {}",
+                    vf.ifname,
+                    plugin.log()
+                );
+            }
+        }
+    }
+}
+
+/// `gidCheck` present, warn and off, 16, 32 and 64 rails: the locks of
+/// rails 2 to n/2 are held by another process from the start and the last
+/// rail's GID never comes. The sandbox starts, its answer leaves within the
+/// deadline (+100 ms) with what is done, the plugin stays registered and
+/// answers the next events; once the locks are free, the rails the answer
+/// left are tuned after it, off the request path: every rail at the
+/// profile's class with its entry.
+#[test]
+fn in_the_other_modes_held_locks_and_a_gid_that_never_comes_are_finished_after_the_answer() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    for check in ["present", "warn", "off"] {
+        for n in [16, 32, 64] {
+            let mut node = last_gid_never_comes(
+                n,
+                json!({"trafficClass": 41, "gidCheck": check, "gidTimeoutMs": 5000}),
+            );
+            let mut held = Held::none();
+            for i in 1..n / 2 {
+                held.take(&lock_of(&node, i));
+            }
+            let plugin = node.plugin(&["nri"]);
+            let sandbox = unique("sb");
+            let result = node.run(
+                &sims.v012,
+                pod_then_a_later_event(&sandbox, &node.pod.path()),
+                &[],
+            );
+            let what = format!("{n} rails, {check}, {} locks held", held.0.len());
+            answered_in_time_and_still_registered("nri-sim-0.12", &result, &what);
+            assert_eq!(steps(&result)[1]["ok"], true, "{what}");
+            drop(held);
+            eventually(&node, Duration::from_secs(20), &what, |node| {
+                node.vfs
+                    .iter()
+                    .all(|vf| node.entry(&sandbox, &vf.ifname).is_some())
+            });
+            for vf in &node.vfs {
+                assert_eq!(node.tree.tc(&vf.dev), "tclass=41", "{what}: {}", vf.ifname);
+            }
+            let log = plugin.log();
+            assert!(!log.contains("panicked"), "{log}");
+        }
+    }
+}
+
+/// StopPodSandbox of a 64-rail pod while another process holds every
+/// rail's lock: the answer leaves within the deadline (+100 ms), the plugin
+/// stays registered, and once the locks are free every rail is given back
+/// after the answer (classes restored exactly, no entry left), without the
+/// agent.
+#[test]
+fn a_stop_pod_sandbox_with_held_locks_answers_within_the_deadline_and_gives_back_after() {
+    needs!(root);
+    let sims: NriSims = needs!(nri_sim);
+    let n = 64;
+    let mut node = Node::new(n, profile(), true);
+    let classes = classes_given_back(&node);
+    let plugin = node.plugin(&["nri"]);
+    let sandbox = unique("sb");
+    let p = pod(&sandbox, Some(&node.pod.path()), json!({}));
+    let result = node.run(&sims.v012, registered(json!([{"run_pod": p}])), &[]);
+    never_dropped("nri-sim-0.12", &result, 0);
+    eventually(&node, Duration::from_secs(20), "tuned", |node| {
+        node.entries().len() == n
+    });
+    let mut held = Held::none();
+    for i in 0..n {
+        held.take(&lock_of(&node, i));
+    }
+    let later = unique("later");
+    let result = node.run(
+        &sims.v012,
+        json!([
+            {"existing_pods": [p]},
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"stop_pod": sandbox},
+            {"run_pod": pod(&later, None, json!({}))}
+        ]),
+        &[],
+    );
+    never_dropped("nri-sim-0.12", &result, 1);
+    let stop = rpcs(&result, "StopPodSandbox");
+    let ms = stop[0]["ms"].as_f64().unwrap();
+    eprintln!("StopPodSandbox of {n} rails, every lock held: answered in {ms:.1} ms");
+    assert!(ms <= ANSWER_BOUND_MS, "{ms} ms, past {ANSWER_BOUND_MS}");
+    assert_eq!(rpcs(&result, "RunPodSandbox").len(), 1, "the later pod");
+    assert!(
+        !node.entries().is_empty(),
+        "nothing could be given back yet"
+    );
+    drop(held);
+    eventually(&node, Duration::from_secs(20), "given back", |node| {
+        node.entries().is_empty()
+    });
+    let now: Vec<String> = node.vfs.iter().map(|v| node.tree.tc(&v.dev)).collect();
+    let given_back: Vec<String> = classes.into_iter().map(|(_, back)| back).collect();
+    assert_eq!(now, given_back, "{}", plugin.log());
 }
