@@ -9,7 +9,8 @@
 //! (`super::dra`), device locks and GID wait included, within
 //! [`Plugin::pod_event_budget`].
 
-use super::dra::{CatchUp, DraRails};
+use super::catch_up::CatchUp;
+use super::dra::DraRails;
 use super::messages::{Configure, Container, Pod, PodEvent, Synchronize};
 use super::Stats;
 use crate::netns::{Lookup, NetNs, NsId};
@@ -64,9 +65,9 @@ pub struct Plugin {
     /// only); cleared when full, so it stays bounded.
     kept_logged: HashSet<String>,
     /// The node's DRA rails (`draRails`), tuned at RunPodSandbox and given
-    /// back at StopPodSandbox, and those of the pods a Synchronize lists,
-    /// tuned off the request path (`dra::CatchUp`); `None` without a
-    /// profile.
+    /// back at StopPodSandbox, and those of the pods a Synchronize lists
+    /// and what an answer's deadline cut, done off the request path
+    /// (`catch_up::CatchUp`); `None` without a profile.
     catch_up: Option<CatchUp>,
 }
 
@@ -163,7 +164,7 @@ impl Plugin {
     /// within [`Plugin::pod_event_budget`]. `Err` fails the sandbox.
     pub fn pod_event(&mut self, e: PodEvent, pod: &Pod<'_>) -> Result<(), String> {
         let deadline = Instant::now() + self.pod_event_budget();
-        let Some(catch_up) = &self.catch_up else {
+        let Some(catch_up) = &mut self.catch_up else {
             crate::debug!(
                 "{} {}/{} ({})",
                 e.as_str(),
@@ -173,18 +174,14 @@ impl Plugin {
             );
             return Ok(());
         };
-        if e != PodEvent::Run {
-            catch_up.stopping(pod.id);
-        }
-        let dra = catch_up.rails();
         match e {
-            PodEvent::Run => dra.run(pod, deadline),
+            PodEvent::Run => catch_up.run(pod, deadline),
             PodEvent::Stop => {
-                dra.stop(pod, deadline, false);
+                catch_up.stop(pod, deadline, super::dra::STOP);
                 Ok(())
             }
             PodEvent::Remove => {
-                dra.stop(pod, deadline, true);
+                catch_up.stop(pod, deadline, super::dra::REMOVE);
                 Ok(())
             }
         }
