@@ -28,34 +28,31 @@ import sys
 import tempfile
 import threading
 import time
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402  the test tree of the CNI cases, made the same way
+from harness import ZERO_GID, pct, v4_gid  # noqa: E402
 
 RAILS = int(os.environ.get("BENCH_DRA_RAILS", "64"))
 ROUNDS = int(os.environ.get("BENCH_DRA_ROUNDS", "10"))
 TIMEOUT_MS = 2000
 BOUND_MS = TIMEOUT_MS * 0.75 + 100
-ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
 
 
 def sh(cmd, stdin=None):
     subprocess.run(cmd, input=stdin, check=True, text=True, stdout=subprocess.DEVNULL)
 
 
-def v4_gid(ip):
-    o = [int(p) for p in ip.split(".")]
-    return "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(o)
-
-
-class Node:
-    """The pod netns (made by bench.sh, filled here), the tree, the state dir, the plugin."""
+class Node(harness.Bench):
+    """The pod netns (made by bench.sh, filled here), the tree (harness.Bench's, for RAILS
+    rails: net<i> on mlx5_<i>, 8 VFs a PCI device, GIDs of 10.10.<i>.2 at 2 and 3), the
+    state dir, the plugin."""
 
     def __init__(self, agent, ns, work, state_base):
         self.ns, self.work = ns, work
         self.nspath = f"/run/netns/{ns}"
+        self.a = types.SimpleNamespace(rails=RAILS)
         tag = "rtd%d" % (os.getpid() % 100000)
         # One veth pair per rail, the pod's end moved in and renamed; the netns's deletion
         # (bench.sh's trap) takes both ends.
@@ -83,54 +80,14 @@ class Node:
                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                        stderr=open(self.log, "w"), env={})
 
-    def addr(self, i):
-        return "10.20.%d.2" % i
-
     def pci(self, i):
+        # harness's 0000:3b:<i>.0 runs out of PCI device numbers (0 to 1f) past 31 rails.
         return "0000:5e:%02x.%d" % (i // 8, i % 8)
-
-    def dev(self, i):
-        return f"mlx5_{i}"
-
-    def devdir(self, i):
-        return os.path.join(self.tree, "class/infiniband", self.dev(i))
-
-    def write(self, path, text):
-        with open(path, "w") as f:
-            f.write(text)
-
-    def set_gid(self, i, index, gid, typ):
-        d = self.devdir(i)
-        self.write(f"{d}/ports/1/gid_attrs/types/{index}", typ + "\n" if typ else "")
-        self.write(f"{d}/ports/1/gids/{index}", gid + "\n")
 
     def set_gids(self, i, there):
         gid = v4_gid(self.addr(i)) if there else ZERO_GID
         self.set_gid(i, 2, gid, "IB/RoCE v1" if there else "")
         self.set_gid(i, 3, gid, "RoCE v2" if there else "")
-
-    def make_tree(self):
-        os.makedirs(f"{self.tree}/module/ib_core/parameters")
-        self.write(f"{self.tree}/module/ib_core/parameters/netns_mode", "Y\n")
-        ino = os.stat(self.nspath).st_ino
-        for i in range(1, RAILS + 1):
-            os.makedirs(f"{self.tree}/bus/pci/devices/{self.pci(i)}/infiniband/{self.dev(i)}")
-            net = f"{self.tree}/netns/{ino}/class/net/net{i}"
-            os.makedirs(net)
-            os.symlink(f"../../../../../bus/pci/devices/{self.pci(i)}", f"{net}/device")
-            d = self.devdir(i)
-            for sub in ("tc/1", "ports/1/gids", "ports/1/gid_attrs/types",
-                        "ports/1/gid_attrs/ndevs"):
-                os.makedirs(f"{d}/{sub}")
-            self.write(f"{d}/tc/1/traffic_class", "")
-            os.symlink(f"../../../bus/pci/devices/{self.pci(i)}", f"{d}/device")
-            self.write(f"{d}/node_guid", "506b:4b03:00f4:%04x\n" % i)
-            for g in range(8):
-                self.set_gid(i, g, ZERO_GID, "")
-            ll = "fe80:0000:0000:0000:8cca:d1ff:fed5:%04x" % i
-            self.set_gid(i, 0, ll, "IB/RoCE v1")
-            self.set_gid(i, 1, ll, "RoCE v2")
-            self.set_gids(i, True)
 
     def entries(self, sandbox=None):
         return [n for n in os.listdir(self.state)

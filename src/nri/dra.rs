@@ -39,11 +39,13 @@ const PRIMARY: &str = "eth0";
 
 /// What a pass keeps of its deadline for the rail or release in hand to
 /// end: one is begun only while more than this is left, and its lock and
-/// GID waits end this much before the deadline. What follows a wait (the
-/// take: a lock, the sysfs writes, an entry written and fsynced with its
-/// directory) measured 1 to 17 ms a rail on this loaded 2-core machine's
-/// ext4, a single fsync up to 100 ms (docs/performance.md, "DRA rails under
-/// one deadline"); the GID wait keeps `add`'s 100 ms on top.
+/// GID waits end this much before the deadline (the GID wait keeps `add`'s
+/// 100 ms on top). What follows a wait (the take: the sysfs writes, an
+/// entry written and fsynced with its directory) took 1 to 17 ms a rail
+/// with the debug build on this machine's ext4, a single fsync up to 100
+/// ms, and about 1.3 ms with the release build on a tmpfs
+/// (docs/performance.md, "DRA rails under one deadline"): the answer
+/// rarely has to go without the rail in hand (`catch_up::within`).
 pub const RAIL_RESERVE: Duration = Duration::from_millis(100);
 
 /// The events a pod's rails are given back at, as lines name them.
@@ -369,14 +371,7 @@ impl DraRails {
         }) {
             crate::error!("{who}: the sysctls of its DRA rails could not be put back: {e}");
         }
-        if !give_back.is_empty() {
-            crate::warn!(
-                "{who}: {} of its {} DRA rails tuned are given back after the answer (their device locks held past its deadline): {}",
-                give_back.len(),
-                tuned.len(),
-                names(&give_back.iter().map(|e| e.ifname.as_str()).collect::<Vec<_>>())
-            );
-        }
+        after_the_answer(who, &give_back, tuned.len());
         Failed { why, give_back }
     }
 
@@ -395,13 +390,8 @@ impl DraRails {
             crate::warn!("{event} {who}: {why}: nothing done");
             return Vec::new();
         }
-        let state = match StateDir::existing(&self.node.state_dir) {
-            Ok(Some(s)) => s,
-            Ok(None) => return Vec::new(),
-            Err(e) => {
-                crate::error!("{event} {who}: {e}: nothing restored now; any entry stays for the agent's repair");
-                return Vec::new();
-            }
+        let Some(state) = self.existing_state(&format!("{event} {who}")) else {
+            return Vec::new();
         };
         let entries: Vec<Entry> = sandbox_entries(&state, &pod.id)
             .into_iter()
@@ -419,15 +409,9 @@ impl DraRails {
         if Instant::now() < until {
             renamed(&entries, &who, event);
         }
-        let left = self.release(&state, &entries, until, &format!("{event} {who}"));
-        if !left.is_empty() {
-            crate::warn!(
-                "{event} {who}: {} of {} DRA rails are given back after the answer (their device locks held past its deadline, or not reached): {}",
-                left.len(),
-                entries.len(),
-                names(&left.iter().map(|e| e.ifname.as_str()).collect::<Vec<_>>())
-            );
-        }
+        let who = format!("{event} {who}");
+        let left = self.release(&state, &entries, until, &who);
+        after_the_answer(&who, &left, entries.len());
         left
     }
 
@@ -436,13 +420,8 @@ impl DraRails {
     /// (gone, or taken again since under the same name: not this one's to
     /// give back). Returns what is still left.
     pub fn give_back(&self, who: &str, entries: &[Entry], deadline: Instant) -> Vec<Entry> {
-        let state = match StateDir::existing(&self.node.state_dir) {
-            Ok(Some(s)) => s,
-            Ok(None) => return Vec::new(),
-            Err(e) => {
-                crate::error!("{who}: {e}: its DRA rails stay for the agent's repair");
-                return Vec::new();
-            }
+        let Some(state) = self.existing_state(who) else {
+            return Vec::new();
         };
         let still: Vec<Entry> = entries
             .iter()
@@ -454,6 +433,20 @@ impl DraRails {
             .cloned()
             .collect();
         self.release(&state, &still, waits_end(deadline), who)
+    }
+
+    /// The state dir, when there is one to give back from; a state dir that
+    /// cannot be opened is a line, its entries left to the agent's repair.
+    fn existing_state(&self, who: &str) -> Option<StateDir> {
+        match StateDir::existing(&self.node.state_dir) {
+            Ok(s) => s,
+            Err(e) => {
+                crate::error!(
+                    "{who}: {e}: nothing given back now; its DRA rails stay for the agent's repair"
+                );
+                None
+            }
+        }
     }
 
     /// Each of `entries` released (`ownership::release_entry`, the DEL
@@ -577,6 +570,18 @@ fn comes_free(state: &StateDir, port: &RdmaPort, until: Instant) -> bool {
         state.lock_waiting(&port.lock_key(), LockWait::Until(until)),
         Err(crate::state::StateError::Busy { .. })
     )
+}
+
+/// The line of the rails a rollback or a stop leaves, of `of`, for after
+/// the answer (nothing for none).
+fn after_the_answer(who: &str, left: &[Entry], of: usize) {
+    if !left.is_empty() {
+        crate::warn!(
+            "{who}: {} of {of} DRA rails are given back after the answer (their device locks held past its deadline, or not reached): {}",
+            left.len(),
+            names(&left.iter().map(|e| e.ifname.as_str()).collect::<Vec<_>>())
+        );
+    }
 }
 
 /// Interface names for a line: the first eight, and how many more.

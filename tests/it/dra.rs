@@ -103,6 +103,25 @@ impl Node {
         assert!(self.entries().is_empty(), "{:?}", self.entries());
     }
 
+    /// Rail 1 (net1) ADDed by a CNI chain for `sandbox`, as the runtime
+    /// runs it: the network `rail-1`, class 41.
+    pub(crate) fn cni_add_rail_1(&self, sandbox: &str) {
+        let conf = json!({
+            "cniVersion": "1.1.0", "name": "rail-1", "type": "roce-tune",
+            "trafficClass": 41, "deviceID": self.vfs[0].pci, "gidTimeoutMs": 800,
+            "prevResult": prev_result("1.1.0", "net1", &self.pod.path(), &[&self.vfs[0].addr]),
+        });
+        run_plugin(
+            self.state.as_ref().expect("before the plugin starts"),
+            "ADD",
+            sandbox,
+            &self.pod.path(),
+            "net1",
+            conf.to_string().as_bytes(),
+        )
+        .ok();
+    }
+
     pub(crate) fn plugin(&mut self, args: &[&str]) -> Plugin {
         Plugin::on(self.state.take().unwrap(), &self.config, args)
     }
@@ -287,20 +306,7 @@ fn a_pod_with_a_cni_rail_and_a_dra_rail_has_only_the_dra_one_tuned_by_the_plugin
     let sims: NriSims = needs!(nri_sim);
     let mut node = Node::new(2, json!({"trafficClass": 106}), true);
     let sandbox = unique("sb");
-    let conf = json!({
-        "cniVersion": "1.1.0", "name": "rail-1", "type": "roce-tune",
-        "trafficClass": 41, "deviceID": node.vfs[0].pci, "gidTimeoutMs": 800,
-        "prevResult": prev_result("1.1.0", "net1", &node.pod.path(), &[&node.vfs[0].addr]),
-    });
-    run_plugin(
-        node.state.as_ref().unwrap(),
-        "ADD",
-        &sandbox,
-        &node.pod.path(),
-        "net1",
-        conf.to_string().as_bytes(),
-    )
-    .ok();
+    node.cni_add_rail_1(&sandbox);
     let cni_entry = node.entry(&sandbox, "net1").unwrap();
     let plugin = node.plugin(&["nri"]);
     let result = node.run(

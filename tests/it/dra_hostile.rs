@@ -187,6 +187,31 @@ fn an_undecodable_pod_in_a_synchronize_is_one_line_and_its_neighbours_are_judged
 
 // ------------------------------------------------------------ per rail
 
+/// A runtime that lists `pod` in its Synchronize (a restart of the
+/// plugin's or its own) to `plugin`: the plugin's log once its catch-up
+/// has said its summary, the plugin registered throughout.
+fn caught_up(
+    name: &str,
+    bin: &std::path::Path,
+    node: &Node,
+    plugin: &Plugin,
+    pod: &Value,
+) -> String {
+    let sim = Sim::start(
+        bin,
+        &node.sock,
+        &json!([
+            {"existing_pods": [pod]},
+            {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
+            {"sleep_ms": 1500}
+        ]),
+        &[],
+    );
+    let log = plugin.wait_log("caught up ", 1, Duration::from_secs(8));
+    never_dropped(name, &sim.finish(), 1);
+    log
+}
+
 /// The plugin is killed while rail 2 of 2 waits for its GID (`gidCheck:
 /// present`); rail 1 has its entry. Restarted, with rail 2's GID there now,
 /// the catch-up after its Synchronize tunes rail 2 and leaves rail 1 as it
@@ -224,18 +249,7 @@ fn a_pod_whose_plugin_was_killed_mid_answer_has_its_untuned_rail_completed_by_th
 
         node.tree.set_ipv4_gids(&late.dev, &late.ip);
         let second = Plugin::on(StateDirPath(node.state_dir()), &config, &["nri"]);
-        let sim = Sim::start(
-            bin,
-            &node.sock,
-            &json!([
-                {"existing_pods": [p]},
-                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
-                {"sleep_ms": 1500}
-            ]),
-            &[],
-        );
-        let log = second.wait_log("caught up ", 1, Duration::from_secs(8));
-        never_dropped(name, &sim.finish(), 1);
+        let log = caught_up(name, bin, &node, &second, &p);
         assert_eq!(node.tree.tc(&late.dev), "tclass=41", "{name}: {log}");
         assert_eq!(node.pod.rail_values("net2"), tuned("net2"), "{name}");
         let e = node.entry(&sandbox, "net2").expect("rail 2's entry");
@@ -263,20 +277,7 @@ fn a_renamed_cni_rail_is_never_tuned_as_a_dra_rail_after_a_reconnect() {
     for (name, bin) in sims.both() {
         let mut node = Node::new(2, profile(), true);
         let sandbox = unique("sb");
-        let conf = json!({
-            "cniVersion": "1.1.0", "name": "rail-1", "type": "roce-tune",
-            "trafficClass": 41, "deviceID": node.vfs[0].pci, "gidTimeoutMs": 800,
-            "prevResult": prev_result("1.1.0", "net1", &node.pod.path(), &[&node.vfs[0].addr]),
-        });
-        run_plugin(
-            node.state.as_ref().unwrap(),
-            "ADD",
-            &sandbox,
-            &node.pod.path(),
-            "net1",
-            conf.to_string().as_bytes(),
-        )
-        .ok();
+        node.cni_add_rail_1(&sandbox);
         sh(&format!(
             "ip -n {ns} link set net1 down && ip -n {ns} link set net1 name net9 && ip -n {ns} link set net9 up",
             ns = node.pod.ns
@@ -288,18 +289,7 @@ fn a_renamed_cni_rail_is_never_tuned_as_a_dra_rail_after_a_reconnect() {
             json!({"roce-tune.io/traffic-class": "106"}),
         );
         let plugin = node.plugin(&["nri"]);
-        let sim = Sim::start(
-            bin,
-            &node.sock,
-            &json!([
-                {"existing_pods": [p]},
-                {"wait_plugins": ["roce-tune"], "timeout_ms": 5000},
-                {"sleep_ms": 1500}
-            ]),
-            &[],
-        );
-        let log = plugin.wait_log("caught up ", 1, Duration::from_secs(8));
-        never_dropped(name, &sim.finish(), 1);
+        let log = caught_up(name, bin, &node, &plugin, &p);
         assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=41", "{name}: {log}");
         let on_cni_vf: Vec<Value> = node
             .entries()
