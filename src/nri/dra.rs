@@ -372,6 +372,12 @@ impl DraRails {
             crate::error!("{who}: the sysctls of its DRA rails could not be put back: {e}");
         }
         after_the_answer(who, &give_back, tuned.len());
+        let why = match give_back.len() {
+            0 => why,
+            n => format!(
+                "{why} once the {n} rails whose device locks are held past the deadline are given back, after the answer"
+            ),
+        };
         Failed { why, give_back }
     }
 
