@@ -21,7 +21,7 @@
 //! rail left untuned) or by the agent's orphan repair (an entry of a pod
 //! gone).
 
-use super::dra::{DraRails, Failed, Pass, Sandbox, Stage, STOP};
+use super::dra::{DraRails, Failed, Pass, Sandbox, Stage, ANSWER_MARGIN, STOP};
 use super::messages::Pod;
 use crate::state::Entry;
 use std::collections::HashSet;
@@ -140,10 +140,10 @@ impl CatchUp {
     /// the thread. `Err` fails the sandbox.
     ///
     /// The pass runs on a thread of its own and the answer waits for it
-    /// until `deadline` at most: a rail's take begun before it may outlast
-    /// it (a lock, sysfs writes, an entry fsynced with its directory: a
-    /// single fsync took up to 700 ms on this loaded machine's disk), and
-    /// the answer then goes without it. The pass goes on; what it ends
+    /// until [`ANSWER_MARGIN`] before `deadline` at most: a rail's take
+    /// begun before that may outlast it (a lock, sysfs writes, an entry
+    /// fsynced with its directory: one took 600 ms on this loaded
+    /// machine's disk), and the answer then goes without it. The pass goes on; what it ends
     /// with is handled as what a deadline cut: under `gidCheck: enforce`
     /// the sandbox failed, so every rail it tuned is given back; otherwise
     /// the rails it left are tuned by the thread.
@@ -159,7 +159,7 @@ impl CatchUp {
             (self.dra.clone(), self.shared.clone(), pod.clone());
         lock(&self.shared).in_flight.insert(pod.id.clone());
         let got = within(
-            deadline,
+            answer_by(deadline),
             move || dra.tune(&mine, deadline, Stage::Answer),
             move |got| {
                 ran_late(&late_dra, &late_shared, late_pod, got, enforce);
@@ -220,7 +220,7 @@ impl CatchUp {
         let (dra, mine) = (self.dra.clone(), pod.clone());
         let (late_shared, who) = (self.shared.clone(), pod.who());
         let got = within(
-            deadline,
+            answer_by(deadline),
             move || dra.stop(&mine, deadline, event),
             move |left| give_back_later(&late_shared, left, who),
         );
@@ -362,6 +362,12 @@ fn ran_late(
             give_back_later(shared, f.give_back, pod.who());
         }
     }
+}
+
+/// When a pod event's answer goes at the latest: [`ANSWER_MARGIN`] before
+/// its deadline.
+fn answer_by(deadline: Instant) -> Instant {
+    deadline.checked_sub(ANSWER_MARGIN).unwrap_or(deadline)
 }
 
 /// A pass run on a thread of its own, waited for until `by`: its result if

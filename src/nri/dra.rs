@@ -37,16 +37,22 @@ pub const CLASS_ANNOTATION: &str = "roce-tune.io/traffic-class";
 /// default route is primary too.
 const PRIMARY: &str = "eth0";
 
-/// What a pass keeps of its deadline for the rail or release in hand to
-/// end: one is begun only while more than this is left, and its lock and
-/// GID waits end this much before the deadline (the GID wait keeps `add`'s
-/// 100 ms on top). What follows a wait (the take: the sysfs writes, an
-/// entry written and fsynced with its directory) took 1 to 17 ms a rail
-/// with the debug build on this machine's ext4, a single fsync up to 100
-/// ms, and about 1.3 ms with the release build on a tmpfs
-/// (docs/performance.md, "DRA rails under one deadline"): the answer
-/// rarely has to go without the rail in hand (`catch_up::within`).
-pub const RAIL_RESERVE: Duration = Duration::from_millis(100);
+/// What a pass keeps of its deadline: no rail or release is begun within
+/// this of it, and its lock and GID waits end this much before it (the GID
+/// wait keeps `add`'s 100 ms more for the take after it). Two shares: the
+/// take of the rail in hand (the sysfs writes, an entry written and
+/// fsynced with its directory: 1 to 17 ms a rail with the debug build on
+/// this machine's ext4, a single fsync up to 100 ms, about 1.3 ms with the
+/// release build on a tmpfs; docs/performance.md, "DRA rails under one
+/// deadline"), and the answer's own margin, [`ANSWER_MARGIN`].
+pub const RAIL_RESERVE: Duration = Duration::from_millis(200);
+
+/// How long before its deadline a pod event's answer goes, whatever the
+/// pass in hand (`catch_up::within`): the request thread must still be
+/// scheduled to write it, and a container under a CPU limit can be stopped
+/// for the rest of a CFS period, 100 ms by default (`cpu.cfs_period_us`;
+/// an answer 137 ms past the deadline was measured here at a load of 14).
+pub const ANSWER_MARGIN: Duration = Duration::from_millis(100);
 
 /// The events a pod's rails are given back at, as lines name them.
 pub const STOP: &str = "StopPodSandbox";
