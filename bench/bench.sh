@@ -13,7 +13,8 @@
 #   - a second state dir on the root filesystem for the fsync-cost rows (3b/4b);
 #   - fresh copies of roce-tune, the baseline and `tuning`, on the root filesystem too.
 # Then bench/harness.py runs everything interleaved and writes bench/results/, and
-# bench/nri.py times the NRI plugin's CreateContainer under nri-sim (../shared/nri).
+# bench/nri.py times the NRI plugin's CreateContainer under nri-sim (../shared/nri), and
+# bench/nri_dra.py its RunPodSandbox of a 64-rail pod under one deadline.
 #
 # Environment knobs (defaults in brackets):
 #   BENCH_RUNS [1000]       timed runs of each single-process case (interleaved rounds)
@@ -27,6 +28,8 @@
 #   ROCE_TUNE_BIN [target/release/roce-tune]  TUNING_BIN [/usr/lib/cni/tuning]
 #   ROCE_TUNE_AGENT_BIN [beside ROCE_TUNE_BIN: roce-tune-agent]  the NRI plugin's binary
 #   BENCH_RESULTS [bench/results]  where latest.md and raw/ go (experiments elsewhere)
+#   BENCH_DRA_ROUNDS [10]   RunPodSandbox rounds of the 64-rail DRA pod, each case
+#                           (bench/nri_dra.py; BENCH_DRA_RAILS [64] its rails)
 #   BENCH_PLACEMENT [1]     rows 6 and 7: the 16-rail pod with placementCheck warn and off
 #                           against the fake kubelet, and an ADD against a kubelet that never
 #                           stops sending (the fake's python: integration/.build/venv-grpc,
@@ -92,6 +95,7 @@ cleanup() {
     # Reap a plugin the harness may have left running (it kills its own on error).
     ip netns del "$ns" 2>/dev/null || true
     ip netns del "${ns}o" 2>/dev/null || true
+    ip netns del "${ns}d" 2>/dev/null || true
     for i in $(seq 1 "$rails"); do
         ip link del "${tag}h$i" 2>/dev/null || true
     done
@@ -153,3 +157,8 @@ python3 "$here/harness.py" \
 # another live pod, whose netns the other entries record.
 ip netns add "${ns}o"
 python3 "$here/nri.py" "$agent_bin" "/run/netns/$ns" "/run/netns/${ns}o" "$statebase" "${BENCH_RESULTS:-$here/results}"
+
+# RunPodSandbox of a 64-rail DRA pod under one deadline (bench/nri_dra.py): a netns of its own,
+# whose veths it makes (the trap's netns deletion takes them).
+ip netns add "${ns}d"
+python3 "$here/nri_dra.py" "$agent_bin" "${ns}d" "$statebase" "${BENCH_RESULTS:-$here/results}"

@@ -393,10 +393,17 @@ impl Entry {
 
     /// The same device port: by PCI function when both know it, else by name.
     pub fn same_device(&self, other: &Entry) -> bool {
-        self.port == other.port
-            && match (&self.pci, &other.pci) {
+        self.records(&other.device, other.port, other.pci.as_deref())
+    }
+
+    /// Whether this entry records the port `port` of `device` (on the PCI
+    /// function `pci`), by `same_device`'s rule: never by the interface
+    /// name, which a pod can change.
+    pub fn records(&self, device: &str, port: u32, pci: Option<&str>) -> bool {
+        self.port == port
+            && match (self.pci.as_deref(), pci) {
                 (Some(a), Some(b)) => a == b,
-                _ => self.device == other.device,
+                _ => self.device == device,
             }
     }
 }

@@ -9,7 +9,8 @@
 //! (`super::dra`), device locks and GID wait included, within
 //! [`Plugin::pod_event_budget`].
 
-use super::dra::{CatchUp, DraRails};
+use super::catch_up::CatchUp;
+use super::dra::DraRails;
 use super::messages::{Configure, Container, Pod, PodEvent, Synchronize};
 use super::Stats;
 use crate::netns::{Lookup, NetNs, NsId};
@@ -64,9 +65,9 @@ pub struct Plugin {
     /// only); cleared when full, so it stays bounded.
     kept_logged: HashSet<String>,
     /// The node's DRA rails (`draRails`), tuned at RunPodSandbox and given
-    /// back at StopPodSandbox, and those of the pods a Synchronize lists,
-    /// tuned off the request path (`dra::CatchUp`); `None` without a
-    /// profile.
+    /// back at StopPodSandbox, and those of the pods a Synchronize lists
+    /// and what an answer's deadline cut, done off the request path
+    /// (`catch_up::CatchUp`); `None` without a profile.
     catch_up: Option<CatchUp>,
 }
 
@@ -163,7 +164,7 @@ impl Plugin {
     /// within [`Plugin::pod_event_budget`]. `Err` fails the sandbox.
     pub fn pod_event(&mut self, e: PodEvent, pod: &Pod<'_>) -> Result<(), String> {
         let deadline = Instant::now() + self.pod_event_budget();
-        let Some(catch_up) = &self.catch_up else {
+        let Some(catch_up) = &mut self.catch_up else {
             crate::debug!(
                 "{} {}/{} ({})",
                 e.as_str(),
@@ -173,18 +174,14 @@ impl Plugin {
             );
             return Ok(());
         };
-        if e != PodEvent::Run {
-            catch_up.stopping(pod.id);
-        }
-        let dra = catch_up.rails();
         match e {
-            PodEvent::Run => dra.run(pod, deadline),
+            PodEvent::Run => catch_up.run(pod, deadline),
             PodEvent::Stop => {
-                dra.stop(pod, deadline, false);
+                catch_up.stop(pod, deadline, super::dra::STOP);
                 Ok(())
             }
             PodEvent::Remove => {
-                dra.stop(pod, deadline, true);
+                catch_up.stop(pod, deadline, super::dra::REMOVE);
                 Ok(())
             }
         }
@@ -251,7 +248,11 @@ impl Plugin {
                 return Vec::new();
             }
         };
-        let (given, kept): (Vec<_>, Vec<_>) = vars.into_iter().partition(|(k, _)| !ctr.sets(k));
+        let names: Vec<&str> = vars.iter().map(|(k, _)| k.as_str()).collect();
+        let own = ctr.sets_each(&names);
+        let (given, kept): (Vec<_>, Vec<_>) = vars.into_iter().zip(own).partition(|(_, own)| !own);
+        let given: Vec<(String, String)> = given.into_iter().map(|(kv, _)| kv).collect();
+        let kept: Vec<(String, String)> = kept.into_iter().map(|(kv, _)| kv).collect();
         if !kept.is_empty() {
             stats.count_kept();
             if self.kept_logged.len() >= KEPT_LOGGED_MAX {
@@ -310,15 +311,26 @@ mod tests {
         .collect()
     }
 
-    fn pod<'a>(annotations: Vec<(&'a str, &'a str)>, netns: Option<&'a str>) -> Pod<'a> {
+    /// A pod as the runtime encodes it, decoded (its bytes live as long as
+    /// the test).
+    fn pod(annotations: Vec<(&str, &str)>, netns: Option<&'static str>) -> Pod<'static> {
+        let wire = crate::nri::messages::tests::pod_bytes("p1", None, &annotations);
+        let bytes: &'static [u8] = Box::leak(wire.into_bytes().into_boxed_slice());
         Pod {
-            id: "p1",
-            name: "train-0",
-            namespace: "team-a",
-            annotations,
             netns,
-            ..Pod::default()
+            ..crate::nri::messages::pod(bytes).unwrap()
         }
+    }
+
+    /// A container as the runtime encodes it, decoded.
+    fn container(env: &[&str]) -> Container<'static> {
+        let mut c = crate::protowire::Writer::new();
+        c.text(1, "c1").text(3, "nccl");
+        for e in env {
+            c.text(8, e);
+        }
+        let bytes: &'static [u8] = Box::leak(c.into_bytes().into_boxed_slice());
+        crate::nri::messages::container(bytes).unwrap()
     }
 
     const SELF_NS: &str = "/proc/self/ns/net";
@@ -327,11 +339,7 @@ mod tests {
     fn the_annotation_switches_and_the_container_keeps_its_own_values() {
         let stats = Stats::default();
         let mut p = Plugin::new(NcclEnv::Annotated, Box::new(Fixed(Ok(vars()))));
-        let ctr = Container {
-            name: "nccl",
-            env: vec!["NCCL_IB_TC=106", "PATH=/bin"],
-            ..Container::default()
-        };
+        let ctr = container(&["NCCL_IB_TC=106", "PATH=/bin"]);
         let on = pod(vec![(ANNOTATION, "true")], Some(SELF_NS));
         let got = p.create_container(&on, &ctr, &stats);
         let names: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();

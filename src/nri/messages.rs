@@ -4,14 +4,15 @@
 //! fields the plugin uses are decoded; every other field, and whatever a
 //! newer NRI adds, is skipped by its wire type. Strings borrow from the
 //! request, so a Synchronize of many pods copies nothing.
+//!
+//! No count bounds a decode: a pod's annotations and a container's env are
+//! checked once and then walked for the few keys the plugin looks up, never
+//! collected, so the only bound is the message's size as ttrpc bounds it (4
+//! MiB, `ttrpc::MAX_MESSAGE`). Kubernetes bounds a pod's annotations by
+//! their total size (256 KiB), not their count, and an env by nothing
+//! (docs/design.md, "NRI").
 
 use crate::protowire::{self as pw, Fields, WireError, Writer};
-
-/// A pod holds at most this many annotations here (the API server caps
-/// their total size at 256 KiB, so a real pod is far below).
-pub const MAX_ANNOTATIONS: usize = 4096;
-/// A container holds at most this many environment entries.
-pub const MAX_ENV: usize = 65_536;
 
 /// `ConfigureRequest{1 config, 2 runtime_name, 3 runtime_version,
 /// 4 registration_timeout, 5 request_timeout, 6 NRI_version}` (timeouts in
@@ -56,7 +57,7 @@ pub struct Pod<'a> {
     pub name: &'a str,
     pub uid: &'a str,
     pub namespace: &'a str,
-    pub annotations: Vec<(&'a str, &'a str)>,
+    pub annotations: Annotations<'a>,
     /// The path of the pod's network namespace, `None` when it has none of
     /// its own (a hostNetwork pod) or, from containerd 2.3, once it is gone
     /// (PROTOCOL.md, section 3).
@@ -65,10 +66,42 @@ pub struct Pod<'a> {
 
 impl<'a> Pod<'a> {
     pub fn annotation(&self, key: &str) -> Option<&'a str> {
-        self.annotations
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| *v)
+        self.annotations.get(key)
+    }
+}
+
+/// A pod's annotations: the bytes of its `PodSandbox`, whose annotation
+/// entries [`pod`] checked (each a `{1 key, 2 value}` of UTF-8 texts),
+/// walked for each key looked up. The plugin reads two
+/// (`roce-tune.io/nccl-env`, `roce-tune.io/traffic-class`) of however many
+/// a pod carries: collecting them would cost a pod of 4 MiB of annotations
+/// a vector as large, for nothing.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Annotations<'a>(&'a [u8]);
+
+impl<'a> Annotations<'a> {
+    /// The value of `key`: the last entry's, as a protobuf map keeps the
+    /// last of a repeated key (protobuf.dev, "Maps").
+    pub fn get(&self, key: &str) -> Option<&'a str> {
+        self.iter()
+            .filter(|(k, _)| *k == key)
+            .last()
+            .map(|(_, v)| v)
+    }
+
+    /// Every entry, in wire order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a str)> {
+        let mut f = Fields::new(self.0);
+        std::iter::from_fn(move || loop {
+            // Checked by `pod`: an error cannot come, and ends the walk.
+            match f.next().ok()?? {
+                (6, v) => {
+                    let entry = pw::bytes(6, v, "").ok()?;
+                    return map_entry(entry, "").ok();
+                }
+                _ => continue,
+            }
+        })
     }
 }
 
@@ -76,7 +109,7 @@ impl<'a> Pod<'a> {
 fn map_entry<'a>(b: &'a [u8], what: &str) -> Result<(&'a str, &'a str), WireError> {
     let (mut k, mut val) = ("", "");
     let mut f = Fields::new(b);
-    while let Some((n, v)) = f.next()? {
+    while let Some((n, v)) = f.next().map_err(|e| pw::err(format!("{what}: {}", e.0)))? {
         match n {
             1 => k = pw::text(n, v, what)?,
             2 => val = pw::text(n, v, what)?,
@@ -87,7 +120,10 @@ fn map_entry<'a>(b: &'a [u8], what: &str) -> Result<(&'a str, &'a str), WireErro
 }
 
 pub fn pod(b: &[u8]) -> Result<Pod<'_>, WireError> {
-    let mut p = Pod::default();
+    let mut p = Pod {
+        annotations: Annotations(b),
+        ..Pod::default()
+    };
     let mut f = Fields::new(b);
     while let Some((n, v)) = f.next()? {
         match n {
@@ -96,16 +132,11 @@ pub fn pod(b: &[u8]) -> Result<Pod<'_>, WireError> {
             3 => p.uid = pw::text(n, v, "PodSandbox.uid")?,
             4 => p.namespace = pw::text(n, v, "PodSandbox.namespace")?,
             6 => {
-                if p.annotations.len() == MAX_ANNOTATIONS {
-                    return Err(pw::err(format!(
-                        "a pod with more than {MAX_ANNOTATIONS} annotations"
-                    )));
-                }
-                let e = map_entry(
+                // Checked, not kept: `Annotations` walks them again for a key.
+                map_entry(
                     pw::bytes(n, v, "PodSandbox.annotations")?,
                     "PodSandbox.annotations",
                 )?;
-                p.annotations.push(e);
             }
             8 => {
                 let mut linux = Fields::new(pw::bytes(n, v, "PodSandbox.linux")?);
@@ -141,20 +172,54 @@ pub struct Container<'a> {
     pub id: &'a str,
     pub pod_sandbox_id: &'a str,
     pub name: &'a str,
-    pub env: Vec<&'a str>,
+    pub env: Env<'a>,
 }
 
 impl Container<'_> {
     /// Whether the container sets `key` itself (`KEY=...`, or a bare `KEY`).
     pub fn sets(&self, key: &str) -> bool {
-        self.env
-            .iter()
-            .any(|e| e.split_once('=').map_or(*e, |(k, _)| k) == key)
+        self.sets_each(&[key])[0]
+    }
+
+    /// For each of `keys`, whether the container sets it: one walk of its
+    /// env, however long (an `envFrom` of a large ConfigMap).
+    pub fn sets_each(&self, keys: &[&str]) -> Vec<bool> {
+        let mut set = vec![false; keys.len()];
+        for e in self.env.iter() {
+            let k = e.split_once('=').map_or(e, |(k, _)| k);
+            for (i, key) in keys.iter().enumerate() {
+                set[i] |= k == *key;
+            }
+        }
+        set
+    }
+}
+
+/// A container's env: the bytes of its `Container`, whose env entries
+/// [`container`] checked (UTF-8 texts), walked, never collected (the plugin
+/// asks only whether the container sets the few variables it injects).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Env<'a>(&'a [u8]);
+
+impl<'a> Env<'a> {
+    /// Every entry (`K=V`), in the container's order.
+    pub fn iter(&self) -> impl Iterator<Item = &'a str> {
+        let mut f = Fields::new(self.0);
+        std::iter::from_fn(move || loop {
+            // Checked by `container`: an error cannot come, and ends it.
+            match f.next().ok()?? {
+                (8, v) => return pw::text(8, v, "").ok(),
+                _ => continue,
+            }
+        })
     }
 }
 
 pub fn container(b: &[u8]) -> Result<Container<'_>, WireError> {
-    let mut c = Container::default();
+    let mut c = Container {
+        env: Env(b),
+        ..Container::default()
+    };
     let mut f = Fields::new(b);
     while let Some((n, v)) = f.next()? {
         match n {
@@ -162,12 +227,7 @@ pub fn container(b: &[u8]) -> Result<Container<'_>, WireError> {
             2 => c.pod_sandbox_id = pw::text(n, v, "Container.pod_sandbox_id")?,
             3 => c.name = pw::text(n, v, "Container.name")?,
             8 => {
-                if c.env.len() == MAX_ENV {
-                    return Err(pw::err(format!(
-                        "a container with more than {MAX_ENV} environment entries"
-                    )));
-                }
-                c.env.push(pw::text(n, v, "Container.env")?);
+                pw::text(n, v, "Container.env")?;
             }
             _ => {}
         }
@@ -269,17 +329,57 @@ pub fn synchronize(b: &[u8]) -> Result<Synchronize, WireError> {
     Ok(s)
 }
 
-/// The pods of a `SynchronizeRequest`, each decoded by [`pod`] (the one
-/// PodSandbox decoder RunPodSandbox uses too); containers are not read.
-pub fn synchronize_pods(b: &[u8]) -> Result<Vec<Pod<'_>>, WireError> {
-    let mut pods = Vec::new();
+/// The pods of a `SynchronizeRequest`, one at a time, each decoded by
+/// [`pod`] (the one PodSandbox decoder RunPodSandbox uses too), so a pod
+/// that does not decode is one `Err` and the pods after it come still;
+/// containers are not read. A request whose own fields do not decode ends
+/// the walk with its `Err`.
+pub fn synchronize_pods(b: &[u8]) -> impl Iterator<Item = Result<Pod<'_>, Undecodable<'_>>> {
     let mut f = Fields::new(b);
-    while let Some((n, v)) = f.next()? {
+    let mut ended = false;
+    std::iter::from_fn(move || loop {
+        if ended {
+            return None;
+        }
+        let (n, v) = match f.next() {
+            Ok(Some(field)) => field,
+            Ok(None) => return None,
+            Err(error) => {
+                ended = true;
+                return Some(Err(Undecodable { id: None, error }));
+            }
+        };
+        if n != 1 {
+            continue;
+        }
+        let bytes = match pw::bytes(n, v, "SynchronizeRequest.pods") {
+            Ok(b) => b,
+            Err(error) => return Some(Err(Undecodable { id: None, error })),
+        };
+        return Some(pod(bytes).map_err(|error| Undecodable {
+            id: pod_id(bytes),
+            error,
+        }));
+    })
+}
+
+/// A pod of a Synchronize that does not decode: why, and its id when the
+/// bytes before the fault hold one (for the line that says it is skipped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undecodable<'a> {
+    pub id: Option<&'a str>,
+    pub error: WireError,
+}
+
+/// The `id` of a `PodSandbox` that does not decode, read up to the fault.
+fn pod_id(b: &[u8]) -> Option<&str> {
+    let mut f = Fields::new(b);
+    while let Ok(Some((n, v))) = f.next() {
         if n == 1 {
-            pods.push(pod(pw::bytes(n, v, "SynchronizeRequest.pods")?)?);
+            return pw::text(n, v, "PodSandbox.id").ok();
         }
     }
-    Ok(pods)
+    None
 }
 
 /// `RegisterPluginRequest{1 plugin_name, 2 plugin_idx, 3 NRI_version}`. A
@@ -422,17 +522,78 @@ pub(crate) mod tests {
         let s = synchronize(w.as_bytes()).unwrap();
         assert_eq!((s.pods, s.containers, s.more), (3, 1, true));
         assert!(synchronize(&[0x08, 0x01]).is_err(), "pods must be messages");
-        let pods = synchronize_pods(w.as_bytes()).unwrap();
-        let ids: Vec<&str> = pods.iter().map(|p| p.id).collect();
+        let ids: Vec<&str> = synchronize_pods(w.as_bytes())
+            .map(|p| p.unwrap().id)
+            .collect();
         assert_eq!(ids, ["p0", "p1", "p2"]);
         let mut one = Writer::new();
         one.message(1, &pod_bytes("q", Some("/var/run/netns/q"), &[("k", "v")]));
-        let q = &synchronize_pods(one.as_bytes()).unwrap()[0];
+        let q = synchronize_pods(one.as_bytes()).next().unwrap().unwrap();
         assert_eq!(
             (q.netns, q.annotation("k")),
             (Some("/var/run/netns/q"), Some("v"))
         );
-        assert!(synchronize_pods(&[0x08, 0x01]).is_err());
+        let bad: Vec<_> = synchronize_pods(&[0x08, 0x01]).collect();
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert_eq!(bad[0].as_ref().unwrap_err().id, None);
+        // A request cut inside a field: one Err, then the walk ends.
+        assert_eq!(synchronize_pods(&[0x0a, 0x05, 0x0a]).count(), 1);
+    }
+
+    #[test]
+    fn a_pod_that_does_not_decode_is_skipped_alone_in_a_synchronize() {
+        let mut broken = Writer::new();
+        broken.text(1, "broken-1").bytes(6, &[0x0a, 0x05, b'k']);
+        let mut w = Writer::new();
+        w.message(1, &pod_bytes("p0", None, &[]))
+            .message(1, &broken)
+            .message(1, &pod_bytes("p2", None, &[("k", "v")]));
+        let got: Vec<_> = synchronize_pods(w.as_bytes()).collect();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].as_ref().unwrap().id, "p0");
+        let e = got[1].as_ref().unwrap_err();
+        assert_eq!(e.id, Some("broken-1"));
+        assert!(
+            e.error.to_string().contains("PodSandbox.annotations"),
+            "{e:?}"
+        );
+        assert_eq!(got[2].as_ref().unwrap().annotation("k"), Some("v"));
+    }
+
+    #[test]
+    fn no_count_bounds_annotations_or_env_only_the_bytes_do() {
+        let keys: Vec<String> = (0..70_000).map(|i| format!("a{i:05}")).collect();
+        let mut many: Vec<(&str, &str)> = keys.iter().map(|k| (k.as_str(), "")).collect();
+        many.push(("roce-tune.io/nccl-env", "false"));
+        many.push(("roce-tune.io/nccl-env", "true"));
+        let p = pod_bytes("p", None, &many);
+        let got = pod(p.as_bytes()).unwrap();
+        assert_eq!(got.annotations.iter().count(), 70_002);
+        assert_eq!(got.annotation("a69999"), Some(""));
+        assert_eq!(
+            got.annotation("roce-tune.io/nccl-env"),
+            Some("true"),
+            "the last of a repeated key, as a protobuf map"
+        );
+        let mut c = Writer::new();
+        c.text(1, "c1");
+        for i in 0..70_000 {
+            c.text(8, &format!("E{i}={i}"));
+        }
+        c.text(8, "NCCL_IB_TC=7");
+        let c = container(c.as_bytes()).unwrap();
+        assert_eq!(c.env.iter().count(), 70_001);
+        assert_eq!(
+            c.sets_each(&["NCCL_IB_HCA", "NCCL_IB_TC", "E0"]),
+            [false, true, true]
+        );
+        // Checked whole at decode: a bad entry anywhere fails the message.
+        let mut bad = Writer::new();
+        bad.text(1, "c1").text(8, "A=1").bytes(8, &[0xff]);
+        assert!(container(bad.as_bytes()).is_err());
+        let mut bad = pod_bytes("p", None, &[("k", "v")]);
+        bad.bytes(6, &[0x12, 0x01, 0xff]);
+        assert!(pod(bad.as_bytes()).is_err());
     }
 
     #[test]

@@ -10,15 +10,18 @@
 //!   reconnect loop around it;
 //! - `answer`: what the plugin answers (the event mask, the environment);
 //! - `dra`: the rails a DRA driver moved into a pod, tuned at
-//!   RunPodSandbox (or, for a pod that started while the plugin was not
-//!   connected, after Synchronize, on a thread of its own) and given back at
-//!   StopPodSandbox (issue 27);
+//!   RunPodSandbox and given back at StopPodSandbox (issue 27), every wait
+//!   within one deadline;
+//! - `catch_up`: the thread that does, after the answer, what an answer's
+//!   deadline cut and the rails of the pods a Synchronize lists (a pod that
+//!   started while the plugin was not connected);
 //! - `rails`: where the environment comes from (`crate::job_env`).
 //!
 //! The wire is hand-written, not containerd's `ttrpc` crate: measured in
 //! docs/design.md, "NRI".
 
 pub mod answer;
+pub mod catch_up;
 pub mod dra;
 pub mod messages;
 pub mod mux;

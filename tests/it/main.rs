@@ -19,6 +19,7 @@ mod conf_examples;
 mod del_never_stuck;
 mod docs_figures;
 mod dra;
+mod dra_hostile;
 mod exclusive_sysfs;
 mod faults;
 mod features;

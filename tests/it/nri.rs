@@ -162,6 +162,15 @@ impl Plugin {
     }
 }
 
+impl Plugin {
+    /// SIGKILL, as a crash or the OOM killer ends it: nothing of its own
+    /// runs after.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Plugin {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -563,11 +572,11 @@ fn with_dra_rails_a_synchronize_of_10000_pods_is_answered_within_100_ms_and_sigt
 /// A peer of the test's own playing the runtime's end, for the bytes a real
 /// runtime never sends: a listening socket, one accepted connection at a
 /// time, and the mux and ttrpc framing by hand.
-struct Raw {
+pub(crate) struct Raw {
     listener: UnixListener,
 }
 
-struct RawConn {
+pub(crate) struct RawConn {
     s: UnixStream,
     served: Assembler,
     runtime: Assembler,
@@ -575,7 +584,7 @@ struct RawConn {
 }
 
 impl Raw {
-    fn bind(sock: &Path) -> Raw {
+    pub(crate) fn bind(sock: &Path) -> Raw {
         let listener = UnixListener::bind(sock).unwrap();
         listener.set_nonblocking(true).unwrap();
         Raw { listener }
@@ -583,7 +592,7 @@ impl Raw {
 
     /// The plugin's next connection, registered: RegisterPlugin read and
     /// answered OK, then Configure sent and answered.
-    fn accept(&self, bound: Duration) -> RawConn {
+    pub(crate) fn accept(&self, bound: Duration) -> RawConn {
         let t = Instant::now();
         let s = loop {
             match self.listener.accept() {
@@ -662,7 +671,7 @@ impl RawConn {
 
     /// A request to the Plugin service on the next stream: (status code,
     /// message, payload) of its answer.
-    fn call(&mut self, method: &str, payload: &[u8]) -> (u32, String, Vec<u8>) {
+    pub(crate) fn call(&mut self, method: &str, payload: &[u8]) -> (u32, String, Vec<u8>) {
         self.call_raw("nri.pkg.api.v1alpha1.Plugin", method, payload)
     }
 
