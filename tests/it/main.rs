@@ -16,6 +16,7 @@ mod bad_inputs;
 mod cni_versions;
 mod commands_misc;
 mod conf_examples;
+mod config_keys;
 mod del_never_stuck;
 mod docs_figures;
 mod dra;
