@@ -105,6 +105,13 @@ fn dispatch(decoded: &CniResult<Value>, version: &str, ran: &mut Ran) -> Outcome
         .and_then(|v| NetConf::from_value(&v, &NodeConfig::path_from_env()))?;
     crate::log::set_level(conf.log_level);
     crate::debug!("config {} cniVersion {}", conf.name, conf.cni_version);
+    // A typo of one of roce-tune's keys refuses ADD (7): ignored, it would
+    // leave the setting it meant at its default without a word. Every other
+    // command only warns (`warn_strays`).
+    if env.command == Command::Add {
+        conf.refuse_typos()?;
+    }
+    warn_strays(&conf);
     let node = match node {
         Ok(n) => n,
         Err(e) if env.command == Command::Status => {
@@ -173,7 +180,10 @@ fn del(decoded: &CniResult<Value>, ran: &mut Ran) -> Outcome {
         .clone()
         .and_then(|v| NetConf::from_value(&v, &NodeConfig::path_from_env()))
     {
-        Ok(conf) => crate::log::set_level(conf.log_level),
+        Ok(conf) => {
+            crate::log::set_level(conf.log_level);
+            warn_strays(&conf);
+        }
         // DEL needs nothing of the network config: a config ADD would
         // refuse (edited since, from an older release, or not a config)
         // must not leave the pod stuck in Terminating.
@@ -191,6 +201,17 @@ fn del(decoded: &CniResult<Value>, ran: &mut Ran) -> Outcome {
     commands::del::run(&env, &node)?;
     crate::info!("done");
     Ok(None)
+}
+
+/// The one warning line for the keys of the network config roce-tune does
+/// not know: another tool's, or, on any command but ADD, a typo. DEL and
+/// CHECK never fail on what ADD would have refused first (a failed DEL
+/// strands the VF: `del`), GC gives back what ADD recorded, and STATUS
+/// says whether the plugin can work at all: refusing helps none of them.
+fn warn_strays(conf: &NetConf) {
+    if let Some(w) = conf.strays_warning() {
+        crate::warn!("{w}");
+    }
 }
 
 /// A refused node config is the node admin's problem, never the tenant's: 104.
