@@ -91,7 +91,15 @@ fn dispatch(decoded: &CniResult<Value>, version: &str, ran: &mut Ran) -> Outcome
     if ran.command == Some(Command::Del) {
         return del(decoded, ran);
     }
-    let env = CniEnv::from_process()?;
+    let env = match CniEnv::from_process() {
+        Ok(env) => env,
+        Err(e) => {
+            // The runtime's mistake, logged where the node logs, under the
+            // command it asked for: "error ADD: code 4: ...".
+            init_log(&NodeConfig::load().map_err(node_error), asked_command());
+            return Err(e);
+        }
+    };
     if env.command == Command::Version {
         return Ok(Some(version::version_info(version)));
     }
@@ -211,6 +219,22 @@ fn del(decoded: &CniResult<Value>, ran: &mut Ran) -> Outcome {
 fn warn_strays(conf: &NetConf) {
     if let Some(w) = conf.strays_warning() {
         crate::warn!("{w}");
+    }
+}
+
+/// What the runtime asked for, for the log line of an environment it got
+/// wrong: the command, or what stood in CNI_COMMAND.
+fn asked_command() -> String {
+    match std::env::var_os("CNI_COMMAND") {
+        None => "CNI_COMMAND unset".into(),
+        Some(c) => {
+            let c = c.to_string_lossy();
+            match Command::parse(&c) {
+                Ok(cmd) => cmd.as_str().into(),
+                Err(_) if c.is_empty() => "CNI_COMMAND unset".into(),
+                Err(_) => format!("CNI_COMMAND {}", crate::quote::input(&c)),
+            }
+        }
     }
 }
 

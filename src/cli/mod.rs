@@ -204,6 +204,10 @@ fn reset_idle(args: &[String]) -> i32 {
                 Ok(p) => node_path = p,
                 Err(code) => return code,
             },
+            "-h" | "--help" => {
+                println!("roce-tune reset-idle [--dry-run] [--node-config PATH]\n  Unset the traffic class of every idle VF (its netdev on the host, no pod's entry) that holds one,\n  under the locks ADD and DEL take; --dry-run only lists them. Exit 1 if one could not be reset.");
+                return 0;
+            }
             other => return usage_error(&format!("unknown reset-idle option {other:?}")),
         }
     }
