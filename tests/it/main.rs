@@ -18,6 +18,7 @@ mod commands_misc;
 mod conf_examples;
 mod config_keys;
 mod del_never_stuck;
+mod demo;
 mod docs_figures;
 mod dra;
 mod exclusive_sysfs;
