@@ -84,12 +84,12 @@ for f in /usr/lib/cni/host-device /usr/lib/cni/static /usr/lib/cni/sbr /usr/lib/
     [ -x "$f" ] || die "$f missing after installing containernetworking-plugins"
 done
 
-# ---------------------------------------------------------------- 1b. check-conf's Python packages
-# kubernetes-validate (the Kubernetes schemas, offline) from PyPI, pinned, in a venv: Debian's
-# python3 is externally managed (PEP 668).
-step_venv_check_conf() {
-    venv="$build/venv"
-    req="$here/requirements-check-conf.txt"
+# ---------------------------------------------------------------- 1b, 1c. pinned PyPI packages
+# make_venv <dir> <requirements file> <modules>: the pinned packages in a venv of their own, made
+# again when the requirements changed (Debian's python3 is externally managed: PEP 668), and
+# proved by importing <modules>.
+make_venv() {
+    local venv="$1" req="$2" modules="$3"
     if [ -x "$venv/bin/python" ] && [ -f "$venv/requirements.txt" ] && cmp -s "$req" "$venv/requirements.txt"; then
         say "venv: $venv already has $(basename "$req"), skipping"
     else
@@ -99,24 +99,15 @@ step_venv_check_conf() {
         "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
         cp "$req" "$venv/requirements.txt"
     fi
-    "$venv/bin/python" -c 'import kubernetes_validate, yaml, jsonschema' || die "venv $venv: kubernetes_validate does not import"
+    "$venv/bin/python" -c "import $modules" || die "venv $venv: $modules do not import"
 }
-
-# ---------------------------------------------------------------- 1c. the fake kubelet's Python packages
-# grpcio + grpcio-tools (integration/fake_kubelet, tests/it/podresources.rs), pinned, in their own venv.
+# 1b. check-conf's: kubernetes-validate (the Kubernetes schemas, offline).
+step_venv_check_conf() {
+    make_venv "$build/venv" "$here/requirements-check-conf.txt" "kubernetes_validate, yaml, jsonschema"
+}
+# 1c. the fake kubelet's: grpcio + grpcio-tools (integration/fake_kubelet, tests/it/podresources.rs).
 step_venv_fake_kubelet() {
-    gvenv="$build/venv-grpc"
-    greq="$here/requirements-fake-kubelet.txt"
-    if [ -x "$gvenv/bin/python" ] && [ -f "$gvenv/requirements.txt" ] && cmp -s "$greq" "$gvenv/requirements.txt"; then
-        say "venv: $gvenv already has $(basename "$greq"), skipping"
-    else
-        say "venv: installing $(basename "$greq") into $gvenv"
-        rm -rf "$gvenv"
-        /usr/bin/python3 -m venv "$gvenv"
-        "$gvenv/bin/pip" install -q --disable-pip-version-check -r "$greq"
-        cp "$greq" "$gvenv/requirements.txt"
-    fi
-    "$gvenv/bin/python" -c 'import grpc, grpc_tools.protoc' || die "venv $gvenv: grpcio does not import"
+    make_venv "$build/venv-grpc" "$here/requirements-fake-kubelet.txt" "grpc, grpc_tools.protoc"
 }
 
 # ---------------------------------------------------------------- 1d. prometheus and promtool
