@@ -140,10 +140,12 @@ DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z
 # Node settings: a network config that names one is refused (docs/design.md, "Node config" and "Network config", code 7).
 HOST_PATH_KEYS = ("stateDir", "sysfsRoot", "logFile")
 ROCE_KEYS = {
-    # docs/design.md, "Node config" and "Network config"; plus what libcni/Multus add.
+    # src/cni/keys.rs, the plugin's one declaration (tests/it/conf_examples.rs holds this list
+    # to it): roce-tune's keys, and what libcni and Multus add.
     "type", "sysctl", "trafficClass", "podTrafficClasses", "rdmaCmTos", "gidIndex", "gidCheck",
-    "gidTimeoutMs", "rdmaPort", "deviceID", "pciBusID", "logLevel",
+    "gidTimeoutMs", "rdmaPort", "placementCheck", "gdrLevel", "deviceID", "pciBusID", "logLevel",
     "name", "cniVersion", "prevResult", "runtimeConfig", "args", "capabilities",
+    "cni.dev/valid-attachments", "cni.dev/attachments",
 } | set(HOST_PATH_KEYS)
 # The Helm chart (module docstring, 7), under CONF_DIR. Its values.schema.json's nodeConfig is
 # the one description of node.json here: tests/it/helm_chart.rs holds it to the keys, types and

@@ -62,11 +62,14 @@ lib_die() {
     exit 1
 }
 
-# lib_check_tools: everything the harness runs must be there.
+# lib_check_tools [tool...]: everything the harness runs must be there: the tools named (by
+# default every one the e2e lane uses; the demo names fewer: it runs no python3), the reference
+# plugins, cnitool and both binaries.
 lib_check_tools() {
     local missing=()
-    local t
-    for t in ip jq sysctl sha512sum timeout python3 nsenter; do
+    local t tools=("$@")
+    [ "${#tools[@]}" -gt 0 ] || tools=(ip jq sysctl sha512sum timeout python3 nsenter)
+    for t in "${tools[@]}"; do
         command -v "$t" >/dev/null 2>&1 || missing+=("$t")
     done
     for t in host-device static sbr; do

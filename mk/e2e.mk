@@ -7,7 +7,9 @@
 #                     (integration/test_cni_runtime.py), then integration/e2e.sh (root)
 #                     E2E="add del" runs only those scenarios; E2E_VERBOSE=1 prints the
 #                     log of a failed scenario
-#   make demo         one simulated rail through cnitool ADD/CHECK/DEL, explained (root)
+#   make demo         one simulated rail through cnitool ADD/CHECK/DEL, the job's NCCL variables,
+#                     a drift the agent repairs and a wrong GID index refused, explained (root);
+#                     it installs only what it uses (integration/setup.sh --demo)
 #
 # `e2e-build` is `release` (top Makefile: both static binaries, copied to target/release/),
 # under the name mk/kernel.mk also depends on.

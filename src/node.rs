@@ -8,8 +8,10 @@
 //! The file is `/etc/cni/roce-tune/node.json`, or the path in
 //! `ROCE_TUNE_NODE_CONFIG` (tests and `make demo`; a runtime passes its own
 //! environment to plugins, and kubelet and Multus set no such variable). A
-//! missing file means the defaults. It must be a regular file owned by root
-//! and not writable by group or others.
+//! missing file at the default path means the defaults; a file named
+//! elsewhere must exist: a misspelt name would otherwise tune every rail
+//! with the defaults' state dir and sysfs root, without a word. It must be
+//! a regular file owned by root and not writable by group or others.
 
 use crate::cni::json;
 use serde_json::{Map, Value};
@@ -224,8 +226,14 @@ impl NodeConfig {
             .open(path);
         let file = match file {
             Ok(f) => f,
-            Err(e) if crate::is_missing(&e) => {
+            Err(e) if crate::is_missing(&e) && path == Path::new(DEFAULT_PATH) => {
                 return Self::defaults(path.to_owned()).resolve_host_paths()
+            }
+            Err(e) if crate::is_missing(&e) => {
+                return Err(NodeError(format!(
+                    "node config {} does not exist: a node config named by {PATH_ENV} or --node-config must exist (only the default, {DEFAULT_PATH}, may be missing and mean the defaults); create it, or name the right file",
+                    path.display()
+                )))
             }
             Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
                 return Err(refused("it is a symbolic link".into()))

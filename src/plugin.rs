@@ -91,7 +91,15 @@ fn dispatch(decoded: &CniResult<Value>, version: &str, ran: &mut Ran) -> Outcome
     if ran.command == Some(Command::Del) {
         return del(decoded, ran);
     }
-    let env = CniEnv::from_process()?;
+    let env = match CniEnv::from_process() {
+        Ok(env) => env,
+        Err(e) => {
+            // The runtime's mistake, logged where the node logs, under the
+            // command it asked for: "error ADD: code 4: ...".
+            init_log(&NodeConfig::load().map_err(node_error), asked_command());
+            return Err(e);
+        }
+    };
     if env.command == Command::Version {
         return Ok(Some(version::version_info(version)));
     }
@@ -105,6 +113,13 @@ fn dispatch(decoded: &CniResult<Value>, version: &str, ran: &mut Ran) -> Outcome
         .and_then(|v| NetConf::from_value(&v, &NodeConfig::path_from_env()))?;
     crate::log::set_level(conf.log_level);
     crate::debug!("config {} cniVersion {}", conf.name, conf.cni_version);
+    // A typo of one of roce-tune's keys refuses ADD (7): ignored, it would
+    // leave the setting it meant at its default without a word. Every other
+    // command only warns (`warn_strays`).
+    if env.command == Command::Add {
+        conf.refuse_typos()?;
+    }
+    warn_strays(&conf);
     let node = match node {
         Ok(n) => n,
         Err(e) if env.command == Command::Status => {
@@ -173,7 +188,10 @@ fn del(decoded: &CniResult<Value>, ran: &mut Ran) -> Outcome {
         .clone()
         .and_then(|v| NetConf::from_value(&v, &NodeConfig::path_from_env()))
     {
-        Ok(conf) => crate::log::set_level(conf.log_level),
+        Ok(conf) => {
+            crate::log::set_level(conf.log_level);
+            warn_strays(&conf);
+        }
         // DEL needs nothing of the network config: a config ADD would
         // refuse (edited since, from an older release, or not a config)
         // must not leave the pod stuck in Terminating.
@@ -191,6 +209,33 @@ fn del(decoded: &CniResult<Value>, ran: &mut Ran) -> Outcome {
     commands::del::run(&env, &node)?;
     crate::info!("done");
     Ok(None)
+}
+
+/// The one warning line for the keys of the network config roce-tune does
+/// not know: another tool's, or, on any command but ADD, a typo. DEL and
+/// CHECK never fail on what ADD would have refused first (a failed DEL
+/// strands the VF: `del`), GC gives back what ADD recorded, and STATUS
+/// says whether the plugin can work at all: refusing helps none of them.
+fn warn_strays(conf: &NetConf) {
+    if let Some(w) = conf.strays_warning() {
+        crate::warn!("{w}");
+    }
+}
+
+/// What the runtime asked for, for the log line of an environment it got
+/// wrong: the command, or what stood in CNI_COMMAND.
+fn asked_command() -> String {
+    match std::env::var_os("CNI_COMMAND") {
+        None => "CNI_COMMAND unset".into(),
+        Some(c) => {
+            let c = c.to_string_lossy();
+            match Command::parse(&c) {
+                Ok(cmd) => cmd.as_str().into(),
+                Err(_) if c.is_empty() => "CNI_COMMAND unset".into(),
+                Err(_) => format!("CNI_COMMAND {}", crate::quote::input(&c)),
+            }
+        }
+    }
 }
 
 /// A refused node config is the node admin's problem, never the tenant's: 104.

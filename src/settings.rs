@@ -37,6 +37,7 @@ pub fn snake_name(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cni::keys::{Key, Whose};
     use std::collections::BTreeSet;
 
     #[test]
@@ -55,6 +56,13 @@ mod tests {
             assert!(key.starts_with(|c: char| c.is_ascii_lowercase()), "{key}");
             assert!(key.chars().all(|c| c.is_ascii_alphabetic()), "{key}");
             assert!(names.insert(snake_name(key)), "{key}: its name twice");
+            // Configured by a key of the network config's one declaration,
+            // so a typo of it is refused as every other setting's is.
+            assert_eq!(
+                Key::named(key).map(Key::whose),
+                Some(Whose::RoceTune),
+                "{key}"
+            );
         }
         assert!(by_key("laterSetting").is_none());
         assert_eq!(snake_name("trafficClass"), "traffic_class");

@@ -29,7 +29,9 @@ once) are the roce-tune binary's: roce-tune --help.
   roce-tune-agent gc --orphans [--every SECONDS] [--node-config PATH]
       Restore what every state entry whose pod netns is gone recorded: with
       --every it is `agent --every`; without, once, as roce-tune gc --orphans.
-      The node config is /etc/cni/roce-tune/node.json, or ROCE_TUNE_NODE_CONFIG.
+      The node config is --node-config, else ROCE_TUNE_NODE_CONFIG, else
+      /etc/cni/roce-tune/node.json, whose absence alone means the defaults:
+      a file named must exist, and one missing or refused stops every command.
   roce-tune-agent --help | --version
 ";
 

@@ -26,15 +26,16 @@ its network config on stdin. Without CNI_COMMAND it is an operator's tool:
 
   roce-tune inspect [--netns PATH | --pid PID] [--ifname NAME] [--device DEV]
                     [--gid-index N] [--traffic-class N] [--port N]
-                    [--sysfs-root DIR] [--json]
+                    [--sysfs-root DIR] [--node-config PATH] [--json]
       Show the node's RDMA devices, or a pod's rails, and PASS/FAIL each check
       (exit 0 all pass, 1 a check failed, 2 usage error); inspect --help for more.
-  roce-tune inspect (--netns PATH | --pid PID) --env [--json]
+  roce-tune inspect (--netns PATH | --pid PID) --env [--node-config PATH] [--json]
       The pod's job environment (NCCL_IB_HCA, GID index, class), KEY=VALUE.
   roce-tune gc --orphans [--node-config PATH]
       Restore what every state entry whose pod netns is gone recorded, once.
-      The state dir and sysfs root come from the node config
-      (/etc/cni/roce-tune/node.json, or ROCE_TUNE_NODE_CONFIG).
+      The state dir and sysfs root come from the node config: --node-config,
+      else ROCE_TUNE_NODE_CONFIG, else /etc/cni/roce-tune/node.json (whose
+      absence alone means the defaults: a file named must exist).
   roce-tune reset-idle [--dry-run] [--node-config PATH]
       Return every idle VF (netdev on the host, no pod's entry) that holds a
       traffic class to unset, under the same locks as ADD and DEL: the class
@@ -204,6 +205,10 @@ fn reset_idle(args: &[String]) -> i32 {
                 Ok(p) => node_path = p,
                 Err(code) => return code,
             },
+            "-h" | "--help" => {
+                println!("roce-tune reset-idle [--dry-run] [--node-config PATH]\n  Unset the traffic class of every idle VF (its netdev on the host, no pod's entry) that holds one,\n  under the locks ADD and DEL take; --dry-run only lists them. Exit 1 if one could not be reset.");
+                return 0;
+            }
             other => return usage_error(&format!("unknown reset-idle option {other:?}")),
         }
     }

@@ -1,14 +1,16 @@
 //! The plugin's network config (one element of a conflist's `plugins`, with the
 //! `name`, `cniVersion` and `prevResult` libcni injects). Every key of the
 //! config reference (docs/config.md) is validated here, before anything on the node is
-//! touched; unknown keys are tolerated because libcni and Multus add their own
-//! (`deviceID`, `runtimeConfig`, ...).
+//! touched. The keys are `keys::Key`'s, read through it alone; a key it does
+//! not know is kept in `NetConf::strays`, for the command to refuse as a typo
+//! (ADD) or to warn about (`keys`: libcni and Multus add their own).
 //!
 //! This is tenant input: a namespace user may write the NetworkAttachmentDefinition
 //! it comes from. So it names no host path (those are the node config's,
 //! `crate::node`), and a config that tries is refused.
 
 use super::error::{code, CniError, CniResult};
+use super::keys::{self, Key, Stray, Whose};
 use super::{json, version};
 use serde_json::{Map, Value};
 use std::fmt;
@@ -175,6 +177,10 @@ pub struct NetConf {
     pub prev_result: Option<Value>,
     /// GC's `cni.dev/valid-attachments` (or the older `cni.dev/attachments`).
     pub valid_attachments: Option<Vec<Attachment>>,
+    /// The keys roce-tune does not know (`keys::strays`), judged: a typo
+    /// refuses ADD (`refuse_typos`), the rest are a warning
+    /// (`strays_warning`).
+    pub strays: Vec<Stray>,
 }
 
 /// Stdin as one JSON value, decoded once (the command, the version an error
@@ -222,10 +228,10 @@ impl NetConf {
         let obj = v
             .as_object()
             .ok_or_else(|| CniError::config("network config must be a JSON object"))?;
-        let asked = obj
-            .get("args")
+        // Multus's `args.cni` holds the pod's cni-args, named as the keys.
+        let asked = get(obj, Key::Args)
             .and_then(|a| a.get("cni"))
-            .and_then(|c| c.get("trafficClass"))
+            .and_then(|c| c.get(Key::TrafficClass.name()))
             .map(|v| PodPick {
                 what: "args.cni.trafficClass",
                 value: v.clone(),
@@ -250,11 +256,19 @@ impl NetConf {
         let obj = profile
             .as_object()
             .ok_or_else(|| CniError::config("a rail profile must be a JSON object"))?;
-        if let Some(k) = obj.keys().find(|k| !PROFILE_KEYS.contains(&k.as_str())) {
+        if let Some(k) = obj
+            .keys()
+            .find(|k| !Key::named(k).is_some_and(|k| PROFILE_KEYS.contains(&k)))
+        {
+            let meant = keys::meant(k)
+                .filter(|m| PROFILE_KEYS.contains(m))
+                .map_or_else(String::new, |m| {
+                    format!(" (did you mean \"{}\"?)", m.name())
+                });
             return Err(CniError::config(format!(
-                "unknown key {}: a rail profile's keys are {}",
+                "unknown key {}{meant}: a rail profile's keys are {}",
                 crate::quote::input(k),
-                PROFILE_KEYS.join(", ")
+                names(PROFILE_KEYS)
             )));
         }
         let mut whole = obj.clone();
@@ -262,9 +276,9 @@ impl NetConf {
         // rules are read at, a name (replaced below: `network` is no CNI
         // network's name), and no placement check (no kubelet answer
         // names a DRA rail's VF).
-        whole.insert("cniVersion".into(), Value::from("1.1.0"));
-        whole.insert("name".into(), Value::from("rail-profile"));
-        whole.insert("placementCheck".into(), Value::from("off"));
+        whole.insert(Key::CniVersion.name().into(), Value::from("1.1.0"));
+        whole.insert(Key::Name.name().into(), Value::from("rail-profile"));
+        whole.insert(Key::PlacementCheck.name().into(), Value::from("off"));
         let asked = pod_class.map(|(what, v)| PodPick {
             what,
             // A number is judged as one; anything else is refused as not one.
@@ -286,7 +300,7 @@ impl NetConf {
         node_config: &Path,
         asked: Option<PodPick>,
     ) -> CniResult<NetConf> {
-        let cni_version = opt_str(obj, "cniVersion")?.ok_or_else(|| {
+        let cni_version = opt_str(obj, Key::CniVersion)?.ok_or_else(|| {
             CniError::config(
                 "cniVersion is missing: set it to one of 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0",
             )
@@ -302,20 +316,18 @@ impl NetConf {
         }
         // `type` is the executable's name: a binary installed under another
         // name is still this plugin, so it is not checked.
-        for key in NODE_KEYS {
-            if obj.contains_key(*key) {
-                return Err(CniError::config(format!(
-                    "{key} is a node setting, and a network config may not name host paths (any namespace user may write one); set {key} in the node config, {}, and remove it here",
-                    node_config.display()
-                )));
-            }
+        if let Some(key) = Key::ALL
+            .iter()
+            .find(|k| k.whose() == Whose::Node && obj.contains_key(k.name()))
+        {
+            return Err(node_key(key.name(), node_config));
         }
-        let name = opt_str(obj, "name")?.ok_or_else(|| {
+        let name = opt_str(obj, Key::Name)?.ok_or_else(|| {
             CniError::config("name is missing: a network config needs its network's name")
         })?;
         validate_name(&name)?;
 
-        let sysctls = match obj.get("sysctl") {
+        let sysctls = match get(obj, Key::Sysctl) {
             None | Some(Value::Null) => DEFAULT_SYSCTLS
                 .iter()
                 .map(|(k, v)| SysctlSetting {
@@ -325,23 +337,26 @@ impl NetConf {
                 .collect(),
             Some(Value::Object(m)) => parse_sysctls(m)?,
             Some(other) => {
-                return Err(wrong_type("sysctl", "an object of string to string", other))
+                return Err(wrong_type(
+                    Key::Sysctl.name(),
+                    "an object of string to string",
+                    other,
+                ))
             }
         };
 
         let traffic_class =
-            pod_class(obj, asked)?.or(opt_int(obj, "trafficClass", 0, 255)?.map(|n| n as u8));
-        let rdma_cm_tos = opt_int(obj, "rdmaCmTos", 0, 255)?.map(|n| n as u8);
+            pod_class(obj, asked)?.or(opt_int(obj, Key::TrafficClass, 0, 255)?.map(|n| n as u8));
+        let rdma_cm_tos = opt_int(obj, Key::RdmaCmTos, 0, 255)?.map(|n| n as u8);
         // Tenant input like the rest (a network config can carry its own
         // runtimeConfig): only read here, judged against the node's dir.
-        let device_info_file = obj
-            .get("runtimeConfig")
+        let device_info_file = get(obj, Key::RuntimeConfig)
             .and_then(|r| r.get("CNIDeviceInfoFile"))
             .and_then(Value::as_str)
             .map(str::to_owned);
-        let gid_index = opt_int(obj, "gidIndex", 0, MAX_GID_INDEX as u64)?
+        let gid_index = opt_int(obj, Key::GidIndex, 0, MAX_GID_INDEX as u64)?
             .unwrap_or(DEFAULT_GID_INDEX as u64) as u32;
-        let gid_check = match opt_str(obj, "gidCheck")?.as_deref() {
+        let gid_check = match opt_str(obj, Key::GidCheck)?.as_deref() {
             None | Some("enforce") => GidCheck::Enforce,
             Some("present") => GidCheck::Present,
             Some("warn") => GidCheck::Warn,
@@ -352,10 +367,10 @@ impl NetConf {
                 )))
             }
         };
-        let gid_timeout_ms =
-            opt_int(obj, "gidTimeoutMs", 0, MAX_GID_TIMEOUT_MS)?.unwrap_or(DEFAULT_GID_TIMEOUT_MS);
-        let rdma_port = opt_int(obj, "rdmaPort", 1, 255)?.map(|p| p as u32);
-        let placement_check = match opt_str(obj, "placementCheck")?.as_deref() {
+        let gid_timeout_ms = opt_int(obj, Key::GidTimeoutMs, 0, MAX_GID_TIMEOUT_MS)?
+            .unwrap_or(DEFAULT_GID_TIMEOUT_MS);
+        let rdma_port = opt_int(obj, Key::RdmaPort, 1, 255)?.map(|p| p as u32);
+        let placement_check = match opt_str(obj, Key::PlacementCheck)?.as_deref() {
             None | Some("warn") => PlacementCheck::Warn,
             Some("enforce") => PlacementCheck::Enforce,
             Some("off") => PlacementCheck::Off,
@@ -366,7 +381,7 @@ impl NetConf {
                 )))
             }
         };
-        let gdr_level = match opt_str(obj, "gdrLevel")?.as_deref() {
+        let gdr_level = match opt_str(obj, Key::GdrLevel)?.as_deref() {
             Some("PIX") => GdrLevel::Pix,
             None | Some("PXB") => GdrLevel::Pxb,
             Some("PHB") => GdrLevel::Phb,
@@ -379,8 +394,8 @@ impl NetConf {
             }
         };
 
-        let device_id = opt_pci(obj, "deviceID")?;
-        let pci_bus_id = opt_pci(obj, "pciBusID")?;
+        let device_id = opt_pci(obj, Key::DeviceId)?;
+        let pci_bus_id = opt_pci(obj, Key::PciBusId)?;
         let device_id = match (device_id, pci_bus_id) {
             (Some(a), Some(b)) if a != b => {
                 return Err(CniError::config(format!(
@@ -390,7 +405,7 @@ impl NetConf {
             (a, b) => a.or(b),
         };
 
-        let log_level = match opt_str(obj, "logLevel")? {
+        let log_level = match opt_str(obj, Key::LogLevel)? {
             None => LogLevel::Info,
             Some(l) => l.parse().map_err(|_| {
                 CniError::config(format!(
@@ -399,19 +414,17 @@ impl NetConf {
             })?,
         };
 
-        let prev_result = match obj.get("prevResult") {
+        let prev_result = match get(obj, Key::PrevResult) {
             None | Some(Value::Null) => None,
             Some(v @ Value::Object(_)) => Some(v.clone()),
-            Some(other) => return Err(wrong_type("prevResult", "an object", other)),
+            Some(other) => return Err(wrong_type(Key::PrevResult.name(), "an object", other)),
         };
 
-        let valid_attachments = match obj
-            .get("cni.dev/valid-attachments")
-            .or_else(|| obj.get("cni.dev/attachments"))
-        {
-            None | Some(Value::Null) => None,
-            Some(v) => Some(parse_attachments(v)?),
-        };
+        let valid_attachments =
+            match get(obj, Key::ValidAttachments).or_else(|| get(obj, Key::Attachments)) {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(parse_attachments(v)?),
+            };
 
         Ok(NetConf {
             cni_version,
@@ -430,6 +443,7 @@ impl NetConf {
             log_level,
             prev_result,
             valid_attachments,
+            strays: keys::strays(obj),
         })
     }
 
@@ -453,6 +467,7 @@ impl NetConf {
             log_level: LogLevel::Info,
             prev_result: None,
             valid_attachments: None,
+            strays: Vec::new(),
         }
     }
 
@@ -460,9 +475,10 @@ impl NetConf {
     /// (`crate::settings`): each is recorded, written and given back.
     pub fn owned(&self) -> Vec<(&'static str, u32)> {
         [
-            self.traffic_class.map(|v| ("trafficClass", u32::from(v))),
-            self.rdma_cm_tos.map(|v| ("rdmaCmTos", u32::from(v))),
+            (Key::TrafficClass, self.traffic_class),
+            (Key::RdmaCmTos, self.rdma_cm_tos),
         ]
+        .map(|(k, v)| v.map(|v| (k.name(), u32::from(v))))
         .into_iter()
         .flatten()
         .collect()
@@ -472,19 +488,109 @@ impl NetConf {
     pub fn needs_rdma(&self) -> bool {
         !self.owned().is_empty() || self.gid_check != GidCheck::Off
     }
+
+    /// ADD's rule for a key one edit from one of roce-tune's: refused (7),
+    /// since ignoring it would apply the default the key was meant to
+    /// change (`"gidindex": 1` enforcing index 3). Every typo is named, so
+    /// one round of fixes is enough.
+    pub fn refuse_typos(&self) -> CniResult<()> {
+        let typos: Vec<String> = self
+            .strays
+            .iter()
+            .filter_map(|s| {
+                let meant = s.meant?;
+                let note = match meant.whose() {
+                    Whose::Node => format!(
+                        "; {} is a node setting too, which a network config may not name",
+                        meant.name()
+                    ),
+                    _ => String::new(),
+                };
+                Some(format!(
+                    "{}: did you mean \"{}\"{note}",
+                    crate::quote::input(&s.key),
+                    meant.name()
+                ))
+            })
+            .collect();
+        if typos.is_empty() {
+            return Ok(());
+        }
+        Err(CniError::config(format!(
+            "network config {} roce-tune does not know, one edit (or a letter's case) from one it does: {}; fix the key (ignored, it would leave that setting at its default)",
+            if typos.len() == 1 { "key" } else { "keys" },
+            typos.join("; ")
+        )))
+    }
+
+    /// The one warning line for the keys neither roce-tune nor the runtime
+    /// uses (another tool's, or a typo a command other than ADD only warns
+    /// about), or `None` when there are none. At most `MAX_STRAYS_NAMED`
+    /// are named: a config can hold thousands.
+    pub fn strays_warning(&self) -> Option<String> {
+        if self.strays.is_empty() {
+            return None;
+        }
+        let mut named: Vec<String> = self
+            .strays
+            .iter()
+            .take(MAX_STRAYS_NAMED)
+            .map(|s| match s.meant {
+                Some(m) => format!(
+                    "{} (did you mean \"{}\"?)",
+                    crate::quote::input(&s.key),
+                    m.name()
+                ),
+                None => crate::quote::input(&s.key),
+            })
+            .collect();
+        if self.strays.len() > MAX_STRAYS_NAMED {
+            named.push(format!("and {} more", self.strays.len() - MAX_STRAYS_NAMED));
+        }
+        let (keys, are) = match self.strays.len() {
+            1 => ("key", "is neither roce-tune's nor one"),
+            _ => ("keys", "are neither roce-tune's nor ones"),
+        };
+        let own: Vec<Key> = Key::ALL
+            .iter()
+            .copied()
+            .filter(|k| k.whose() == Whose::RoceTune)
+            .collect();
+        Some(format!(
+            "network config {keys} {} {are} the runtime adds: ignored (roce-tune's keys: {})",
+            named.join(", "),
+            names(&own)
+        ))
+    }
 }
+
+/// How many stray keys the warning names before it counts the rest.
+const MAX_STRAYS_NAMED: usize = 8;
 
 /// The keys of a rail profile (node config `draRails`): a network config's,
 /// with the same types, bounds and defaults.
-pub const PROFILE_KEYS: &[&str] = &[
-    "sysctl",
-    "trafficClass",
-    "rdmaCmTos",
-    "gidIndex",
-    "gidCheck",
-    "gidTimeoutMs",
-    "podTrafficClasses",
+pub const PROFILE_KEYS: &[Key] = &[
+    Key::Sysctl,
+    Key::TrafficClass,
+    Key::RdmaCmTos,
+    Key::GidIndex,
+    Key::GidCheck,
+    Key::GidTimeoutMs,
+    Key::PodTrafficClasses,
 ];
+
+/// Keys as a message lists them.
+fn names(keys: &[Key]) -> String {
+    keys.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+}
+
+/// A host-path key in a network config: where it belongs instead.
+fn node_key(key: &str, node_config: &Path) -> CniError {
+    CniError::config(format!(
+        "{key} is a node setting, and a network config may not name host paths (any namespace user may write one); set {key} in the node config, {}, and remove it here",
+        node_config.display()
+    ))
+}
 
 /// A pod's pick of its class: what carried it, its value, whose list it is
 /// judged against, and what the pod does instead.
@@ -500,14 +606,14 @@ struct PodPick {
 /// of the network's (or profile's) `podTrafficClasses`: a tenant must not
 /// pick its own priority unless the network's owner allows it.
 fn pod_class(obj: &Map<String, Value>, asked: Option<PodPick>) -> CniResult<Option<u8>> {
-    let allowed: Option<Vec<u8>> = match obj.get("podTrafficClasses") {
+    let allowed: Option<Vec<u8>> = match get(obj, Key::PodTrafficClasses) {
         None | Some(Value::Null) => None,
         Some(Value::Array(a)) if a.len() <= 256 => Some(
             a.iter()
                 .map(|v| match v.as_u64() {
                     Some(n) if n <= 255 => Ok(n as u8),
                     _ => Err(wrong_type(
-                        "podTrafficClasses",
+                        Key::PodTrafficClasses.name(),
                         "a list of whole numbers from 0 to 255",
                         v,
                     )),
@@ -516,7 +622,7 @@ fn pod_class(obj: &Map<String, Value>, asked: Option<PodPick>) -> CniResult<Opti
         ),
         Some(other) => {
             return Err(wrong_type(
-                "podTrafficClasses",
+                Key::PodTrafficClasses.name(),
                 "a list of whole numbers from 0 to 255",
                 other,
             ))
@@ -546,9 +652,6 @@ fn pod_class(obj: &Map<String, Value>, asked: Option<PodPick>) -> CniResult<Opti
     }
 }
 
-/// Host paths are the node config's; a network config naming one is refused.
-pub const NODE_KEYS: &[&str] = &["stateDir", "sysfsRoot", "logFile"];
-
 /// The CNI spec's rule for a network name (SPEC.md, "Network configuration"):
 /// `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`. It also keeps the name, which reaches
 /// every log line and state entry, free of anything that could forge a line.
@@ -574,14 +677,22 @@ fn wrong_type(key: &str, want: &str, got: &Value) -> CniError {
     ))
 }
 
+/// The value of `key`: the parser reads no key but through this (or the
+/// helpers below), so every key it reads is one of `Key::ALL`.
+fn get(obj: &Map<String, Value>, key: Key) -> Option<&Value> {
+    obj.get(key.name())
+}
+
 /// A config string: an empty one is kept (and judged by its key's rules).
-fn opt_str(obj: &Map<String, Value>, key: &str) -> CniResult<Option<String>> {
+fn opt_str(obj: &Map<String, Value>, key: Key) -> CniResult<Option<String>> {
+    let key = key.name();
     json::str_field(obj, key)
         .map(|s| s.map(str::to_owned))
         .map_err(|v| wrong_type(key, "a string", v))
 }
 
-fn opt_int(obj: &Map<String, Value>, key: &str, min: u64, max: u64) -> CniResult<Option<u64>> {
+fn opt_int(obj: &Map<String, Value>, key: Key, min: u64, max: u64) -> CniResult<Option<u64>> {
+    let key = key.name();
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => match n.as_u64() {
@@ -598,13 +709,14 @@ fn opt_int(obj: &Map<String, Value>, key: &str, min: u64, max: u64) -> CniResult
     }
 }
 
-fn opt_pci(obj: &Map<String, Value>, key: &str) -> CniResult<Option<PciAddr>> {
+fn opt_pci(obj: &Map<String, Value>, key: Key) -> CniResult<Option<PciAddr>> {
     match opt_str(obj, key)? {
         None => Ok(None),
         Some(s) if s.is_empty() => Ok(None),
         Some(s) => PciAddr::parse(&s).map(Some).ok_or_else(|| {
             CniError::config(format!(
-                "{key} {:?} is not a PCI address of the form DDDD:BB:DD.F (e.g. 0000:0c:00.2)",
+                "{} {:?} is not a PCI address of the form DDDD:BB:DD.F (e.g. 0000:0c:00.2)",
+                key.name(),
                 s.chars().take(64).collect::<String>()
             ))
         }),
@@ -688,7 +800,7 @@ fn validate_sysctl_value(key: &str, value: &str) -> CniResult<()> {
 fn parse_attachments(v: &Value) -> CniResult<Vec<Attachment>> {
     let arr = v
         .as_array()
-        .ok_or_else(|| wrong_type("cni.dev/valid-attachments", "an array", v))?;
+        .ok_or_else(|| wrong_type(Key::ValidAttachments.name(), "an array", v))?;
     arr.iter()
         .enumerate()
         .map(|(i, a)| {
@@ -775,11 +887,95 @@ mod tests {
     }
 
     #[test]
-    fn unknown_keys_are_tolerated() {
+    fn unknown_keys_parse_and_are_kept_for_the_command_to_judge() {
         let mut v = base();
         v["runtimeConfig"] = json!({"x": 1});
         v["somethingNew"] = json!([1, 2]);
-        assert!(parse(v).is_ok());
+        let c = parse(v).unwrap();
+        assert_eq!(c.strays.len(), 1);
+        assert_eq!(c.strays[0].key, "somethingNew");
+        assert!(c.refuse_typos().is_ok(), "another tool's key is no typo");
+        let w = c.strays_warning().unwrap();
+        assert!(
+            w.starts_with("network config key \"somethingNew\" is neither roce-tune's nor one the runtime adds: ignored (roce-tune's keys: sysctl, trafficClass,"),
+            "{w}"
+        );
+        // The runtime's keys, the spec's reserved prefix and the fixtures
+        // of the field warn about nothing.
+        let c = NetConf::parse(
+            include_bytes!("../../tests/data/roce-tune-add-stdin.json"),
+            Path::new(NODE),
+        )
+        .unwrap();
+        assert_eq!((c.strays.len(), c.strays_warning()), (0, None));
+        let mut v = base();
+        for (k, val) in [
+            ("capabilities", json!({"CNIDeviceInfoFile": true})),
+            ("args", json!({"cni": {}})),
+            ("cni.dev/valid-attachments", json!([])),
+            ("cni.dev/a-later-one", json!(1)),
+        ] {
+            v[k] = val;
+        }
+        assert_eq!(parse(v).unwrap().strays, []);
+    }
+
+    #[test]
+    fn a_typo_of_a_key_is_refused_naming_every_typo_and_what_was_meant() {
+        let mut v = base();
+        v["trafficclass"] = json!(41);
+        v["gidindex"] = json!(1);
+        v["vlan"] = json!(0);
+        let c = parse(v).unwrap();
+        assert_eq!(c.traffic_class, None, "the typo is not read");
+        assert_eq!(c.gid_index, DEFAULT_GID_INDEX);
+        let e = c.refuse_typos().unwrap_err();
+        assert_eq!(e.code, 7);
+        assert_eq!(
+            e.msg,
+            "network config keys roce-tune does not know, one edit (or a letter's case) from one it does: \"gidindex\": did you mean \"gidIndex\"; \"trafficclass\": did you mean \"trafficClass\"; fix the key (ignored, it would leave that setting at its default)"
+        );
+        // Where only a warning is due, it says the same, beside the rest.
+        let w = c.strays_warning().unwrap();
+        assert!(
+            w.starts_with("network config keys \"gidindex\" (did you mean \"gidIndex\"?), \"trafficclass\" (did you mean \"trafficClass\"?), \"vlan\" are neither"),
+            "{w}"
+        );
+        // A host-path key misspelt is a typo too, and still a node setting.
+        let e = parse(with("statedir", json!("/run/x")))
+            .unwrap()
+            .refuse_typos()
+            .unwrap_err();
+        assert!(
+            e.msg
+                .contains("\"statedir\": did you mean \"stateDir\"; stateDir is a node setting"),
+            "{}",
+            e.msg
+        );
+    }
+
+    #[test]
+    fn the_warning_names_a_few_strays_and_counts_the_rest() {
+        let mut v = base();
+        for i in 0..20 {
+            v[format!("x-{i:02}")] = json!(i);
+        }
+        let w = parse(v).unwrap().strays_warning().unwrap();
+        assert!(w.contains("\"x-07\", and 12 more are neither"), "{w}");
+        assert!(!w.contains("x-08"), "{w}");
+    }
+
+    #[test]
+    fn a_profile_names_the_key_a_typo_meant() {
+        let e = NetConf::from_profile(&json!({"trafficclass": 41}), "draRails", None).unwrap_err();
+        assert!(
+            e.msg.starts_with("unknown key \"trafficclass\" (did you mean \"trafficClass\"?): a rail profile's keys are sysctl, trafficClass,"),
+            "{}",
+            e.msg
+        );
+        // A network config's key a profile may not carry is no typo there.
+        let e = NetConf::from_profile(&json!({"deviceId": "x"}), "draRails", None).unwrap_err();
+        assert!(e.msg.starts_with("unknown key \"deviceId\": "), "{}", e.msg);
     }
 
     #[test]

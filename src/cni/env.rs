@@ -110,9 +110,10 @@ impl CniEnv {
                 .map_err(|_| CniError::env(format!("{name} is not valid UTF-8"))),
             _ => Ok(None),
         };
-        let container_id = var("CNI_CONTAINERID")?.ok_or_else(|| missing("CNI_CONTAINERID"))?;
+        let container_id =
+            var("CNI_CONTAINERID")?.ok_or_else(|| missing("CNI_CONTAINERID", Command::Del))?;
         validate_container_id(&container_id)?;
-        let ifname = var("CNI_IFNAME")?.ok_or_else(|| missing("CNI_IFNAME"))?;
+        let ifname = var("CNI_IFNAME")?.ok_or_else(|| missing("CNI_IFNAME", Command::Del))?;
         validate_ifname(&ifname)?;
         let netns = var("CNI_NETNS")
             .ok()
@@ -139,16 +140,16 @@ impl CniEnv {
             let id = self
                 .container_id
                 .as_deref()
-                .ok_or_else(|| missing("CNI_CONTAINERID"))?;
+                .ok_or_else(|| missing("CNI_CONTAINERID", self.command))?;
             validate_container_id(id)?;
             let ifname = self
                 .ifname
                 .as_deref()
-                .ok_or_else(|| missing("CNI_IFNAME"))?;
+                .ok_or_else(|| missing("CNI_IFNAME", self.command))?;
             validate_ifname(ifname)?;
         }
         if needs_netns && self.netns.is_none() {
-            return Err(missing("CNI_NETNS"));
+            return Err(missing("CNI_NETNS", self.command));
         }
         if let Some(ns) = &self.netns {
             validate_netns_path(ns)?;
@@ -211,9 +212,10 @@ pub fn is_k8s_name(s: &str, max: usize) -> bool {
         })
 }
 
-fn missing(name: &str) -> CniError {
+fn missing(name: &str, command: Command) -> CniError {
     CniError::env(format!(
-        "{name} is required for this command but is empty or unset"
+        "{name} is required for {} but is empty or unset",
+        command.as_str()
     ))
 }
 

@@ -5,6 +5,7 @@ pub mod config;
 pub mod env;
 pub mod error;
 pub mod json;
+pub mod keys;
 pub mod result;
 pub mod version;
 

@@ -207,6 +207,79 @@ fn help_prints_usage() {
     }
 }
 
+/// Every command's --help is its usage on stdout and exit 0, as the
+/// top-level one: an operator asks for it, it is no usage error.
+#[test]
+fn every_commands_help_is_usage_and_exit_0() {
+    for (bin, args, says) in [
+        (
+            BIN,
+            &["reset-idle", "--help"][..],
+            "roce-tune reset-idle [--dry-run]",
+        ),
+        (
+            BIN,
+            &["reset-idle", "--dry-run", "-h"][..],
+            "--dry-run only lists them",
+        ),
+        (BIN, &["gc", "--help"][..], "roce-tune gc --orphans"),
+        (BIN, &["inspect", "--help"][..], "--node-config PATH"),
+        (AGENT_BIN, &["agent", "--help"][..], "roce-tune-agent agent"),
+        (AGENT_BIN, &["nri", "--help"][..], "roce-tune-agent nri"),
+        (
+            AGENT_BIN,
+            &["gc", "--help"][..],
+            "roce-tune-agent gc --orphans",
+        ),
+    ] {
+        let r = Exec::new(bin).args(args).run();
+        assert_eq!(r.status, 0, "{args:?}: {r:?}");
+        assert!(r.stdout.contains(says), "{args:?}: {}", r.stdout);
+        assert_eq!(r.stderr, "", "{args:?}");
+    }
+}
+
+/// An environment the runtime got wrong (code 4) is logged under the
+/// command it asked for, in the node's log file too: a node's log of many
+/// pods' runs says which call was wrong.
+#[test]
+fn an_environment_error_is_logged_under_its_command() {
+    needs!(root);
+    let state = StateDirPath::new();
+    let log = state.base().join("roce-tune.log");
+    write_node_config(&state, None, json!({"logFile": path_str(&log)}));
+    let conf = br#"{"cniVersion":"1.0.0","name":"rail","type":"roce-tune"}"#;
+    for (command, line) in [
+        (
+            Some("ADD"),
+            "error ADD: code 4: CNI_NETNS is required for ADD but is empty or unset",
+        ),
+        (
+            Some("CHECK"),
+            "error CHECK: code 4: CNI_NETNS is required for CHECK but is empty or unset",
+        ),
+        (
+            Some("ATTACH"),
+            "error CNI_COMMAND \"ATTACH\": code 4: CNI_COMMAND \"ATTACH\" is not one of",
+        ),
+        (
+            None,
+            "error CNI_COMMAND unset: code 4: CNI_COMMAND is not set",
+        ),
+    ] {
+        let exec = Exec::cni(BIN, &node_config(&state), "", "c1", "", "net1").stdin(&conf[..]);
+        let r = match command {
+            Some(c) => exec.env("CNI_COMMAND", c),
+            None => exec.env_remove("CNI_COMMAND"),
+        }
+        .run();
+        assert_eq!(r.code(), 4, "{command:?}: {r:?}");
+        assert!(r.stderr.contains(line), "{command:?}: {}", r.stderr);
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert!(logged.contains(line), "{command:?}: {logged}");
+    }
+}
+
 /// The CNI binary does not carry the long-running commands: each is 2,
 /// naming the binary that runs it, and starts nothing.
 #[test]

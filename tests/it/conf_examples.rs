@@ -5,6 +5,8 @@
 //! `cniVersion` libcni adds (integration/extract-configs.py --libcni).
 
 use roce_tune::cni::config::NetConf;
+use roce_tune::cni::keys::Key;
+use std::collections::BTreeSet;
 use std::process::Command;
 
 #[test]
@@ -39,9 +41,44 @@ fn every_shipped_config_passes_validation() {
             conf.traffic_class.is_some(),
             "{source}: the shipped examples all set a traffic class"
         );
+        // Nor a key ADD would refuse as a typo or warn about at every pod.
+        assert_eq!(
+            conf.strays_warning(),
+            None,
+            "{source}: {json} holds keys roce-tune does not know"
+        );
         checked += 1;
     }
     // Shared, exclusive, per-rail (2), NAD, the cnitool conflist and the NVIDIA
     // network operator's SriovNetwork and NAD at least.
     assert!(checked >= 8, "only {checked} configs found in conf/");
+}
+
+/// check-conf judges the keys of conf/'s configs by a list of its own
+/// (`ROCE_KEYS` in integration/check-conf.py, Python): held here to the
+/// plugin's one declaration, so check-conf can neither pass a key the
+/// plugin does not know nor refuse one it reads.
+#[test]
+fn check_confs_keys_are_the_plugins() {
+    let src = include_str!("../../integration/check-conf.py");
+    let quoted = |from: &str, to: &str| -> BTreeSet<String> {
+        let start = src
+            .find(from)
+            .unwrap_or_else(|| panic!("no {from} in check-conf.py"));
+        let body = &src[start + from.len()..];
+        let body = &body[..body.find(to).unwrap_or_else(|| panic!("no end of {from}"))];
+        // Comments hold no key; each key is a double-quoted string.
+        body.lines()
+            .map(|l| l.split('#').next().unwrap_or(""))
+            .flat_map(|l| l.split('"').skip(1).step_by(2))
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut got = quoted("ROCE_KEYS = {", "}");
+    got.extend(quoted("HOST_PATH_KEYS = (", ")"));
+    let want: BTreeSet<String> = Key::ALL.iter().map(|k| k.name().to_owned()).collect();
+    assert_eq!(
+        got, want,
+        "integration/check-conf.py's ROCE_KEYS and src/cni/keys.rs"
+    );
 }

@@ -704,6 +704,86 @@ fn help_and_bad_options() {
     );
 }
 
+/// `--node-config` names the node config inspect reads (here: the state dir
+/// whose entries give the pod's job environment), over
+/// ROCE_TUNE_NODE_CONFIG, as gc's and reset-idle's option does.
+#[test]
+fn node_config_option_is_the_node_config_inspect_reads() {
+    needs!(root);
+    let rail = Rail::new();
+    rail.add("c1").ok();
+    let elsewhere = StateDirPath::new();
+    let other = write_node_config(&elsewhere, None, serde_json::json!({}));
+    let env = |node: Option<&std::path::Path>| {
+        let e = Exec::new(BIN)
+            .args(["inspect", "--netns", &rail.pod.path(), "--env"])
+            .env("ROCE_TUNE_NODE_CONFIG", &other);
+        match node {
+            Some(n) => e.arg("--node-config").arg(n),
+            None => e,
+        }
+        .run()
+    };
+    let r = env(None);
+    assert_eq!(r.status, 1, "the other state dir has no rail: {r:?}");
+    assert!(r.stderr.contains("nothing to inject"), "{}", r.stderr);
+    let r = env(Some(&node_config(&rail.state)));
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(r.stdout.contains("NCCL_IB_HCA==mlx5_2:1\n"), "{}", r.stdout);
+    // A refused one stops inspect, naming why, as it stops every command.
+    std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o666)).unwrap();
+    let r = Exec::new(BIN)
+        .args([
+            "inspect",
+            "--sysfs-root",
+            &path_str(&rail.tree.root),
+            "--node-config",
+        ])
+        .arg(&other)
+        .run();
+    assert_eq!(r.status, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("writable by group or others"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// A node with no RDMA device at all: inspect says which kernel modules
+/// make one, in the table and as the fix of a failed class check.
+#[test]
+fn a_node_without_an_rdma_device_names_the_modules_to_look_for() {
+    let tree = Tree::new();
+    let root = path_str(&tree.root);
+    let r = inspect(&["--sysfs-root", &root]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let line = lines_starting(&r, "  none under ").join("");
+    for module in [
+        "mlx5_ib",
+        "bnxt_re",
+        "irdma",
+        "rdma_rxe",
+        "ib_core",
+        "ib_uverbs",
+    ] {
+        assert!(line.contains(module), "{module}: {}", r.stdout);
+    }
+    assert!(line.contains(&format!("{root}/class/infiniband")), "{line}");
+    let r = inspect(&["--sysfs-root", &root, "--traffic-class", "41"]);
+    assert_eq!(r.status, 1, "{r:?}");
+    let fail = lines_starting(&r, "FAIL rdma-device: no RDMA device under ");
+    assert_eq!(fail.len(), 1, "{}", r.stdout);
+    assert!(fail[0].contains("mlx5_ib"), "{}", fail[0]);
+    // A tree with a device shows no such line.
+    tree.add_device(PCI, DEV, "");
+    let r = inspect(&["--sysfs-root", &root]);
+    assert!(
+        lines_starting(&r, "  none under ").is_empty(),
+        "{}",
+        r.stdout
+    );
+}
+
 /// Without --device, the pod view finds the device as ADD does
 /// (`rdma::lookup`): RDMA netlink, else the netdev's parent device. No
 /// netdev with a parent can be moved into a test pod, so this inspects this

@@ -12,8 +12,8 @@ pub const HELP: &str = "\
 roce-tune inspect [--netns PATH | --pid PID] [--ifname NAME] [--device DEV]
                   [--gid-index N] [--traffic-class N] [--port N]
                   [--pod NAMESPACE/NAME] [--gdr-level LEVEL]
-                  [--sysfs-root DIR] [--json]
-roce-tune inspect (--netns PATH | --pid PID) --env [--json]
+                  [--sysfs-root DIR] [--node-config PATH] [--json]
+roce-tune inspect (--netns PATH | --pid PID) --env [--node-config PATH] [--json]
 
 Without --netns/--pid: the node view. Every RDMA device under
 <sysfs-root>/class/infiniband with its PCI function, the PF of a VF, its
@@ -68,6 +68,11 @@ Options:
                        level ADD judged at, else PXB)
   --sysfs-root DIR     sysfs to read (default /sys); another directory is a
                        test tree, read as is for both views, nothing mounted
+  --node-config PATH   the node config whose state dir, kubelet socket and
+                       job environment settings to use (default:
+                       ROCE_TUNE_NODE_CONFIG, else /etc/cni/roce-tune/node.json,
+                       whose absence means the defaults); a file named here
+                       or there must exist, and one refused stops inspect
   --env                pod view: only the job environment (above)
   --json               one JSON object on stdout instead of the tables:
                        {view, mode, netns_mode, devices | interfaces
@@ -110,6 +115,8 @@ pub struct Options {
     pub gdr_level: Option<PathType>,
     /// `--env`: the pod's job environment only.
     pub env: bool,
+    /// `--node-config`; `None`: ROCE_TUNE_NODE_CONFIG, else the default.
+    pub node_config: Option<PathBuf>,
 }
 
 /// The port when nothing says which: the first, and on a VF the only one.
@@ -127,7 +134,8 @@ impl Options {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Parsed {
     Help,
-    Run(Options),
+    /// Boxed: `Options` is some 200 bytes, `Help` none.
+    Run(Box<Options>),
 }
 
 /// `--name value` and `--name=value` alike; a value is never taken from the
@@ -145,6 +153,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     let mut pod = None;
     let mut gdr_level = None;
     let mut env = false;
+    let mut node_config = None;
 
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -165,7 +174,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                 continue;
             }
             "--netns" | "--pid" | "--ifname" | "--device" | "--gid-index" | "--traffic-class"
-            | "--port" | "--sysfs-root" | "--pod" | "--gdr-level" => {}
+            | "--port" | "--sysfs-root" | "--pod" | "--gdr-level" | "--node-config" => {}
             other if other.starts_with('-') => return Err(format!("unknown option {other:?}")),
             other => return Err(format!("unexpected argument {other:?}")),
         }
@@ -230,6 +239,13 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
                 once(sysfs_root.is_some())?;
                 sysfs_root = Some(absolute("")?);
             }
+            "--node-config" => {
+                once(node_config.is_some())?;
+                if value.is_empty() {
+                    return Err("--node-config needs a file".into());
+                }
+                node_config = Some(PathBuf::from(&value));
+            }
             "--pod" => {
                 once(pod.is_some())?;
                 pod = Some(pod_ref(&value)?);
@@ -286,7 +302,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
             ));
         }
     }
-    Ok(Parsed::Run(Options {
+    Ok(Parsed::Run(Box::new(Options {
         netns,
         pid,
         ifname,
@@ -299,7 +315,8 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
         pod,
         gdr_level,
         env,
-    }))
+        node_config,
+    })))
 }
 
 /// `NAMESPACE/NAME`, each a Kubernetes name (as CNI_ARGS' must be).
@@ -336,7 +353,7 @@ mod tests {
 
     fn opts(s: &str) -> Options {
         match parse_args(&args(s)).unwrap() {
-            Parsed::Run(o) => o,
+            Parsed::Run(o) => *o,
             Parsed::Help => panic!("help"),
         }
     }
@@ -359,6 +376,17 @@ mod tests {
         assert_eq!((o.pod.clone(), o.gdr_level), (None, None));
         assert!(!o.env);
         assert!(opts("--netns /var/run/netns/p --env --json").env);
+        assert_eq!(
+            o.node_config, None,
+            "ROCE_TUNE_NODE_CONFIG, else the default"
+        );
+        let o = opts("--pid 3 --env --node-config /etc/n.json");
+        assert_eq!(o.node_config, Some(PathBuf::from("/etc/n.json")));
+        assert_eq!(
+            opts("--node-config=n.json").node_config,
+            Some(PathBuf::from("n.json")),
+            "relative, as gc's and reset-idle's"
+        );
         let o = opts("--netns /a --pod team-a/trainer-0 --gdr-level=2");
         let pod = o.pod.unwrap();
         assert_eq!(
@@ -407,6 +435,9 @@ mod tests {
             ("--netns /a --gdr-level NET", "NCCL_NET_GDR_LEVEL"),
             ("--netns /a --gdr-level pxb", "NCCL_NET_GDR_LEVEL"),
             ("--netns /a --pod a/b --pod a/c", "twice"),
+            ("--node-config", "needs a value"),
+            ("--node-config=", "needs a file"),
+            ("--node-config /a --node-config /b", "twice"),
             ("--env", "needs --netns"),
             ("--env=1 --pid 3", "no value"),
             ("--pid 3 --env --ifname net1", "--env takes no --ifname"),

@@ -201,7 +201,7 @@ pub fn open_sysfs(root: &Path) -> Result<Sysfs> {
 // ---------------------------------------------------------------------------
 // Node view
 
-pub fn node(opts: &Options, host: &View) -> NodeView {
+pub fn node(opts: &Options, host: &View, node_config: &NodeConfig) -> NodeView {
     let mut names = device_names(host);
     let mut missing = None;
     if let Some(want) = &opts.device {
@@ -216,12 +216,7 @@ pub fn node(opts: &Options, host: &View) -> NodeView {
         .iter()
         .map(|name| node_device(host, name, port, &mut pci_dirs))
         .collect();
-    // A refused node config gives no entries to exclude, so a VF that an
-    // orphan entry names can show as idle; reset-idle loads the config
-    // itself and refuses to run without it.
-    let entries = NodeConfig::load()
-        .map(|n| idle::node_entries(&n))
-        .unwrap_or_default();
+    let entries = idle::node_entries(node_config);
     NodeView {
         sysfs_root: opts.sysfs_root.clone(),
         test_tree: !host.is_real(),
@@ -294,7 +289,12 @@ fn pci_holding(view: &View, dev: &str, pci_dirs: &mut Option<Vec<String>>) -> Op
 // ---------------------------------------------------------------------------
 // Pod view
 
-pub fn pod(opts: &Options, sysfs: &Sysfs, netns: PathBuf) -> Result<PodView> {
+pub fn pod(
+    opts: &Options,
+    sysfs: &Sysfs,
+    netns: PathBuf,
+    node_config: &NodeConfig,
+) -> Result<PodView> {
     let ns = match NetNs::lookup(&netns).map_err(cause)? {
         Lookup::Netns(ns) => ns,
         Lookup::Missing => match opts.pid {
@@ -331,7 +331,7 @@ pub fn pod(opts: &Options, sysfs: &Sysfs, netns: PathBuf) -> Result<PodView> {
             )
         })
     });
-    let placement = placement_of(opts, sysfs.host(), ns.id(), &in_pod.interfaces);
+    let placement = placement_of(opts, sysfs.host(), node_config, ns.id(), &in_pod.interfaces);
     Ok(PodView {
         placement,
         netns,
@@ -466,9 +466,14 @@ fn in_pod(opts: &Options, side: &mut PodSide, reach: Reach, ns: &NetNs) -> CniRe
 /// that recorded a pod. Its GPUs and VFs come from the kubelet as ADD asks
 /// it (the node config's socket, checkpoint, bound); the level is
 /// `--gdr-level`, else the one that ADD judged at, else NCCL's default.
-fn placement_of(opts: &Options, host: &View, id: NsId, ifaces: &[Iface]) -> Option<Placement> {
-    let node = NodeConfig::load();
-    let entries = node.as_ref().map(idle::node_entries).unwrap_or_default();
+fn placement_of(
+    opts: &Options,
+    host: &View,
+    node: &NodeConfig,
+    id: NsId,
+    ifaces: &[Iface],
+) -> Option<Placement> {
+    let entries = idle::node_entries(node);
     let entry = entries
         .iter()
         .filter(|e| e.netns_id == Some(id) && e.pod.is_some())
@@ -495,20 +500,20 @@ fn placement_of(opts: &Options, host: &View, id: NsId, ifaces: &[Iface]) -> Opti
         (None, None) => return None,
     };
     let level = opts.gdr_level.or(recorded).unwrap_or(DEFAULT_GDR_LEVEL);
-    let judged = node.map_err(|e| e.to_string()).and_then(|node| {
+    let judged = (|| {
         let (devices, source) =
-            placement::pod_devices(&node, Some(&pod)).map_err(|s| s.to_string())?;
+            placement::pod_devices(node, Some(&pod)).map_err(|s| s.to_string())?;
         let own: Vec<(&str, &str)> = ifaces
             .iter()
             .filter_map(|i| Some((i.ifname.as_str(), i.pci.as_deref()?)))
             .collect();
-        let j = placement::judge(host, &node, &devices, &own, level).map_err(|s| s.to_string())?;
+        let j = placement::judge(host, node, &devices, &own, level).map_err(|s| s.to_string())?;
         Ok(Judged {
             source,
             verdict: j.verdict,
             unmapped: j.unmapped,
         })
-    });
+    })();
     Some(Placement {
         pod,
         from,

@@ -15,7 +15,7 @@ use std::path::Path;
 
 /// The environment of the pod whose netns `path` names (or why it gets
 /// none), from the node config's state dir.
-pub fn collect(path: &Path, pid: Option<u32>) -> Result<Result<PodEnv, NoEnv>> {
+pub fn collect(path: &Path, pid: Option<u32>, node: &NodeConfig) -> Result<Result<PodEnv, NoEnv>> {
     let ns = match NetNs::lookup(path).map_err(cause)? {
         Lookup::Netns(ns) => ns,
         Lookup::Missing => match pid {
@@ -24,10 +24,9 @@ pub fn collect(path: &Path, pid: Option<u32>) -> Result<Result<PodEnv, NoEnv>> {
         },
         Lookup::NotNetns => bail!("{} is not a network namespace", path.display()),
     };
-    let node = NodeConfig::load().map_err(cause)?;
     let mut rails = Rails::new();
     rails.refresh_dir(&node.state_dir);
-    Ok(rails.env_for(&ns.id(), &EnvPolicy::from_node(&node)))
+    Ok(rails.env_for(&ns.id(), &EnvPolicy::from_node(node)))
 }
 
 /// The lines for stdout, the lines for stderr, and the exit code.

@@ -28,6 +28,7 @@ mod verdicts;
 #[cfg(test)]
 mod tests;
 
+use crate::node::NodeConfig;
 use anyhow::Result;
 use args::{parse_args, Options, Parsed, HELP};
 
@@ -38,16 +39,28 @@ pub fn run(args: &[String]) -> i32 {
             print!("{HELP}");
             return 0;
         }
-        Ok(Parsed::Run(o)) => o,
+        Ok(Parsed::Run(o)) => *o,
         Err(usage) => {
             eprintln!("roce-tune inspect: {usage}\nSee `roce-tune inspect --help`.");
             return 2;
         }
     };
+    // Read once, for every part that needs it (the idle VFs' entries, the
+    // pod's placement, its job environment); refused or named but missing,
+    // it stops the inspection, as it stops every command: nothing shown
+    // from a node config that is not the node's is worth reading.
+    let node_path = opts
+        .node_config
+        .clone()
+        .unwrap_or_else(NodeConfig::path_from_env);
+    let node = match NodeConfig::load_from(&node_path) {
+        Ok(n) => n,
+        Err(e) => return stopped(&opts, &anyhow::Error::msg(e.0)),
+    };
     if opts.env {
-        return job_env(&opts);
+        return job_env(&opts, &node);
     }
-    match inspect(&opts) {
+    match inspect(&opts, &node) {
         Ok((out, checks)) => {
             print!("{}", terminal_safe(&out));
             verdicts::exit_code(&checks)
@@ -57,9 +70,9 @@ pub fn run(args: &[String]) -> i32 {
 }
 
 /// `--env`: the pod's job environment on stdout, the notes on stderr.
-fn job_env(opts: &Options) -> i32 {
+fn job_env(opts: &Options, node: &NodeConfig) -> i32 {
     let netns = opts.netns_path().unwrap_or_default();
-    match env::collect(&netns, opts.pid) {
+    match env::collect(&netns, opts.pid, node) {
         Ok(found) => {
             let (out, notes, code) = env::render(&found, opts.json);
             print!("{}", terminal_safe(&out));
@@ -97,10 +110,10 @@ fn terminal_safe(out: &str) -> String {
 }
 
 /// Collect, judge, render: the output and the checks it shows.
-fn inspect(opts: &Options) -> Result<(String, Vec<verdicts::Check>)> {
+fn inspect(opts: &Options, node_config: &NodeConfig) -> Result<(String, Vec<verdicts::Check>)> {
     let sysfs = collect::open_sysfs(&opts.sysfs_root)?;
     let Some(netns) = opts.netns_path() else {
-        let node = collect::node(opts, sysfs.host());
+        let node = collect::node(opts, sysfs.host(), node_config);
         let checks = verdicts::node_checks(&node, opts);
         let out = if opts.json {
             json::text(&json::node(&node, &checks))
@@ -109,7 +122,7 @@ fn inspect(opts: &Options) -> Result<(String, Vec<verdicts::Check>)> {
         };
         return Ok((out, checks));
     };
-    let pod = collect::pod(opts, &sysfs, netns)?;
+    let pod = collect::pod(opts, &sysfs, netns, node_config)?;
     let checks = verdicts::pod_checks(&pod, opts);
     let out = if opts.json {
         json::text(&json::pod(&pod, opts, &checks))

@@ -6,7 +6,7 @@ use super::collect::{
     setting, DeviceSource, Iface, NodeView, Placement, PodFrom, PodSysfs, PodView, SettingObs,
     SettingState, SysctlObs,
 };
-use super::verdicts::{checked_address, is_link_local, locate_in, sysctl_ok, Check};
+use super::verdicts::{checked_address, is_link_local, locate_in, sysctl_ok, Check, NO_DEVICE_FIX};
 use crate::rdma::gid::{self, GidEntry};
 use crate::rdma::setting;
 use crate::rdma::NetnsMode;
@@ -78,6 +78,13 @@ pub fn node_text(node: &NodeView, checks: &[Check]) -> String {
     }
     out.push('\n');
     let _ = writeln!(out, "RDMA devices: {}", node.devices.len());
+    if node.devices.is_empty() && node.missing.is_none() {
+        let _ = writeln!(
+            out,
+            "  none under {}: {NO_DEVICE_FIX}",
+            node.sysfs_root.join("class/infiniband").display()
+        );
+    }
     if !node.devices.is_empty() {
         let rows: Vec<Vec<String>> = node
             .devices

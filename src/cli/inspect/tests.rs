@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 fn opts(s: &str) -> Options {
     let args: Vec<String> = s.split_whitespace().map(str::to_owned).collect();
     match parse_args(&args).unwrap() {
-        Parsed::Run(o) => o,
+        Parsed::Run(o) => *o,
         Parsed::Help => panic!("help"),
     }
 }

@@ -64,6 +64,12 @@ pub fn exit_code(checks: &[Check]) -> i32 {
 // ---------------------------------------------------------------------------
 // Node view
 
+/// What a node without an RDMA device should look for: the kernel lists a
+/// device under `class/infiniband` only once the NIC's RDMA driver, a
+/// module of its own beside the Ethernet one, has registered it with
+/// ib_core (docs/design.md, "RDMA drivers").
+pub const NO_DEVICE_FIX: &str = "load the NIC's RDMA driver: mlx5_ib for NVIDIA ConnectX (mlx5_core alone makes only the netdev), bnxt_re for Broadcom, irdma for Intel E810, rdma_rxe for soft-RoCE (then `rdma link add`); each needs ib_core. `lsmod | grep -E 'mlx5_ib|bnxt_re|irdma|rdma_rxe|ib_core'` shows which are loaded; a pod's verbs also need ib_uverbs (/dev/infiniband), and rdmaCmTos needs rdma_cm";
+
 pub fn node_checks(node: &NodeView, opts: &Options) -> Vec<Check> {
     let mut checks = Vec::new();
     let class_dir = node.sysfs_root.join("class/infiniband");
@@ -87,7 +93,7 @@ pub fn node_checks(node: &NodeView, opts: &Options) -> Vec<Check> {
             None,
             None,
             format!("no RDMA device under {}", class_dir.display()),
-            "check that the mlx5 driver is loaded".into(),
+            NO_DEVICE_FIX.into(),
         ));
     }
     if let Some(want) = opts.traffic_class {
