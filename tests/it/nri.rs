@@ -136,6 +136,10 @@ impl Plugin {
         read(&self.log)
     }
 
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Wait until the log holds `needle` `times` times (at most `bound`).
     pub(crate) fn wait_log(&self, needle: &str, times: usize, bound: Duration) -> String {
         let t = Instant::now();
