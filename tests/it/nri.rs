@@ -140,6 +140,11 @@ impl Plugin {
         self.child.id()
     }
 
+    /// Its exit status once it has ended.
+    pub(crate) fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
     /// Wait until the log holds `needle` `times` times (at most `bound`).
     pub(crate) fn wait_log(&self, needle: &str, times: usize, bound: Duration) -> String {
         let t = Instant::now();

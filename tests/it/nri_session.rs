@@ -295,3 +295,81 @@ fn a_synchronize_just_under_64_mib_is_caught_up_and_one_over_it_is_refused_under
         log.matches(said).count()
     );
 }
+
+/// `nriSocket`'s directory is held to the state dir's rule (root's, not
+/// writable by group or others, sticky or not): a local user who may write
+/// it can delete the runtime's socket or put their own in its place before
+/// it starts. Refused at start, by `nri` and `agent --nri`, with a line
+/// naming the key and the directory; a root-owned 0755 directory reached
+/// through a root-owned link (containerd's default `/var/run/nri`, through
+/// `/var/run -> /run`) is accepted and the plugin registers there.
+#[test]
+fn an_nri_socket_in_a_directory_others_can_write_is_refused_at_start() {
+    needs!(root);
+    use std::os::unix::fs::PermissionsExt;
+    let base = private_dir("nri-sockdir-");
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bad: [(&str, u32, Option<u32>); 4] = [
+        ("world-writable", 0o777, None),
+        ("sticky", 0o1777, None),
+        ("group-writable", 0o775, None),
+        ("a user's", 0o755, Some(1000)),
+    ];
+    for (what, mode, owner) in bad {
+        let dir = base.join(what.replace(' ', "-").replace('\'', ""));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+        if let Some(uid) = owner {
+            std::os::unix::fs::chown(&dir, Some(uid), None).unwrap();
+        }
+        let sock = dir.join("nri.sock");
+        for args in [&["nri"][..], &["agent", "--every", "3600", "--nri"]] {
+            let mut p = Plugin::start(&sock, json!({}), args);
+            let t = Instant::now();
+            let status = loop {
+                if let Some(s) = p.try_wait() {
+                    break s;
+                }
+                assert!(
+                    t.elapsed() < Duration::from_secs(5),
+                    "{what} dir ({mode:o}), {args:?}: still running:\n{}",
+                    p.log()
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            };
+            let log = p.log();
+            assert!(!status.success(), "{what}, {args:?}: {status}\n{log}");
+            let line = log
+                .lines()
+                .find(|l| l.contains("nriSocket"))
+                .unwrap_or_else(|| panic!("{what}, {args:?}: no line names nriSocket:\n{log}"));
+            assert!(
+                line.contains(&path_str(&dir)),
+                "{what}, {args:?}: the line names the directory: {line}"
+            );
+            assert!(!log.contains("registered as"), "{log}");
+        }
+    }
+
+    // containerd's default, as a node has it: a root-owned link var/run ->
+    // run, and run/nri 0755 root's.
+    let sims: crate::common::need::NriSims = needs!(nri_sim);
+    std::fs::create_dir_all(base.join("run/nri")).unwrap();
+    std::fs::set_permissions(base.join("run"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(base.join("run/nri"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::create_dir(base.join("var")).unwrap();
+    std::fs::set_permissions(base.join("var"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(base.join("run"), base.join("var/run")).unwrap();
+    let sock = base.join("var/run/nri/nri.sock");
+    let sim = crate::nri::Sim::start(
+        &sims.v012,
+        &sock,
+        &json!([{"wait_plugins": ["roce-tune"], "timeout_ms": 5000}]),
+        &[],
+    );
+    sim.wait_log("step 0 wait_plugins: begin");
+    let plugin = Plugin::nri(&sock, json!({}));
+    crate::nri::never_dropped("var/run/nri", &sim.finish(), 0);
+    plugin.wait_log("registered as 50-roce-tune", 1, Duration::from_secs(5));
+    let _ = std::fs::remove_dir_all(&base);
+}
