@@ -290,11 +290,13 @@ pub fn env_of(rails: &[&Rail], policy: &EnvPolicy) -> Result<PodEnv, NoEnv> {
     })
 }
 
-/// What one refresh did: whether it listed the dir, and the entries it read
-/// (new or changed), kept unread, and dropped (gone from the dir).
+/// What one refresh did: whether it listed the dir, the entries whose
+/// stamp it took (one `fstatat` each), and those it read (new or changed),
+/// kept unread, and dropped (gone from the dir).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Refreshed {
     pub listed: bool,
+    pub examined: usize,
     pub read: usize,
     pub kept: usize,
     pub dropped: usize,
@@ -373,6 +375,7 @@ impl Rails {
             .collect();
         let mut done = Refreshed {
             listed: true,
+            examined: listed.len(),
             ..Refreshed::default()
         };
         // Where the previous name was found: a listing keeps its order but
@@ -427,6 +430,12 @@ impl Rails {
                 Refreshed::default()
             }
         }
+    }
+
+    /// The long-running reader's refresh (the NRI plugin's, at each
+    /// CreateContainer): `refresh_dir`, for now.
+    pub fn follow_dir(&mut self, dir: &Path) -> Refreshed {
+        self.refresh_dir(dir)
     }
 
     /// How many entries the picture holds (readable or not).

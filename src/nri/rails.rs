@@ -29,7 +29,7 @@ impl JobEnv {
 
 impl RailEnv for JobEnv {
     fn env_for(&mut self, netns: &NsId) -> Result<PodVars, String> {
-        self.rails.refresh_dir(&self.dir);
+        self.rails.follow_dir(&self.dir);
         self.rails
             .env_for(netns, &self.policy)
             .map(|env| PodVars {
