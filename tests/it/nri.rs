@@ -909,16 +909,17 @@ fn garbled_truncated_and_oversized_bytes_from_the_socket_are_answered_as_the_pro
 #[test]
 fn a_socket_served_by_anyone_but_root_is_never_registered_with() {
     needs!(root);
-    // A listener run as nobody, in a dir nobody may use (the test dirs are
-    // root's alone): the kernel's SO_PEERCRED says uid 65534.
-    let dir = std::env::temp_dir().join(unique("roce-tune-nri-peer-"));
-    std::fs::create_dir(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    // A listener that binds as root in a dir of root's (nriSocket's
+    // directory must be: no one else may put a socket there), then drops
+    // to nobody before listen(2): a connecting peer's SO_PEERCRED is the
+    // listener's at listen time (net/unix/af_unix.c, unix_listen's
+    // init_peercred), so the kernel says uid 65534.
+    let dir = private_dir("roce-tune-nri-peer-");
     let sock = dir.join("nri.sock");
-    let mut nobody = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c"])
+    let mut nobody = Command::new("/usr/bin/python3")
+        .arg("-c")
         .arg(format!(
-            "import socket,time\ns=socket.socket(socket.AF_UNIX)\ns.bind({:?})\ns.listen(8)\nwhile True:\n  c,_=s.accept()\n  time.sleep(0.2)\n",
+            "import os,socket,time\ns=socket.socket(socket.AF_UNIX)\ns.bind({:?})\nos.setgroups([])\nos.setgid(65534)\nos.setuid(65534)\ns.listen(8)\nwhile True:\n  c,_=s.accept()\n  time.sleep(0.2)\n",
             path_str(&sock)
         ))
         .spawn()
