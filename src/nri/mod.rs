@@ -188,7 +188,7 @@ impl Running {
 
     /// Stop the plugin and wait for its thread: the connection is shut
     /// down (the runtime sees a closed plugin, as on any restart) and a
-    /// reconnect's wait ends within `reconnect::BACKOFF_CAP`.
+    /// reconnect's wait ends at once (`reconnect::Quit`).
     pub fn stop(self) {
         self.quit.ask();
         let _ = self.thread.join();

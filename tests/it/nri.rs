@@ -867,17 +867,25 @@ fn garbled_truncated_and_oversized_bytes_from_the_socket_are_answered_as_the_pro
     assert_eq!(c.answer(stream).0, 8);
     assert_eq!(c.call("Synchronize", b"").0, 0, "the connection survived");
 
+    // Each session below lasts a second before it breaks, as a runtime's
+    // do: one that ends sooner makes the plugin back off and hold its
+    // lines to one per 10 s (tests/it/nri_session.rs), and every line is
+    // looked for here.
+    let lasting = Duration::from_millis(1100);
     // A frame header announcing more than a runtime sends: the plugin
     // closes the connection, says why, and comes back at once.
+    std::thread::sleep(lasting);
     c.s.write_all(&[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff])
         .unwrap();
     assert!(c.closed(), "an oversized frame closes the connection");
     let mut c = raw.accept(Duration::from_secs(2));
 
     // The runtime's end closing inside a frame: the plugin reconnects.
+    std::thread::sleep(lasting);
     c.s.write_all(&[0, 0, 0, 1, 0, 0, 0, 40, 1, 2, 3]).unwrap();
     drop(c);
     let c = raw.accept(Duration::from_secs(2));
+    std::thread::sleep(lasting);
     drop(c);
     // ... and between frames.
     let mut c = raw.accept(Duration::from_secs(2));
