@@ -208,8 +208,8 @@ pub fn spawn(
         socket: node.nri_socket.clone(),
         index: node.nri_index.clone(),
     };
-    let mut plugin = answer::Plugin::new(node.nccl_env, Box::new(rails::JobEnv::new(node)))
-        .with_dra(dra::DraRails::new(node));
+    let mut env = rails::JobEnv::new(node);
+    let (nccl_env, dra) = (node.nccl_env, dra::DraRails::new(node));
     let quit = std::sync::Arc::new(reconnect::Quit::default());
     let asked = quit.clone();
     let ended = std::sync::Arc::new(AtomicBool::new(false));
@@ -223,6 +223,11 @@ pub fn spawn(
             if crate::fault::named("nri-thread-ends") {
                 return;
             }
+            // The picture of the node's rails is made before the runtime is
+            // connected, so the first CreateContainer looks only at what
+            // changed since (a node of 10,000 entries is a second of reads).
+            env.prime();
+            let mut plugin = answer::Plugin::new(nccl_env, Box::new(env)).with_dra(dra);
             reconnect::run(&settings, &mut plugin, &stats, &asked)
         })?;
     Ok(Running {
