@@ -183,7 +183,6 @@ pub struct Session {
     said_other_conn: bool,
     registered: bool,
     configured: bool,
-    said_configured: bool,
     /// The last request's stream id: ids are odd and increase (ttrpc
     /// server.go:402, 444).
     last_stream: u32,
@@ -254,7 +253,6 @@ impl Session {
             said_other_conn: false,
             registered: false,
             configured: false,
-            said_configured: false,
             last_stream: 0,
             synced: None,
             sync_parts: Vec::new(),
@@ -410,6 +408,7 @@ impl Session {
         }
         self.last_stream = h.stream;
         let started = Instant::now();
+        let was_configured = self.configured;
         let mut payload_at = 0..0;
         let (method, reply) = match ttrpc::Request::decode(&body) {
             Ok(req) => {
@@ -499,8 +498,7 @@ impl Session {
             }
         };
         self.send(h.stream, &answer, out);
-        if method == Method::Configure && self.configured && !self.said_configured {
-            self.said_configured = true;
+        if self.configured && !was_configured {
             out.push(Output::Configured);
         }
         // Its last part answered: the DRA rails' catch-up may start.
