@@ -332,9 +332,10 @@ fn read_rail(state: &StateDir, name: &str) -> Option<Rail> {
 /// plugin holds between requests.
 #[derive(Debug, Default)]
 pub struct Rails {
-    /// In no order: a listing finds each name's record through a sorted
-    /// copy, a change the kernel told by a walk (a list, not a map: a map
-    /// type is kilobytes of the static binary).
+    /// In the order the last listing gave, and the names the kernel told
+    /// of since at the end: a dir that did not change lists in the same
+    /// order, so each entry is found at its own place (a list, not a map: a
+    /// map type is kilobytes of the static binary).
     seen: Vec<Seen>,
     /// Why the last refresh could not list the dir (the picture before it
     /// is kept: a passing error must not take a pod's rails away).
@@ -389,32 +390,46 @@ impl Rails {
         };
         self.failed = None;
         self.listed = dir.map(|d| (d, began));
-        let mut old = std::mem::take(&mut self.seen);
-        old.sort_unstable_by(|a, b| a.name.cmp(&b.name));
-        let mut found = vec![false; old.len()];
+        let mut old: Vec<Option<Seen>> = std::mem::take(&mut self.seen)
+            .into_iter()
+            .map(Some)
+            .collect();
         let mut done = Refreshed {
             listed: true,
             examined: listed.len(),
             ..Refreshed::default()
         };
-        for (name, stamp) in listed {
-            let rail = match old.binary_search_by(|s| s.name.cmp(&name)) {
-                Ok(at) if old[at].stamp == stamp => {
-                    found[at] = true;
+        // Where the previous name was found: a listing keeps its order but
+        // for the names it adds or moves (a rename puts an entry at the head
+        // of a tmpfs dir), and the picture keeps the order of its last
+        // listing (`update` removes in place and adds at the end), so the
+        // next name is most likely right after it. A name new since is
+        // looked for in the whole picture: not a sort of it, whose code is
+        // 4.4 KB of the CNI binary (`inspect --env` lists too).
+        let mut last: Option<usize> = None;
+        for (i, (name, stamp)) in listed.into_iter().enumerate() {
+            let same = |at: &usize| {
+                old.get(*at)
+                    .is_some_and(|s| s.as_ref().is_some_and(|s| s.name == name))
+            };
+            let at = [last.map_or(i, |l| l + 1), i]
+                .into_iter()
+                .find(same)
+                .or_else(|| (0..old.len()).find(same));
+            last = at.or(last);
+            let rail = match at.and_then(|at| old[at].take()) {
+                Some(was) if was.stamp == stamp => {
                     done.kept += 1;
-                    old[at].rail.take()
+                    was.rail
                 }
-                at => {
-                    if let Ok(at) = at {
-                        found[at] = true;
-                    }
+                _ => {
                     done.read += 1;
                     read_rail(state, &name)
                 }
             };
             self.seen.push(Seen { name, stamp, rail });
         }
-        done.dropped = found.iter().filter(|f| !**f).count();
+        done.dropped = old.iter().flatten().count();
         done
     }
 
@@ -445,7 +460,8 @@ impl Rails {
             let at = self.seen.iter().position(|s| s.name == name);
             match (stamp, at) {
                 (None, Some(at)) => {
-                    self.seen.swap_remove(at);
+                    // In place: the order stays the last listing's.
+                    self.seen.remove(at);
                     done.dropped += 1;
                 }
                 (None, None) => {}
@@ -471,7 +487,7 @@ impl Rails {
             };
             if self.seen.iter().any(|s| s.name == current) {
                 if let Some(at) = self.seen.iter().position(|s| s.name == legacy) {
-                    self.seen.swap_remove(at);
+                    self.seen.remove(at);
                     done.dropped += 1;
                 }
             }
