@@ -117,7 +117,8 @@ work="$(mktemp -d -p /dev/shm roce-bench.XXXXXX)"
 # which anyone can). A node's /run is a tmpfs; on a build machine it may be a disk (it is ext4
 # on these), so the bench mounts a private tmpfs for it; ext4 under /var/lib gives the fsync cost.
 statebase="$(mktemp -d -p /run roce-bench-state.XXXXXX)"
-mount -t tmpfs -o mode=0700,size=64m roce-bench "$statebase"
+# 192m: bench/nri.py's busy-node row keeps 10,000 orphan entries, a 4 KiB page each on tmpfs.
+mount -t tmpfs -o mode=0700,size=192m roce-bench "$statebase"
 diskstate="$(mktemp -d -p /var/lib roce-bench-state.XXXXXX)"
 # Every binary runs as a fresh copy, made now, on one disk filesystem, as a node's installer
 # copies roce-tune into /opt/cni/bin: how a file's page cache was filled changes the page faults

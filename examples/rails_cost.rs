@@ -2,10 +2,13 @@
 //! `Rails::refresh` and `env_for`, on a node with 128 live entries (8 pods of
 //! 16 rails), for docs/performance.md ("The job environment").
 //!
-//! `rails_cost [ROUNDS]` (root: it makes a state dir under /run) writes the
-//! entries as ADDs do (`StateDir::write`), then times ROUNDS rounds of a
-//! refresh with nothing new plus the environment of one 16-rail pod, and as
-//! many rounds in which one entry is new (an ADD since the last request),
+//! `rails_cost [ROUNDS [DEAD]]` (root: it makes a state dir under /run)
+//! writes the entries as ADDs do (`StateDir::write`), and DEAD more whose
+//! pods are gone (orphans not yet released; 0 by default), then times
+//! ROUNDS rounds of a refresh with nothing new plus the environment of one
+//! 16-rail pod, and as many rounds in which one entry is new (an ADD since
+//! the last request), then the same two with the plugin's own refresh,
+//! `follow_dir` (inotify: `round_follow_quiet`, `round_follow_one_new`),
 //! then as many again after 2 s without a write (no listing at all).
 //! The pod is this process's own netns (`/proc/self/ns/net`), so its rails
 //! are live; the other pods' recorded netns paths are gone, as an orphan's
@@ -88,6 +91,25 @@ fn round_still(rails: &mut Rails, state: &StateDir, pod: &NsId, policy: &EnvPoli
     std::hint::black_box(3) + round(rails, state, pod, policy)
 }
 
+/// The plugin's request: `follow_dir`, then the pod's environment.
+#[inline(never)]
+fn follow(rails: &mut Rails, dir: &Path, pod: &NsId, policy: &EnvPolicy) -> usize {
+    rails.follow_dir(dir);
+    rails.env_for(pod, policy).map_or(0, |e| e.vars.len())
+}
+
+/// `follow` when nothing changed since the last one.
+#[inline(never)]
+fn round_follow_quiet(rails: &mut Rails, dir: &Path, pod: &NsId, policy: &EnvPolicy) -> usize {
+    std::hint::black_box(4) + follow(rails, dir, pod, policy)
+}
+
+/// `follow` after one entry was written.
+#[inline(never)]
+fn round_follow_one_new(rails: &mut Rails, dir: &Path, pod: &NsId, policy: &EnvPolicy) -> usize {
+    std::hint::black_box(5) + follow(rails, dir, pod, policy)
+}
+
 /// `round` after one entry was written.
 #[inline(never)]
 fn round_one_new(rails: &mut Rails, state: &StateDir, pod: &NsId, policy: &EnvPolicy) -> usize {
@@ -110,6 +132,9 @@ fn main() {
     let rounds: usize = std::env::args()
         .nth(1)
         .map_or(2000, |n| n.parse().expect("ROUNDS is a number"));
+    let dead: usize = std::env::args()
+        .nth(2)
+        .map_or(0, |n| n.parse().expect("DEAD is a number"));
     let base = Path::new("/run/roce-tune-rails-cost");
     let _ = std::fs::remove_dir_all(base);
     std::fs::create_dir_all(base).expect("make /run/roce-tune-rails-cost (root?)");
@@ -133,6 +158,15 @@ fn main() {
             state.write(&entry(pod, rail, &path, id)).expect("write");
         }
     }
+    for i in 0..dead {
+        let mut e = entry(1 + i % (PODS - 1), i % RAILS, "/var/run/netns/gone", me);
+        e.container_id = format!("{i:08}deadbeef0123456789abcdef0123456789abcdef0123456789abcdef");
+        e.netns_id = Some(NsId {
+            dev: 4,
+            ino: 4026600000 + i as u64,
+        });
+        state.write(&e).expect("write");
+    }
     let policy = EnvPolicy {
         families: vec![Family::Nccl],
         omit: vec![],
@@ -141,7 +175,7 @@ fn main() {
     let t = Instant::now();
     let vars = round(&mut rails, &state, &me, &policy);
     println!(
-        "{} entries, first refresh + env_for: {:.0} us ({vars} variables)",
+        "{} live and {dead} dead entries, first refresh + env_for: {:.0} us ({vars} variables)",
         PODS * RAILS,
         t.elapsed().as_secs_f64() * 1e6
     );
@@ -162,6 +196,31 @@ fn main() {
     }
     println!("nothing new, {rounds} rounds: {}", percentiles(quiet));
     println!("one entry new, {rounds} rounds: {}", percentiles(one_new));
+    let dir = base.join("state");
+    let mut followed = Rails::new();
+    follow(&mut followed, &dir, &me, &policy);
+    let mut quiet = Vec::with_capacity(rounds);
+    let mut one_new = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let t = Instant::now();
+        round_follow_quiet(&mut followed, &dir, &me, &policy);
+        quiet.push(t.elapsed());
+        let mut e = entry(1 + i % (PODS - 1), i % RAILS, "/var/run/netns/gone", me);
+        e.netns_id = Some(NsId { dev: 4, ino: 2 });
+        e.created_ns = i as u64;
+        state.write(&e).expect("write");
+        let t = Instant::now();
+        round_follow_one_new(&mut followed, &dir, &me, &policy);
+        one_new.push(t.elapsed());
+    }
+    println!(
+        "follow_dir, nothing new, {rounds} rounds: {}",
+        percentiles(quiet)
+    );
+    println!(
+        "follow_dir, one entry new, {rounds} rounds: {}",
+        percentiles(one_new)
+    );
     // No ADD or DEL for longer than `job_env`'s quiet margin: the dir's own
     // stamp proves nothing changed, and no entry is listed.
     std::thread::sleep(Duration::from_millis(2100));

@@ -35,6 +35,7 @@ ALL_TARGETS=(
     nri_mux
     nri_ttrpc
     nri_messages
+    nri_session
 )
 
 smoke=0

@@ -7,7 +7,19 @@
 //! an `fstat` and a 32 KiB heap buffer per listing, and `fdopendir` two
 //! `fcntl`s and a rewind. A small regular file is read into a buffer sized to
 //! it and ends at its first short read, not at a second read that returns 0.
+//!
+//! Which names of a directory changed since the last look comes from the
+//! kernel (`DirWatch`, inotify(7)), so a reader that keeps a picture of a
+//! directory (`job_env::Rails`, the NRI plugin's) looks again at those
+//! names alone, not at every entry. The kernel queues each change as it
+//! happens, for the directory's own entries (not a subdirectory's: the
+//! state dir's `locks/`). What it cannot tell is `Changed::Lost`: its
+//! queue overflowed (`fs.inotify.max_queued_events`, 16,384 by default:
+//! IN_Q_OVERFLOW), or the directory itself was removed, moved or unmounted
+//! (its watch then ends: IN_IGNORED). The reader lists it whole again.
 
+use nix::errno::Errno;
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read};
@@ -107,6 +119,82 @@ fn records(mut bytes: &[u8], out: &mut Vec<OsString>) -> io::Result<()> {
     Ok(())
 }
 
+/// What was asked of the kernel: every way an entry comes, goes or is
+/// rewritten (an atomic write is a create then a rename onto its name; a
+/// write in place closes its file), and the directory's own end.
+const WATCHED: AddWatchFlags = AddWatchFlags::IN_CREATE
+    .union(AddWatchFlags::IN_CLOSE_WRITE)
+    .union(AddWatchFlags::IN_ATTRIB)
+    .union(AddWatchFlags::IN_MOVED_FROM)
+    .union(AddWatchFlags::IN_MOVED_TO)
+    .union(AddWatchFlags::IN_DELETE)
+    .union(AddWatchFlags::IN_DELETE_SELF)
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    // The directory itself, never through a link (the state dir's rule).
+    .union(AddWatchFlags::IN_ONLYDIR)
+    .union(AddWatchFlags::IN_DONT_FOLLOW);
+
+/// The events that end what a watch can tell.
+const ENDS: AddWatchFlags = AddWatchFlags::IN_Q_OVERFLOW
+    .union(AddWatchFlags::IN_IGNORED)
+    .union(AddWatchFlags::IN_DELETE_SELF)
+    .union(AddWatchFlags::IN_MOVE_SELF)
+    .union(AddWatchFlags::IN_UNMOUNT);
+
+/// What changed since the last look.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Changed {
+    /// These names (each once, in no order), maybe none.
+    Names(Vec<OsString>),
+    /// More than the kernel could tell: list the directory again, and watch
+    /// it anew (this watch is spent).
+    Lost,
+}
+
+/// A watch on one directory, read without blocking.
+#[derive(Debug)]
+pub struct DirWatch {
+    fd: Inotify,
+    lost: bool,
+}
+
+impl DirWatch {
+    /// Watch `dir` from now on. Make it before listing the directory, so a
+    /// change during the listing is told at the next look.
+    pub fn new(dir: &Path) -> std::io::Result<DirWatch> {
+        let fd = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
+        fd.add_watch(dir, WATCHED)?;
+        Ok(DirWatch { fd, lost: false })
+    }
+
+    /// What changed since the last call (or since [`DirWatch::new`]).
+    pub fn changed(&mut self) -> std::io::Result<Changed> {
+        let mut names: Vec<OsString> = Vec::new();
+        while !self.lost {
+            let events = match self.fd.read_events() {
+                Ok(e) => e,
+                Err(Errno::EAGAIN) => break,
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(e.into()),
+            };
+            for e in events {
+                if e.mask.intersects(ENDS) {
+                    self.lost = true;
+                } else if let Some(name) = e.name {
+                    if !names.contains(&name) {
+                        names.push(name);
+                    }
+                }
+            }
+        }
+        Ok(if self.lost {
+            Changed::Lost
+        } else {
+            Changed::Names(names)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +274,34 @@ mod tests {
                 .raw_os_error(),
             Some(nix::libc::ENOTDIR)
         );
+    }
+
+    #[test]
+    fn names_come_once_and_the_directorys_end_is_lost() {
+        let dir = std::env::temp_dir().join(format!("dir-watch-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let mut w = DirWatch::new(&dir).unwrap();
+        assert_eq!(w.changed().unwrap(), Changed::Names(vec![]));
+        std::fs::write(dir.join("a.tmp"), b"x").unwrap();
+        std::fs::rename(dir.join("a.tmp"), dir.join("a")).unwrap();
+        std::fs::write(dir.join("a"), b"y").unwrap();
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/inner"), b"z").unwrap();
+        let Changed::Names(mut names) = w.changed().unwrap() else {
+            panic!("lost")
+        };
+        names.sort();
+        assert_eq!(
+            names,
+            ["a", "a.tmp", "sub"],
+            "not what a subdirectory holds"
+        );
+        assert_eq!(w.changed().unwrap(), Changed::Names(vec![]));
+        std::fs::remove_file(dir.join("a")).unwrap();
+        assert_eq!(w.changed().unwrap(), Changed::Names(vec!["a".into()]));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(w.changed().unwrap(), Changed::Lost);
+        assert_eq!(w.changed().unwrap(), Changed::Lost, "spent");
+        assert!(DirWatch::new(&dir).is_err(), "gone");
     }
 }

@@ -294,10 +294,28 @@ impl NodeConfig {
     }
 
     /// `nriSocket` with its links resolved by the rule of every host path,
-    /// for the NRI plugin's command alone (`roce-tune-agent nri`, `agent
-    /// --nri`): refused, it stops that command and nothing else.
+    /// and its directory held to the state dir's rule, for the NRI plugin's
+    /// command alone (`roce-tune-agent nri`, `agent --nri`): refused, it
+    /// stops that command and nothing else.
+    ///
+    /// The directory, because the runtime makes its socket there: anyone
+    /// who may write it may delete the socket, or bind their own first,
+    /// and so keep the plugin from the runtime (SO_PEERCRED already refuses
+    /// a peer that is not root). A directory not made yet is the runtime's
+    /// to make (the adaptation creates it, 0700) below parents proven here.
     pub fn resolve_nri_socket(&mut self) -> NodeResult<()> {
-        self.nri_socket = HostPaths::new(&self.source).resolve("nriSocket", &self.nri_socket)?;
+        let socket = HostPaths::new(&self.source).resolve("nriSocket", &self.nri_socket)?;
+        if let Some(dir) = socket.parent() {
+            crate::safe_dir::check_chain(dir, false).map_err(|why| {
+                NodeError(format!(
+                    "node config {}: nriSocket {} is refused: its directory {} must be root's and writable by no one else, as the state dir is (a local user could delete or replace the runtime's socket): {why}",
+                    self.source.display(),
+                    self.nri_socket.display(),
+                    dir.display()
+                ))
+            })?;
+        }
+        self.nri_socket = socket;
         Ok(())
     }
 

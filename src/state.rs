@@ -461,6 +461,21 @@ fn legacy_name(container_id: &str, ifname: &str) -> String {
     format!("{container_id}:{ifname}{LEGACY_SUFFIX}")
 }
 
+/// Whether `name` is named like an entry file, current or version 1 (not
+/// validated: `parse_entry_name` does, before a read).
+pub fn is_entry_file(name: &str) -> bool {
+    name.ends_with(SUFFIX) || name.ends_with(LEGACY_SUFFIX)
+}
+
+/// Both names an entry file of `name`'s attachment may have: the current
+/// one, and the version 1 one it shadows.
+pub fn both_entry_names(name: &str) -> Option<(String, String)> {
+    let stem = name
+        .strip_suffix(SUFFIX)
+        .or_else(|| name.strip_suffix(LEGACY_SUFFIX))?;
+    Some((format!("{stem}{SUFFIX}"), format!("{stem}{LEGACY_SUFFIX}")))
+}
+
 /// The attachment a file name stands for, if it is one of ours.
 pub fn parse_entry_name(name: &str) -> Option<(String, String)> {
     let stem = name
@@ -890,7 +905,7 @@ impl StateDir {
         let names: Vec<String> = names
             .into_iter()
             .filter_map(|n| n.into_string().ok())
-            .filter(|n| n.ends_with(SUFFIX) || n.ends_with(LEGACY_SUFFIX))
+            .filter(|n| is_entry_file(n))
             .collect();
         // Which names a current one shadows: none unless 0.1.0 left some.
         let shadowed: Vec<bool> = names
@@ -921,6 +936,16 @@ impl StateDir {
             out.push((name, stamp));
         }
         Ok(out)
+    }
+
+    /// The stamp of one file of the dir (no link followed), `None` when it
+    /// is not there: what a reader told that the name changed compares.
+    pub fn stamp(&self, name: &str) -> StateResult<Option<Stamp>> {
+        match std::fs::symlink_metadata(self.dir.join(name)) {
+            Ok(m) => Ok(Some(Stamp::of(&m))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err("stat", &self.dir.join(name), e)),
+        }
     }
 
     /// The stamp of the dir itself: every write renames an entry into it

@@ -10,6 +10,7 @@
 
 fn main() {
     roce_tune::process::start();
+    roce_tune::process::long_running();
     let args: Vec<String> = std::env::args().skip(1).collect();
     // process::exit flushes stdout (std's cleanup), then exits.
     std::process::exit(roce_tune::cli::daemons::run(&args));

@@ -6,8 +6,9 @@
 //! - `mux`: the frames of NRI's multiplexed socket;
 //! - `ttrpc`: the RPC messages inside each conn;
 //! - `messages`: the NRI messages (protobuf, `crate::protowire`);
-//! - `session`: one connection (SO_PEERCRED, register, serve) and the
-//!   reconnect loop around it;
+//! - `session`: one connection (SO_PEERCRED, register, serve), its logic
+//!   drivable without a socket (`Session`: bytes in, bytes out);
+//! - `reconnect`: the loop that keeps a session up, and how it is stopped;
 //! - `answer`: what the plugin answers (the event mask, the environment);
 //! - `dra`: the rails a DRA driver moved into a pod, tuned at
 //!   RunPodSandbox and given back at StopPodSandbox (issue 27), every wait
@@ -26,6 +27,7 @@ pub mod dra;
 pub mod messages;
 pub mod mux;
 pub mod rails;
+pub mod reconnect;
 pub mod session;
 pub mod ttrpc;
 
@@ -161,7 +163,7 @@ impl Stats {
 
 /// The plugin's thread, and how to stop it.
 pub struct Running {
-    quit: std::sync::Arc<session::Quit>,
+    quit: std::sync::Arc<reconnect::Quit>,
     thread: std::thread::JoinHandle<()>,
     ended: std::sync::Arc<AtomicBool>,
 }
@@ -186,7 +188,7 @@ impl Running {
 
     /// Stop the plugin and wait for its thread: the connection is shut
     /// down (the runtime sees a closed plugin, as on any restart) and a
-    /// reconnect's wait ends within `session::BACKOFF_CAP`.
+    /// reconnect's wait ends at once (`reconnect::Quit`).
     pub fn stop(self) {
         self.quit.ask();
         let _ = self.thread.join();
@@ -206,9 +208,9 @@ pub fn spawn(
         socket: node.nri_socket.clone(),
         index: node.nri_index.clone(),
     };
-    let mut plugin = answer::Plugin::new(node.nccl_env, Box::new(rails::JobEnv::new(node)))
-        .with_dra(dra::DraRails::new(node));
-    let quit = std::sync::Arc::new(session::Quit::default());
+    let mut env = rails::JobEnv::new(node);
+    let (nccl_env, dra) = (node.nccl_env, dra::DraRails::new(node));
+    let quit = std::sync::Arc::new(reconnect::Quit::default());
     let asked = quit.clone();
     let ended = std::sync::Arc::new(AtomicBool::new(false));
     let on_end = SetOnDrop(ended.clone());
@@ -221,7 +223,12 @@ pub fn spawn(
             if crate::fault::named("nri-thread-ends") {
                 return;
             }
-            session::run(&settings, &mut plugin, &stats, &asked)
+            // The picture of the node's rails is made before the runtime is
+            // connected, so the first CreateContainer looks only at what
+            // changed since (a node of 10,000 entries is a second of reads).
+            env.prime();
+            let mut plugin = answer::Plugin::new(nccl_env, Box::new(env)).with_dra(dra);
+            reconnect::run(&settings, &mut plugin, &stats, &asked)
         })?;
     Ok(Running {
         quit,

@@ -111,6 +111,75 @@ pub fn read_frame(r: &mut impl Read) -> Result<Option<(u32, Vec<u8>)>, MuxError>
     Ok(Some((conn, payload)))
 }
 
+/// The trunk's frames cut from its bytes as they come, whatever the reads
+/// that gave them: each piece of a payload goes on at once, with its conn
+/// id, so no frame (up to [`MAX_PAYLOAD`]) is ever held whole here; the
+/// conn's own reader (`ttrpc::Assembler`) puts its messages together.
+#[derive(Debug, Default)]
+pub struct Deframer {
+    header: [u8; HEADER],
+    /// Bytes of the next header held so far.
+    have: usize,
+    /// The frame under way: its conn, its length and what is still to come.
+    conn: u32,
+    len: usize,
+    left: usize,
+}
+
+impl Deframer {
+    /// The next piece of a payload in `input` (which is advanced past it
+    /// and past any header before it), with its conn; `None` once `input`
+    /// is spent. An empty frame is an empty piece.
+    pub fn next<'a>(&mut self, input: &mut &'a [u8]) -> Result<Option<(u32, &'a [u8])>, MuxError> {
+        loop {
+            if self.left > 0 {
+                if input.is_empty() {
+                    return Ok(None);
+                }
+                let (piece, rest) = input.split_at(self.left.min(input.len()));
+                *input = rest;
+                self.left -= piece.len();
+                return Ok(Some((self.conn, piece)));
+            }
+            if input.is_empty() {
+                return Ok(None);
+            }
+            let n = (HEADER - self.have).min(input.len());
+            self.header[self.have..self.have + n].copy_from_slice(&input[..n]);
+            *input = &input[n..];
+            self.have += n;
+            if self.have < HEADER {
+                return Ok(None);
+            }
+            self.have = 0;
+            let (conn, len) = parse_header(&self.header)?;
+            (self.conn, self.len, self.left) = (conn, len, len);
+            if len == 0 {
+                return Ok(Some((conn, &[])));
+            }
+        }
+    }
+
+    /// The stream ended here: inside a frame, how far into it.
+    pub fn cut_short(&self) -> Option<MuxError> {
+        if self.have > 0 {
+            Some(MuxError::Truncated {
+                part: "header",
+                got: self.have,
+                want: HEADER,
+            })
+        } else if self.left > 0 {
+            Some(MuxError::Truncated {
+                part: "payload",
+                got: self.len - self.left,
+                want: self.len,
+            })
+        } else {
+            None
+        }
+    }
+}
+
 /// `bytes` on `conn`, as frames of at most [`MAX_SEND`] payload bytes, each
 /// frame one write (header and payload together: a frame is never
 /// interleaved, and a reader that gets a header also gets its payload).
@@ -145,6 +214,46 @@ mod tests {
         }
         assert_eq!(back, msg);
         assert_eq!(sizes, [4096, 4096, 1808]);
+    }
+
+    #[test]
+    fn the_deframer_gives_the_same_payloads_however_the_bytes_are_cut() {
+        let mut wire = Vec::new();
+        write_frames(&mut wire, PLUGIN_CONN, &[7u8; 5000]).unwrap();
+        write_frames(&mut wire, 9, b"").unwrap();
+        wire.extend_from_slice(&[0, 0, 0, 9, 0, 0, 0, 0]);
+        write_frames(&mut wire, RUNTIME_CONN, b"abc").unwrap();
+        for cut in [1, 3, 8, 9, 4104, wire.len()] {
+            let mut d = Deframer::default();
+            let mut got: Vec<(u32, Vec<u8>)> = Vec::new();
+            for chunk in wire.chunks(cut) {
+                let mut input = chunk;
+                while let Some((conn, piece)) = d.next(&mut input).unwrap() {
+                    match got.last_mut() {
+                        Some((c, p)) if *c == conn && !piece.is_empty() => p.extend(piece),
+                        _ => got.push((conn, piece.to_vec())),
+                    }
+                }
+            }
+            assert!(d.cut_short().is_none(), "{cut}");
+            let conns: Vec<u32> = got.iter().map(|(c, _)| *c).collect();
+            assert_eq!(conns, [PLUGIN_CONN, 9, RUNTIME_CONN], "{cut}");
+            assert_eq!(got[0].1, [7u8; 5000]);
+            assert_eq!(got[2].1, b"abc");
+        }
+        let mut d = Deframer::default();
+        let mut input = &[0u8, 0, 0, 1, 0, 0, 0, 40, 1, 2, 3][..];
+        while d.next(&mut input).unwrap().is_some() {}
+        let e = d.cut_short().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "the connection ended inside a frame's payload (3 of 40 bytes)"
+        );
+        let mut input = &[0u8, 0, 0, 1, 0xff, 0xff, 0xff, 0xff][..];
+        assert!(matches!(
+            Deframer::default().next(&mut input),
+            Err(MuxError::Oversized { .. })
+        ));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Where the plugin's job environment comes from: `crate::job_env::Rails`,
-//! the node's rails as the state dir records them, caught up at each
-//! CreateContainer (it reads only the entries that changed since the last
-//! call, so the answer stays well inside its bound: docs/performance.md).
+//! the node's rails as the state dir records them, made when the plugin
+//! starts and caught up at each CreateContainer (the kernel says which
+//! entries changed since the last call, and only those are looked at, so
+//! the answer stays well inside its bound: docs/performance.md).
 
 use super::answer::{PodVars, RailEnv};
 use crate::job_env::{EnvPolicy, Rails};
@@ -27,9 +28,17 @@ impl JobEnv {
     }
 }
 
+impl JobEnv {
+    /// Make the picture now (a listing, every entry read, the watch set),
+    /// not at the first request.
+    pub fn prime(&mut self) {
+        self.rails.follow_dir(&self.dir);
+    }
+}
+
 impl RailEnv for JobEnv {
     fn env_for(&mut self, netns: &NsId) -> Result<PodVars, String> {
-        self.rails.refresh_dir(&self.dir);
+        self.rails.follow_dir(&self.dir);
         self.rails
             .env_for(netns, &self.policy)
             .map(|env| PodVars {

@@ -60,6 +60,10 @@ pub enum Item {
 #[derive(Debug, Default)]
 pub struct Assembler {
     buf: Vec<u8>,
+    /// Where the bytes not yet handed out begin in `buf`: taking a message
+    /// moves it on, and the bytes before it go at the next compaction, so
+    /// a run of small messages costs no copy of what follows each.
+    start: usize,
     /// Bytes of an oversized message still to drop.
     discard: usize,
 }
@@ -71,32 +75,69 @@ impl Assembler {
             self.discard -= n;
             bytes = &bytes[n..];
         }
+        if let Some(h) = self.head() {
+            // A message under way: room for all of it at once, not by
+            // doubling (a 4 MiB one would take up to 8).
+            let end = self.start + HEADER + h.length;
+            if h.length <= MAX_MESSAGE && end > self.buf.capacity() {
+                self.buf.reserve_exact(end - self.buf.len());
+            }
+        }
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// The header of the next message, once its 10 bytes are here.
+    fn head(&self) -> Option<Header> {
+        let held = &self.buf[self.start..];
+        (held.len() >= HEADER).then(|| Header::parse(held[..HEADER].try_into().expect("10 bytes")))
     }
 
     /// The next complete item, `None` until more bytes come.
     pub fn next_item(&mut self) -> Option<Item> {
-        if self.discard > 0 || self.buf.len() < HEADER {
+        let item = self.take();
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        } else if self.start > 0 && self.start >= self.buf.len() / 2 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
+        item
+    }
+
+    fn take(&mut self) -> Option<Item> {
+        if self.discard > 0 {
             return None;
         }
-        let h = Header::parse(self.buf[..HEADER].try_into().expect("10 bytes"));
+        let h = self.head()?;
+        let held = self.buf.len() - self.start;
         if h.length > MAX_MESSAGE {
-            let here = (self.buf.len() - HEADER).min(h.length);
+            let here = (held - HEADER).min(h.length);
             self.discard = h.length - here;
-            self.buf.drain(..HEADER + here);
+            self.start += HEADER + here;
             return Some(Item::Oversized(h));
         }
-        if self.buf.len() < HEADER + h.length {
+        let end = HEADER + h.length;
+        if held < end {
             return None;
         }
-        let body = self.buf[HEADER..HEADER + h.length].to_vec();
-        self.buf.drain(..HEADER + h.length);
+        let body = if self.start == 0 && held == end {
+            // The buffer is this message alone, as a large one arrives:
+            // handed over, not copied (the header's 10 bytes move down).
+            let mut b = std::mem::take(&mut self.buf);
+            b.drain(..HEADER);
+            b
+        } else {
+            let b = self.buf[self.start + HEADER..self.start + end].to_vec();
+            self.start += end;
+            b
+        };
         Some(Item::Message(h, body))
     }
 
     /// Bytes held of a message not complete yet.
     pub fn pending(&self) -> usize {
-        self.buf.len()
+        self.buf.len() - self.start
     }
 }
 

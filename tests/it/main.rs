@@ -34,6 +34,7 @@ mod job_env;
 mod layers;
 mod netlink_route;
 mod nri;
+mod nri_session;
 mod orphans;
 mod placement;
 mod podresources;

@@ -97,7 +97,7 @@ pub(crate) struct Plugin {
 }
 
 impl Plugin {
-    fn start(socket: &Path, extra: Value, args: &[&str]) -> Plugin {
+    pub(crate) fn start(socket: &Path, extra: Value, args: &[&str]) -> Plugin {
         let state = StateDirPath::new();
         let mut node = json!({"nriSocket": path_str(socket)});
         for (k, v) in extra.as_object().unwrap() {
@@ -128,12 +128,21 @@ impl Plugin {
         }
     }
 
-    fn nri(socket: &Path, extra: Value) -> Plugin {
+    pub(crate) fn nri(socket: &Path, extra: Value) -> Plugin {
         Plugin::start(socket, extra, &["nri"])
     }
 
     pub(crate) fn log(&self) -> String {
         read(&self.log)
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its exit status once it has ended.
+    pub(crate) fn try_wait(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
     }
 
     /// Wait until the log holds `needle` `times` times (at most `bound`).
@@ -156,7 +165,7 @@ impl Plugin {
 impl Plugin {
     /// SIGTERM, then the exit status and how long it took (the agent's
     /// bound is a second; 5 s fails the test).
-    fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
+    pub(crate) fn terminate(&mut self) -> (std::process::ExitStatus, Duration) {
         let log = self.log.clone();
         crate::common::terminate(&mut self.child, || read(&log))
     }
@@ -577,10 +586,10 @@ pub(crate) struct Raw {
 }
 
 pub(crate) struct RawConn {
-    s: UnixStream,
+    pub(crate) s: UnixStream,
     served: Assembler,
     runtime: Assembler,
-    next_stream: u32,
+    pub(crate) next_stream: u32,
 }
 
 impl Raw {
@@ -593,20 +602,46 @@ impl Raw {
     /// The plugin's next connection, registered: RegisterPlugin read and
     /// answered OK, then Configure sent and answered.
     pub(crate) fn accept(&self, bound: Duration) -> RawConn {
+        let mut c = self.accept_registering(bound);
+        let mut configure = Writer::new();
+        configure
+            .text(2, "raw-runtime")
+            .text(3, "v0")
+            .varint(4, 5000)
+            .varint(5, 2000);
+        let r = c.call("Configure", configure.as_bytes());
+        assert_eq!(r.0, 0, "{r:?}");
+        c
+    }
+
+    /// The plugin's next connection within `bound`, `None` past it.
+    pub(crate) fn try_accept(&self, bound: Duration) -> Option<UnixStream> {
         let t = Instant::now();
-        let s = loop {
+        loop {
             match self.listener.accept() {
-                Ok((s, _)) => break s,
+                Ok((s, _)) => return Some(s),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    assert!(
-                        t.elapsed() < bound,
-                        "the plugin did not connect within {bound:?}"
-                    );
-                    std::thread::sleep(Duration::from_millis(5));
+                    if t.elapsed() >= bound {
+                        return None;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
                 }
                 Err(e) => panic!("accept: {e}"),
             }
-        };
+        }
+    }
+
+    /// The plugin's next connection with its RegisterPlugin read and
+    /// answered OK, nothing sent yet on the Plugin conn.
+    pub(crate) fn accept_registering(&self, bound: Duration) -> RawConn {
+        self.try_accept_registering(bound)
+            .unwrap_or_else(|| panic!("the plugin did not connect within {bound:?}"))
+    }
+
+    /// [`Raw::accept_registering`], `None` when the plugin did not connect
+    /// within `bound`.
+    pub(crate) fn try_accept_registering(&self, bound: Duration) -> Option<RawConn> {
+        let s = self.try_accept(bound)?;
         s.set_nonblocking(false).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         let mut c = RawConn {
@@ -625,25 +660,17 @@ impl Raw {
             RUNTIME_CONN,
             &ttrpc::encode(h.stream, ttrpc::TYPE_RESPONSE, b""),
         );
-        let mut configure = Writer::new();
-        configure
-            .text(2, "raw-runtime")
-            .text(3, "v0")
-            .varint(4, 5000)
-            .varint(5, 2000);
-        let r = c.call("Configure", configure.as_bytes());
-        assert_eq!(r.0, 0, "{r:?}");
-        c
+        Some(c)
     }
 }
 
 impl RawConn {
-    fn send(&mut self, conn: u32, bytes: &[u8]) {
+    pub(crate) fn send(&mut self, conn: u32, bytes: &[u8]) {
         mux::write_frames(&mut self.s, conn, bytes).unwrap();
     }
 
     /// The next ttrpc message on `conn` (the other conn's are queued).
-    fn read_on(&mut self, conn: u32) -> (ttrpc::Header, Vec<u8>) {
+    pub(crate) fn read_on(&mut self, conn: u32) -> (ttrpc::Header, Vec<u8>) {
         loop {
             let asm = if conn == PLUGIN_CONN {
                 &mut self.served
@@ -675,7 +702,12 @@ impl RawConn {
         self.call_raw("nri.pkg.api.v1alpha1.Plugin", method, payload)
     }
 
-    fn call_raw(&mut self, service: &str, method: &str, payload: &[u8]) -> (u32, String, Vec<u8>) {
+    pub(crate) fn call_raw(
+        &mut self,
+        service: &str,
+        method: &str,
+        payload: &[u8],
+    ) -> (u32, String, Vec<u8>) {
         let req = ttrpc::Request {
             service,
             method,
@@ -688,7 +720,7 @@ impl RawConn {
         self.send_message(stream, &req)
     }
 
-    fn send_message(&mut self, stream: u32, body: &[u8]) -> (u32, String, Vec<u8>) {
+    pub(crate) fn send_message(&mut self, stream: u32, body: &[u8]) -> (u32, String, Vec<u8>) {
         self.send(
             PLUGIN_CONN,
             &ttrpc::encode(stream, ttrpc::TYPE_REQUEST, body),
@@ -696,7 +728,7 @@ impl RawConn {
         self.answer(stream)
     }
 
-    fn answer(&mut self, stream: u32) -> (u32, String, Vec<u8>) {
+    pub(crate) fn answer(&mut self, stream: u32) -> (u32, String, Vec<u8>) {
         let (h, body) = self.read_on(PLUGIN_CONN);
         assert_eq!((h.stream, h.kind), (stream, ttrpc::TYPE_RESPONSE));
         let r = ttrpc::Response::decode(&body).unwrap();
@@ -704,7 +736,7 @@ impl RawConn {
     }
 
     /// The plugin closed its end (read returns 0 within 5 s).
-    fn closed(&mut self) -> bool {
+    pub(crate) fn closed(&mut self) -> bool {
         let mut b = [0u8; 64];
         loop {
             match self.s.read(&mut b) {
@@ -835,17 +867,25 @@ fn garbled_truncated_and_oversized_bytes_from_the_socket_are_answered_as_the_pro
     assert_eq!(c.answer(stream).0, 8);
     assert_eq!(c.call("Synchronize", b"").0, 0, "the connection survived");
 
+    // Each session below lasts a second before it breaks, as a runtime's
+    // do: one that ends sooner makes the plugin back off and hold its
+    // lines to one per 10 s (tests/it/nri_session.rs), and every line is
+    // looked for here.
+    let lasting = Duration::from_millis(1100);
     // A frame header announcing more than a runtime sends: the plugin
     // closes the connection, says why, and comes back at once.
+    std::thread::sleep(lasting);
     c.s.write_all(&[0, 0, 0, 1, 0xff, 0xff, 0xff, 0xff])
         .unwrap();
     assert!(c.closed(), "an oversized frame closes the connection");
     let mut c = raw.accept(Duration::from_secs(2));
 
     // The runtime's end closing inside a frame: the plugin reconnects.
+    std::thread::sleep(lasting);
     c.s.write_all(&[0, 0, 0, 1, 0, 0, 0, 40, 1, 2, 3]).unwrap();
     drop(c);
     let c = raw.accept(Duration::from_secs(2));
+    std::thread::sleep(lasting);
     drop(c);
     // ... and between frames.
     let mut c = raw.accept(Duration::from_secs(2));
@@ -877,16 +917,17 @@ fn garbled_truncated_and_oversized_bytes_from_the_socket_are_answered_as_the_pro
 #[test]
 fn a_socket_served_by_anyone_but_root_is_never_registered_with() {
     needs!(root);
-    // A listener run as nobody, in a dir nobody may use (the test dirs are
-    // root's alone): the kernel's SO_PEERCRED says uid 65534.
-    let dir = std::env::temp_dir().join(unique("roce-tune-nri-peer-"));
-    std::fs::create_dir(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    // A listener that binds as root in a dir of root's (nriSocket's
+    // directory must be: no one else may put a socket there), then drops
+    // to nobody before listen(2): a connecting peer's SO_PEERCRED is the
+    // listener's at listen time (net/unix/af_unix.c, unix_listen's
+    // init_peercred), so the kernel says uid 65534.
+    let dir = private_dir("roce-tune-nri-peer-");
     let sock = dir.join("nri.sock");
-    let mut nobody = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c"])
+    let mut nobody = Command::new("/usr/bin/python3")
+        .arg("-c")
         .arg(format!(
-            "import socket,time\ns=socket.socket(socket.AF_UNIX)\ns.bind({:?})\ns.listen(8)\nwhile True:\n  c,_=s.accept()\n  time.sleep(0.2)\n",
+            "import os,socket,time\ns=socket.socket(socket.AF_UNIX)\ns.bind({:?})\nos.setgroups([])\nos.setgid(65534)\nos.setuid(65534)\ns.listen(8)\nwhile True:\n  c,_=s.accept()\n  time.sleep(0.2)\n",
             path_str(&sock)
         ))
         .spawn()
