@@ -41,8 +41,10 @@ const POD_B_NEAR: [(u8, &[(u8, u8)]); 4] = [
 
 /// How long an ADD may take beyond the kubelet's bound: the rest of a debug
 /// build's ADD on a busy 2-core machine (process start, 100 PCI functions
-/// placed, the GID check, the state entry).
-const MARGIN: Duration = Duration::from_millis(700);
+/// placed, the GID check, the state entry). 700 ms was not enough at a load
+/// of 15 on 2 cores; what these bounds tell apart is a bounded wait from
+/// one of seconds (a hang, a 5 s delay, a flood), so they are generous.
+const MARGIN: Duration = Duration::from_millis(2000);
 
 /// One node: the B4.8 PCI tree inside an RDMA test tree, the NVIDIA proc
 /// stand-in beside it, a state dir and the node config naming them.
@@ -78,8 +80,14 @@ impl Site {
     }
 
     /// The node config with the kubelet at `fake`.
+    ///
+    /// The kubelet's time limit is 5 s unless a test sets it: the default,
+    /// 250 ms, is a real kubelet's budget, not the fake's (a Python gRPC
+    /// server on a loaded 2-core machine took longer, and a verdict the test
+    /// was about became "skipped"). Tests of the limit set their own.
     fn with_kubelet(&self, fake: &FakeKubelet, extra: Value) -> PathBuf {
-        let mut e = json!({"podResourcesSocket": path_str(&fake.socket)});
+        let mut e = json!({"podResourcesSocket": path_str(&fake.socket),
+                           "podResourcesTimeoutMs": 5000});
         for (k, v) in extra.as_object().unwrap() {
             e[k] = v.clone();
         }
@@ -803,7 +811,7 @@ fn a_kubelet_beyond_the_bound_hanging_or_talking_garbage_is_skipped_in_time() {
             assert!(r.elapsed >= bound, "{flags:?}: {:?}", r.elapsed);
         } else {
             // Garbage is refused at once, not waited out.
-            assert!(r.elapsed < MARGIN, "{:?}", r.elapsed);
+            assert!(r.elapsed < bound, "{:?}", r.elapsed);
         }
         let entry = site_entry(&conf, &pod, 0);
         assert_eq!(entry["placement"], Value::Null, "{entry}");
@@ -816,8 +824,8 @@ fn a_kubelet_beyond_the_bound_hanging_or_talking_garbage_is_skipped_in_time() {
 
 /// Issue 25: an ADD with a hostile kubelet ends within
 /// `podResourcesTimeoutMs` + 50 ms whatever it sends (the figure `make
-/// bench` measures); on this 2-core machine the test allows twice that. The
-/// fake floods each of RFC 9113's endless-but-valid frame runs
+/// bench` measures); the test allows `MARGIN` more for the rest of a debug
+/// ADD on a loaded machine, far below the flood's endless run. The fake floods each of RFC 9113's endless-but-valid frame runs
 /// (fake_kubelet.py `--flood`); the check is skipped with its one line, and
 /// the rail is set up as if no kubelet had answered.
 #[test]
@@ -839,7 +847,7 @@ fn an_add_against_a_kubelet_that_never_stops_sending_ends_within_the_bound() {
             failures.push(e);
             continue;
         }
-        if r.elapsed > 2 * bound {
+        if r.elapsed > bound + MARGIN {
             failures.push(format!("{kind}: ADD took {:?}", r.elapsed));
         }
         let why = skipped(&r);
@@ -856,8 +864,8 @@ fn an_add_against_a_kubelet_that_never_stops_sending_ends_within_the_bound() {
 const LONGEST_LINE: usize = 8 * 1024 + 256;
 
 /// Rail 0's ADD of `pod`, which must succeed with its check skipped within
-/// twice `podResourcesTimeoutMs` (`bound_ms`) and 50 ms, every line within
-/// the log's cap: why it was skipped.
+/// `podResourcesTimeoutMs` (`bound_ms`), 50 ms and `MARGIN`, every line
+/// within the log's cap: why it was skipped.
 fn skipped_within(pod: &K8sPod, conf: &Path, bound_ms: u64) -> Run {
     let r = pod
         .exec(conf, "ADD", 0, &json!({}))
@@ -866,7 +874,7 @@ fn skipped_within(pod: &K8sPod, conf: &Path, bound_ms: u64) -> Run {
     r.ok();
     let longest = r.stderr.lines().map(str::len).max().unwrap_or(0);
     assert!(longest <= LONGEST_LINE, "a line of {longest} bytes");
-    let bound = 2 * Duration::from_millis(bound_ms + 50);
+    let bound = Duration::from_millis(bound_ms + 50) + MARGIN;
     assert!(r.elapsed < bound, "{:?}, over {bound:?}", r.elapsed);
     r
 }
