@@ -64,7 +64,8 @@
    `create` bound to the DaemonSet's ServiceAccount in its namespace; a ClusterRole with
    `get` on the non-resource URL /metrics, bound to someone; a headless Service selecting the
    pods whose port reaches the proxy's; a ServiceMonitor in the same namespace that selects
-   that Service, scrapes its port over https with a bearer token, and sets the `node` label.
+   that Service, scrapes its port over https with a bearer token, sets the `node` label and
+   honours the agent's own labels (honorLabels: its namespace and pod are the rails' pods).
 6. conf/grafana/*.json, Grafana dashboards: a title, uid, schemaVersion >= 36, a `datasource`
    and a `node` variable; panels with unique ids, a grid position within 24 columns, and
    (but rows and text) Prometheus targets with refIds and expressions. Every roce_tune_*
@@ -1171,6 +1172,17 @@ def check_metrics_build(docs):
                        in (r.get("sourceLabels") or []) for r in ep.get("relabelings") or []):
                 errs.append("%s: no relabeling of __meta_kubernetes_endpoint_node_name to `node` "
                             "(conf/grafana/roce-tune.json selects by node)" % where)
+            # prometheus-operator gives every target the labels namespace and pod (the scraped
+            # pod's: the agent's own; pkg/prometheus/promcfg.go at 6adcebc5, the relabelings after
+            # "Relabel namespace and pod and service labels into proper labels"), and Prometheus
+            # renames a scraped label that collides with a target label to exported_<name> unless
+            # honor_labels is set: the rail metrics' namespace and pod, the pod each rail belongs
+            # to, would become exported_namespace and exported_pod, and every pod the dashboard
+            # and the alerts name would be the agent's.
+            if ep.get("honorLabels") is not True:
+                errs.append("%s: honorLabels must be true: prometheus-operator's target labels "
+                            "namespace and pod (the agent's pod) would rename the rail metrics' own "
+                            "to exported_namespace and exported_pod" % where)
     return errs
 
 
