@@ -69,6 +69,7 @@ CATALOGUE = "src/agent/metrics.rs"
 NAD = "conf/network-attachment-definition.yaml"
 BASE_DS = "conf/deploy/base/daemonset.yaml"
 CHART = "conf/helm/roce-tune/"
+RULES = "conf/alerts/roce-tune.rules.yaml"
 CHART_DS = CHART + "templates/daemonset.yaml"
 DEPLOY_MD = "docs/deploy.md"
 DOCS_SNIPPETS = "docs/deploy.md (snippets"
@@ -256,6 +257,25 @@ CASES = [
     ("dashboard-panel-without-targets",
      edit(DASH, '"targets": [', '"targetz": ['),
      DASH, ["no targets"]),
+    ("catalogue-exports-a-name-still-listed-as-not-yet-exported",
+     edit(CATALOGUE, 'name: "roce_tune_idle_vfs_holding_class"', 'name: "roce_tune_rail_qos"'),
+     DASH, ["roce_tune_rail_qos exported now", "delete them from integration/check-conf.py's NOT_YET_EXPORTED"]),
+    ("metrics-servicemonitor-renames-the-rails-pods",
+     edit(METRICS + "servicemonitor.yaml", "      honorLabels: true\n", ""),
+     "conf/deploy/components/metrics with kubernetes ", ["honorLabels must be true"]),
+    # The alerting rules (conf/alerts), the alerts component and the chart's PrometheusRule.
+    ("rules-query-an-unknown-metric",
+     edit(RULES, "roce_tune_orphans_pending) > 0", "roce_tune_orphans_waiting) > 0"),
+     RULES + " (Prometheus rules)", ["unknown metric roce_tune_orphans_waiting: not in the catalogue"]),
+    ("rules-group-by-a-label-the-metric-lacks",
+     edit(RULES, "max by (node) (roce_tune_orphans_pending)", "max by (node, pod, interface) (roce_tune_orphans_pending)"),
+     RULES + " (Prometheus rules)", ["grouping by 'interface', a label none of the metrics here has"]),
+    ("rules-up-of-every-job",
+     edit(RULES, 'min by (node) (up{job="roce-tune"}) == 0', "min by (node) (up) == 0"),
+     RULES + " (Prometheus rules)", ['up without job="roce-tune"']),
+    ("rules-misspelt-key",
+     edit(RULES, "        for: 30m\n", "        fro: 30m\n"),
+     RULES + " (Prometheus rules)", ["promtool check rules", "field fro not found"]),
     # The Helm chart against the overlays (integration/chart_compare.py) and against itself.
     ("chart-mount-changed",
      edit(CHART_DS, "            - name: state\n              mountPath: {{ $state }}\n",
