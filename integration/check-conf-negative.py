@@ -70,6 +70,7 @@ NAD = "conf/network-attachment-definition.yaml"
 BASE_DS = "conf/deploy/base/daemonset.yaml"
 CHART = "conf/helm/roce-tune/"
 RULES = "conf/alerts/roce-tune.rules.yaml"
+ALERTS = "conf/deploy/components/alerts/"
 CHART_DS = CHART + "templates/daemonset.yaml"
 DEPLOY_MD = "docs/deploy.md"
 DOCS_SNIPPETS = "docs/deploy.md (snippets"
@@ -276,6 +277,20 @@ CASES = [
     ("rules-misspelt-key",
      edit(RULES, "        for: 30m\n", "        fro: 30m\n"),
      RULES + " (Prometheus rules)", ["promtool check rules", "field fro not found"]),
+    ("alerts-component-copy-differs",
+     edit(ALERTS + "prometheusrule.yaml", "> 1\n", "> 100\n"),
+     ALERTS[:-1] + " (prometheusrule.yaml is conf/alerts/roce-tune.rules.yaml)",
+     ["is not what integration/alerts_component.py writes"]),
+    ("alerts-component-without-the-daemonsets-namespace",
+     edit(ALERTS + "kustomization.yaml", "          kind: PrometheusRule\n          name: roce-tune\n",
+          "          kind: PrometheusRule\n          name: roce-tune-other\n"),
+     ALERTS[:-1] + " with components/metrics and kubernetes",
+     ["PrometheusRule roce-tune: namespace None, not the DaemonSet's 'roce-tune'"]),
+    ("chart-rule-file-is-another",
+     both(lambda root: os.remove(os.path.join(root, CHART + "files/roce-tune.rules.yaml")),
+          write(CHART + "files/roce-tune.rules.yaml", "groups:\n  - name: other\n    rules: []\n")),
+     "conf/helm/roce-tune (platform kubernetes, metrics.enabled, metrics.prometheusRule.enabled)",
+     ["its spec is not {groups: <the groups of conf/alerts/roce-tune.rules.yaml>}"]),
     # The Helm chart against the overlays (integration/chart_compare.py) and against itself.
     ("chart-mount-changed",
      edit(CHART_DS, "            - name: state\n              mountPath: {{ $state }}\n",

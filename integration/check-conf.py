@@ -97,6 +97,12 @@
    CRI-O's, an OpenShift MachineConfig's CRI-O drop-in) keeps NRI on at roce-tune's nriSocket
    (src/node.rs, NODE_RS) and sits in a section that says it was not run here; a document of
    a kind with a CRD schema is checked as the files of conf/ are (2 and 3).
+9. conf/alerts/*.rules.yaml, Prometheus rule files: `promtool check rules`, and every
+   roce_tune_* name and label as the dashboard's (6, without the node variable); `up` only of
+   the ServiceMonitor's job. The PrometheusRule of conf/deploy/components/alerts (built on every
+   install overlay, with the metrics component) and the chart's (metrics.prometheusRule.enabled)
+   carry exactly its groups, and pass prometheus-operator's CRD schema.
+   integration/rules-test.py (`make rules-test`) runs its promtool tests.
 
 Usage: check-conf.py CONF_DIR CRD_DIR    (one line per file or build; exit 1 on any error)
 Environment: KUBECTL (default: kubectl on PATH), CARGO_TOML (default: CONF_DIR/../Cargo.toml),
@@ -128,6 +134,7 @@ YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 sys.dont_write_bytecode = True
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
+import alerts_component  # noqa: E402
 import chart_compare  # noqa: E402
 import docs_snippets  # noqa: E402
 import sriov_render  # noqa: E402
@@ -180,6 +187,10 @@ OVERLAY_KINDS = {"Namespace", "ServiceAccount", "ConfigMap", "DaemonSet", "Role"
 # The optional metrics component (conf/deploy/<METRICS_COMPONENT>) adds these.
 METRICS_COMPONENT = os.path.join("components", "metrics")
 METRICS_KINDS = {"Service", "ServiceMonitor", "ClusterRole", "ClusterRoleBinding"}
+# The optional alerts component (conf/deploy/<ALERTS_COMPONENT>), used with the metrics one: the
+# rule file as prometheus-operator's PrometheusRule (module docstring, 9).
+ALERTS_COMPONENT = os.path.join("components", "alerts")
+ALERTS_KINDS = {"PrometheusRule"}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
 PROXY = "kube-rbac-proxy"
 PROXY_IMAGE = re.compile(r"^quay\.io/brancz/kube-rbac-proxy:v\d+\.\d+\.\d+$")
@@ -982,7 +993,8 @@ def check_deploy(deploy_dir, repo, crds, version):
         results.append(("%s (kubectl kustomize: %s)" % (label, ", ".join(d.get("kind", "?") for d in docs)), errs))
     for missing in sorted(expected - found):
         results.append((os.path.join(os.path.relpath(deploy_dir, repo), missing), ["kustomization missing"]))
-    return results + check_metrics_component(deploy_dir, repo, crds, version)
+    return (results + check_metrics_component(deploy_dir, repo, crds, version)
+            + check_alerts_component(deploy_dir, repo, crds, version))
 
 
 # ------------------------------------------------------------------ the metrics component
@@ -1188,7 +1200,8 @@ def check_metrics_build(docs):
 
 def build_with_component(deploy_dir, overlay, component):
     """`kubectl kustomize` of a kustomization that a user would write: the overlay as a
-    resource, the component on top. (kustomize refuses absolute paths: relative ones.)"""
+    resource, the component (or a tuple of them, in order) on top. (kustomize refuses absolute
+    paths: relative ones.)"""
     key = ("component", os.path.realpath(deploy_dir), overlay, component)
     if key in BUILDS:
         if isinstance(BUILDS[key], ValueError):
@@ -1208,10 +1221,16 @@ def build_component_once(deploy_dir, overlay, component):
         rel = lambda p: os.path.relpath(os.path.join(deploy_dir, p), tmp)  # noqa: E731
         with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
             yaml.safe_dump({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-                            "resources": [rel(overlay)], "components": [rel(component)]}, f)
+                            "resources": [rel(overlay)],
+                            "components": [rel(c) for c in components(component)]}, f)
         return kustomize_build(tmp)
     finally:
         shutil.rmtree(tmp)
+
+
+def components(component):
+    """The components of build_with_component's argument: one path or a tuple of them."""
+    return list(component) if isinstance(component, tuple) else [component]
 
 
 def check_metrics_component(deploy_dir, repo, crds, version):
@@ -1240,6 +1259,66 @@ def check_metrics_component(deploy_dir, repo, crds, version):
         else:
             errs += ["DaemonSet: " + e for e in check_install_ds(ds[0], docs, expect, version)]
             errs += check_metrics_build(docs)
+        results.append(("%s (kubectl kustomize: %s)" % (what, ", ".join(d.get("kind", "?") for d in docs)), errs))
+    return results
+
+
+def check_rule_object(docs, conf_dir):
+    """The one PrometheusRule of a build or a rendering: in the DaemonSet's namespace, carrying
+    exactly the groups of the rule file (module docstring, 9)."""
+    groups, err = load_rule_groups(os.path.join(conf_dir, RULES))
+    if err:
+        return [err]
+    rules = [d for d in docs if d.get("kind") == "PrometheusRule"]
+    if len(rules) != 1:
+        return ["expected one PrometheusRule, got %d" % len(rules)]
+    errs = []
+    ds = next((d for d in docs if d.get("kind") == "DaemonSet"), {})
+    ns = (ds.get("metadata") or {}).get("namespace")
+    if (rules[0].get("metadata") or {}).get("namespace") != ns:
+        errs.append("PrometheusRule %s: namespace %r, not the DaemonSet's %r"
+                    % (rules[0]["metadata"].get("name"), rules[0]["metadata"].get("namespace"), ns))
+    if rules[0].get("spec") != {"groups": groups}:
+        errs.append("PrometheusRule %s: its spec is not {groups: <the groups of conf/%s>}"
+                    % (rules[0]["metadata"].get("name"), RULES))
+    return errs
+
+
+def check_alerts_component(deploy_dir, repo, crds, version):
+    """[(label, errors)]: the alerts component's copy of the rule file, and the component with
+    the metrics one on each install overlay."""
+    conf_dir = os.path.dirname(deploy_dir)
+    comp = os.path.join(deploy_dir, ALERTS_COMPONENT)
+    label = os.path.relpath(comp, repo)
+    if kustomization_file(comp) is None:
+        return [(label, ["kustomization missing (the optional alerts component)"])]
+    copy_path = os.path.join(comp, "prometheusrule.yaml")
+    try:
+        with open(os.path.join(conf_dir, RULES)) as f:
+            want = alerts_component.render(f.read())
+        with open(copy_path) as f:
+            got = f.read()
+        errs = [] if got == want else [
+            "%s is not what integration/alerts_component.py writes from conf/%s: run `python3 "
+            "integration/alerts_component.py > %s`" % (os.path.relpath(copy_path, repo), RULES,
+                                                       os.path.relpath(copy_path, repo))]
+    except OSError as e:
+        errs = [str(e)]
+    results = [("%s (prometheusrule.yaml is conf/%s)" % (label, RULES), errs)]
+    for name, expect in sorted(OVERLAYS.items()):
+        what = "%s with %s and %s" % (label, METRICS_COMPONENT, name)
+        try:
+            docs = build_with_component(deploy_dir, name, (METRICS_COMPONENT, ALERTS_COMPONENT))
+        except ValueError as e:
+            results.append((what + " (kubectl kustomize)", [str(e)]))
+            continue
+        errs = []
+        for d in docs:
+            dwhat = "%s %s" % (d.get("kind"), (d.get("metadata") or {}).get("name"))
+            crd_errs = check_crd_doc(d, crds)
+            errs += ["%s: %s" % (dwhat, e) for e in (check_k8s_schema(d) if crd_errs is None else crd_errs)]
+        errs += check_overlay_docs(docs, expect, METRICS_KINDS | ALERTS_KINDS)
+        errs += check_rule_object(docs, conf_dir)
         results.append(("%s (kubectl kustomize: %s)" % (what, ", ".join(d.get("kind", "?") for d in docs)), errs))
     return results
 
@@ -1308,6 +1387,9 @@ def chart_installs():
         yield "platform %s" % name, plat, (name, None), expect, False
         yield "platform %s, metrics.enabled" % name, plat + [("metrics.enabled", True)], \
             (name, METRICS_COMPONENT), expect, False
+        yield "platform %s, metrics.enabled, metrics.prometheusRule.enabled" % name, \
+            plat + [("metrics.enabled", True), ("metrics.prometheusRule.enabled", True)], \
+            (name, (METRICS_COMPONENT, ALERTS_COMPONENT)), expect, False
         yield "platform %s, uninstall.enabled" % name, plat + [("uninstall.enabled", True)], \
             (os.path.join("uninstall", name), None), expect, True
 
@@ -1320,7 +1402,9 @@ def chart_rules(docs, crds, expect, version, uninstall, metrics, install_image):
         errs += ["%s: %s" % (chart_compare.what(d), e)
                  for e in (check_k8s_schema(d) if crd_errs is None else crd_errs)]
     # The chart does not create its namespace (`helm install -n`): not an overlay's own.
-    errs += check_overlay_docs(docs, dict(expect, own_namespace=False), METRICS_KINDS if metrics else ())
+    alerts = any(d.get("kind") in ALERTS_KINDS for d in docs)
+    errs += check_overlay_docs(docs, dict(expect, own_namespace=False),
+                               (METRICS_KINDS if metrics else set()) | (ALERTS_KINDS if alerts else set()))
     ds = [d for d in docs if d.get("kind") == "DaemonSet"]
     if len(ds) != 1:
         return errs + ["expected one DaemonSet, got %d" % len(ds)]
@@ -1366,7 +1450,7 @@ def check_chart(conf_dir, deploy_dir, repo, crds, version):
                                      % (chart_compare.helm_cmd(), (err or out).strip())])]
     print("check-conf: %s %s" % (chart_compare.helm_cmd(), out.strip()))
     results = [(label + " (Chart.yaml, values.yaml)", check_chart_meta(chart_dir, deploy_dir, version))]
-    on = [("metrics.enabled", True), ("grafana.dashboard.enabled", True)]
+    on = [("metrics.enabled", True), ("metrics.prometheusRule.enabled", True), ("grafana.dashboard.enabled", True)]
     for name in sorted(OVERLAYS):
         for extra in (on, [("uninstall.enabled", True)]):
             vals = [("platform", name)] + extra
@@ -1376,7 +1460,8 @@ def check_chart(conf_dir, deploy_dir, repo, crds, version):
     deploy_md = os.environ.get("DEPLOY_MD") or os.path.join(repo, "docs", "deploy.md")
     images = {}
     for what, vals, (overlay, component), expect, uninstall in chart_installs():
-        kz_label = os.path.relpath(os.path.join(deploy_dir, component or overlay), repo)
+        kz_label = " and ".join(os.path.relpath(os.path.join(deploy_dir, c), repo)
+                                for c in (components(component) if component else [overlay]))
         if component:
             kz_label += " with %s" % overlay
         where = "%s (%s) as %s" % (label, what, kz_label)
@@ -1389,6 +1474,8 @@ def check_chart(conf_dir, deploy_dir, repo, crds, version):
             continue
         errs = chart_rules(docs, crds, expect, version, uninstall, bool(component),
                            images.get(overlay.split(os.sep)[-1]))
+        if component and ALERTS_COMPONENT in components(component):
+            errs += check_rule_object(docs, conf_dir)
         if not uninstall and not component:
             ds = next((d for d in docs if d.get("kind") == "DaemonSet"), {})
             images[overlay] = next((c.get("image") for c in pod_parts(ds)[1].get("containers") or []), None)
