@@ -1228,6 +1228,16 @@ def build_component_once(deploy_dir, overlay, component):
         shutil.rmtree(tmp)
 
 
+def schema_errors(docs, crds):
+    """Every document of a build against its CRD's schema, else the Kubernetes schemas."""
+    errs = []
+    for d in docs:
+        dwhat = "%s %s" % (d.get("kind"), (d.get("metadata") or {}).get("name"))
+        crd_errs = check_crd_doc(d, crds)
+        errs += ["%s: %s" % (dwhat, e) for e in (check_k8s_schema(d) if crd_errs is None else crd_errs)]
+    return errs
+
+
 def components(component):
     """The components of build_with_component's argument: one path or a tuple of them."""
     return list(component) if isinstance(component, tuple) else [component]
@@ -1247,11 +1257,7 @@ def check_metrics_component(deploy_dir, repo, crds, version):
         except ValueError as e:
             results.append((what + " (kubectl kustomize)", [str(e)]))
             continue
-        errs = []
-        for d in docs:
-            dwhat = "%s %s" % (d.get("kind"), (d.get("metadata") or {}).get("name"))
-            crd_errs = check_crd_doc(d, crds)
-            errs += ["%s: %s" % (dwhat, e) for e in (check_k8s_schema(d) if crd_errs is None else crd_errs)]
+        errs = schema_errors(docs, crds)
         errs += check_overlay_docs(docs, expect, METRICS_KINDS)
         ds = [d for d in docs if d.get("kind") == "DaemonSet"]
         if len(ds) != 1:
@@ -1312,11 +1318,7 @@ def check_alerts_component(deploy_dir, repo, crds, version):
         except ValueError as e:
             results.append((what + " (kubectl kustomize)", [str(e)]))
             continue
-        errs = []
-        for d in docs:
-            dwhat = "%s %s" % (d.get("kind"), (d.get("metadata") or {}).get("name"))
-            crd_errs = check_crd_doc(d, crds)
-            errs += ["%s: %s" % (dwhat, e) for e in (check_k8s_schema(d) if crd_errs is None else crd_errs)]
+        errs = schema_errors(docs, crds)
         errs += check_overlay_docs(docs, expect, METRICS_KINDS | ALERTS_KINDS)
         errs += check_rule_object(docs, conf_dir)
         results.append(("%s (kubectl kustomize: %s)" % (what, ", ".join(d.get("kind", "?") for d in docs)), errs))
