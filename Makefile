@@ -35,14 +35,15 @@ release build:
 
 # Every test: unit tests, the process-level integration tests against real
 # netns (root required; ROCE_TUNE_REQUIRE_ROOT=1 turns a skip into a failure),
-# the manifests (mk/e2e.mk check-conf), the end-to-end chain with real peers
+# the manifests (mk/e2e.mk check-conf), the alerting rules under promtool
+# (mk/alerts.mk rules-test), the end-to-end chain with real peers
 # (mk/e2e.mk), the deployment image (mk/image.mk) and the real-kernel lane
 # (mk/kernel.mk; ROCE_TUNE_REQUIRE_KERNEL=1 turns a lane that cannot boot into
 # a failure, as CI sets it), the release's cheap artifacts checked as
 # `make dist` checks them (mk/dist.mk dist-test), and every fuzz target briefly
 # (mk/reliability.mk fuzz-smoke). `lint` is clippy with the toolchain that
 # rust-toolchain.toml pins, so a newer clippy's new lints cannot turn CI red.
-test: setup fmt lint unit integration check-conf e2e image-test dist-test kernel-lane fuzz-smoke
+test: setup fmt lint unit integration check-conf rules-test e2e image-test dist-test kernel-lane fuzz-smoke
 
 unit:
 	$(CARGO) test --locked --lib --bins

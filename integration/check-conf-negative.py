@@ -69,6 +69,8 @@ CATALOGUE = "src/agent/metrics.rs"
 NAD = "conf/network-attachment-definition.yaml"
 BASE_DS = "conf/deploy/base/daemonset.yaml"
 CHART = "conf/helm/roce-tune/"
+RULES = "conf/alerts/roce-tune.rules.yaml"
+ALERTS = "conf/deploy/components/alerts/"
 CHART_DS = CHART + "templates/daemonset.yaml"
 DEPLOY_MD = "docs/deploy.md"
 DOCS_SNIPPETS = "docs/deploy.md (snippets"
@@ -256,6 +258,39 @@ CASES = [
     ("dashboard-panel-without-targets",
      edit(DASH, '"targets": [', '"targetz": ['),
      DASH, ["no targets"]),
+    ("catalogue-exports-a-name-still-listed-as-not-yet-exported",
+     edit(CATALOGUE, 'name: "roce_tune_idle_vfs_holding_class"', 'name: "roce_tune_rail_qos"'),
+     DASH, ["roce_tune_rail_qos exported now", "delete them from integration/check-conf.py's NOT_YET_EXPORTED"]),
+    ("metrics-servicemonitor-renames-the-rails-pods",
+     edit(METRICS + "servicemonitor.yaml", "      honorLabels: true\n", ""),
+     "conf/deploy/components/metrics with kubernetes ", ["honorLabels must be true"]),
+    # The alerting rules (conf/alerts), the alerts component and the chart's PrometheusRule.
+    ("rules-query-an-unknown-metric",
+     edit(RULES, "roce_tune_orphans_pending) > 0", "roce_tune_orphans_waiting) > 0"),
+     RULES + " (Prometheus rules)", ["unknown metric roce_tune_orphans_waiting: not in the catalogue"]),
+    ("rules-group-by-a-label-the-metric-lacks",
+     edit(RULES, "max by (node) (roce_tune_orphans_pending)", "max by (node, pod, interface) (roce_tune_orphans_pending)"),
+     RULES + " (Prometheus rules)", ["grouping by 'interface', a label none of the metrics here has"]),
+    ("rules-up-of-every-job",
+     edit(RULES, 'min by (node) (up{job="roce-tune"}) == 0', "min by (node) (up) == 0"),
+     RULES + " (Prometheus rules)", ['up without job="roce-tune"']),
+    ("rules-misspelt-key",
+     edit(RULES, "        for: 30m\n", "        fro: 30m\n"),
+     RULES + " (Prometheus rules)", ["promtool check rules", "field fro not found"]),
+    ("alerts-component-copy-differs",
+     edit(ALERTS + "prometheusrule.yaml", "> 1\n", "> 100\n"),
+     ALERTS[:-1] + " (prometheusrule.yaml is conf/alerts/roce-tune.rules.yaml)",
+     ["is not what integration/alerts_component.py writes"]),
+    ("alerts-component-without-the-daemonsets-namespace",
+     edit(ALERTS + "kustomization.yaml", "          kind: PrometheusRule\n          name: roce-tune\n",
+          "          kind: PrometheusRule\n          name: roce-tune-other\n"),
+     ALERTS[:-1] + " with components/metrics and kubernetes",
+     ["PrometheusRule roce-tune: namespace None, not the DaemonSet's 'roce-tune'"]),
+    ("chart-rule-file-is-another",
+     both(lambda root: os.remove(os.path.join(root, CHART + "files/roce-tune.rules.yaml")),
+          write(CHART + "files/roce-tune.rules.yaml", "groups:\n  - name: other\n    rules: []\n")),
+     "conf/helm/roce-tune (platform kubernetes, metrics.enabled, metrics.prometheusRule.enabled)",
+     ["its spec is not {groups: <the groups of conf/alerts/roce-tune.rules.yaml>}"]),
     # The Helm chart against the overlays (integration/chart_compare.py) and against itself.
     ("chart-mount-changed",
      edit(CHART_DS, "            - name: state\n              mountPath: {{ $state }}\n",

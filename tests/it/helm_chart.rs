@@ -471,7 +471,8 @@ fn schema_refuses_exactly_what_roce_tune_refuses() {
 
 /// The value sets whose rendering is recorded in tests/data/helm (the file,
 /// the namespace, the values): the default install, OpenShift with the
-/// metrics objects, and an uninstall on NVIDIA's operator. A change to the
+/// metrics objects, the metrics objects with the alerts as kube-prometheus-stack
+/// selects them, and an uninstall on NVIDIA's operator. A change to the
 /// chart that means to change what these render updates the file in the
 /// same commit, so its diff shows what every cluster gets; a refactoring
 /// (node pools) must leave them as they are.
@@ -481,6 +482,15 @@ const GOLDEN: &[(&str, &str, &[&str])] = &[
         "openshift-metrics.yaml",
         "roce-tune",
         &["platform=openshift", "metrics.enabled=true"],
+    ),
+    (
+        "kubernetes-alerts.yaml",
+        "roce-tune",
+        &[
+            "metrics.enabled=true",
+            "metrics.prometheusRule.enabled=true",
+            "metrics.prometheusRule.labels.release=kube-prometheus-stack",
+        ],
     ),
     (
         "nvidia-uninstall.yaml",
@@ -594,6 +604,15 @@ fn named<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
 
 fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
     docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+/// The groups of conf/alerts/roce-tune.rules.yaml, read by PyYAML: what the
+/// chart's PrometheusRule must carry (its files/ links to that file; a copy
+/// in its place that drifts fails here).
+fn rule_file_groups() -> Value {
+    let py = needs!(yaml_python);
+    let text = std::fs::read_to_string(repo().join("conf/alerts/roce-tune.rules.yaml")).unwrap();
+    yaml_docs(&py, &text)[0]["groups"].clone()
 }
 
 /// The node.json a ConfigMap carries, parsed.
@@ -1176,6 +1195,45 @@ fn cases() -> Vec<Case> {
         ),
         case(
             vec![
+                on(),
+                ("metrics.prometheusRule.enabled", json!(true)),
+                (
+                    "metrics.prometheusRule.labels",
+                    json!({"release": "kube-prometheus-stack"}),
+                ),
+            ],
+            |d| {
+                let rule = named(d, "PrometheusRule", "roce-tune");
+                let l = &rule["metadata"]["labels"];
+                want(
+                    l["release"] == "kube-prometheus-stack"
+                        && l["app.kubernetes.io/name"] == "roce-tune"
+                        && rule["metadata"]["namespace"] == "roce-tune"
+                        && rule["spec"]["groups"] == rule_file_groups(),
+                    || {
+                        format!(
+                            "{}; its groups are not conf/alerts/roce-tune.rules.yaml's (the chart's \
+                             files/roce-tune.rules.yaml must be that file)",
+                            rule["metadata"]
+                        )
+                    },
+                )
+            },
+        ),
+        case(
+            vec![
+                on(),
+                ("metrics.prometheusRule.enabled", json!(true)),
+                ("uninstall.enabled", json!(true)),
+            ],
+            |d| {
+                want(of_kind(d, "PrometheusRule").is_empty(), || {
+                    "a PrometheusRule during an uninstall, where no agent runs".into()
+                })
+            },
+        ),
+        case(
+            vec![
                 ("grafana.dashboard.enabled", json!(true)),
                 ("grafana.dashboard.label", json!("dash")),
                 ("grafana.dashboard.labelValue", json!("yes")),
@@ -1299,6 +1357,17 @@ fn values_that_cannot_work_are_refused() {
             "has port 0",
         ),
         (vec![("resources", json!({}))], schema),
+        (
+            vec![("metrics.prometheusRule.enabled", json!(true))],
+            "metrics.prometheusRule.enabled needs metrics.enabled",
+        ),
+        (
+            vec![
+                ("metrics.enabled", json!(true)),
+                ("metrics.prometheusRule.labels", json!({"release": 1})),
+            ],
+            schema,
+        ),
     ];
     let mut wrong = Vec::new();
     for (set, says) in cases {
