@@ -20,8 +20,9 @@
 use crate::common::repo;
 use std::path::{Path, PathBuf};
 
-/// The trees a reader reads: the code, its docs, its tests, the bench and
-/// the integration harness with the kernel lane.
+/// The trees a reader reads: the code, its docs, its tests, the bench, the
+/// integration harness with the kernel lane, the fuzz targets, the shipped
+/// manifests, the make fragments and the examples.
 const TREES: &[&str] = &[
     "src",
     "docs",
@@ -31,8 +32,9 @@ const TREES: &[&str] = &[
     "fuzz",
     "conf",
     "mk",
+    "examples",
 ];
-const FILES: &[&str] = &["Makefile", "README.md", "Cargo.toml"];
+const FILES: &[&str] = &["Makefile", "README.md", "CHANGELOG.md", "Cargo.toml"];
 /// Directories that are fetched or built, not written here.
 const SKIPPED: &[&str] = &[
     "target",
