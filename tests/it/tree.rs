@@ -207,3 +207,151 @@ fn the_tracker_reader_sees_every_form_and_spares_the_rest() {
         assert_eq!(hits(s), Vec::<String>::new(), "{s}");
     }
 }
+
+/// The most code lines a source file of src/ may hold before its tests: a
+/// file past it holds more than one concern (docs/contributing.md, "Layout").
+const MAX_CODE_LINES: usize = 650;
+
+/// A file's code lines before its tests: the lines that are neither blank
+/// nor a comment (`//`, `///`, `//!`, and the lines of a `/* */` that starts
+/// a line), up to the first `#[cfg(test)]` that opens an inline module
+/// (`mod tests {`). An out-of-line `#[cfg(test)] mod tests;` ends nothing:
+/// the file's tests are in the file it names, which is not counted.
+fn code_lines(src: &str) -> usize {
+    let lines: Vec<&str> = src.lines().map(str::trim).collect();
+    let mut n = 0;
+    let mut in_block = false;
+    for (i, l) in lines.iter().enumerate() {
+        if in_block {
+            in_block = !l.contains("*/");
+            continue;
+        }
+        if *l == "#[cfg(test)]"
+            && lines[i + 1..]
+                .iter()
+                .find(|l| !l.is_empty() && !l.starts_with("#[") && !l.starts_with("//"))
+                .is_some_and(|next| {
+                    let next = next
+                        .trim_start_matches("pub(crate) ")
+                        .trim_start_matches("pub ");
+                    next.starts_with("mod ") && next.ends_with('{')
+                })
+        {
+            break;
+        }
+        if l.is_empty() || l.starts_with("//") {
+            continue;
+        }
+        if l.starts_with("/*") {
+            in_block = !l.contains("*/");
+            continue;
+        }
+        n += 1;
+    }
+    n
+}
+
+/// Whether `file` is itself a test module: declared `#[cfg(test)] mod
+/// <name>;` by its parent (the `mod.rs`, `lib.rs` or `<dir>.rs` that
+/// declares it), or opening with `#![cfg(test)]`.
+fn is_test_module(src_dir: &Path, file: &Path, text: &str) -> bool {
+    if text.lines().any(|l| l.trim() == "#![cfg(test)]") {
+        return true;
+    }
+    let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+    let (name, dir) = if stem == "mod" {
+        let d = file.parent().unwrap();
+        (
+            d.file_name().unwrap().to_string_lossy().into_owned(),
+            d.parent().unwrap(),
+        )
+    } else {
+        (stem, file.parent().unwrap())
+    };
+    let mut parents = vec![dir.join("mod.rs"), dir.with_extension("rs")];
+    if dir == src_dir {
+        parents = vec![dir.join("lib.rs"), dir.join("main.rs")];
+    }
+    let decl = format!("mod {name};");
+    parents.iter().any(|p| {
+        let Ok(parent) = std::fs::read_to_string(p) else {
+            return false;
+        };
+        let lines: Vec<&str> = parent.lines().map(str::trim).collect();
+        lines.iter().enumerate().any(|(i, l)| {
+            l.ends_with(&decl)
+                && (l.starts_with("#[cfg(test)]")
+                    || lines[..i]
+                        .iter()
+                        .rev()
+                        .find(|l| !l.is_empty())
+                        .is_some_and(|prev| *prev == "#[cfg(test)]"))
+        })
+    })
+}
+
+/// Every source file of src/ and its code lines, test modules left out,
+/// most first.
+fn sizes() -> Vec<(usize, String)> {
+    let src = repo().join("src");
+    let mut files = Vec::new();
+    files_under(&src, &mut files);
+    let mut out: Vec<(usize, String)> = files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|x| x == "rs"))
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            (!is_test_module(&src, f, &text)).then(|| {
+                (
+                    code_lines(&text),
+                    f.strip_prefix(repo()).unwrap().display().to_string(),
+                )
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| b.cmp(a));
+    out
+}
+
+#[test]
+fn no_source_file_holds_more_than_650_code_lines_before_its_tests() {
+    let sizes = sizes();
+    assert!(sizes.len() > 80, "only {} source files found", sizes.len());
+    // Measured with the rule above: `cargo test --test it tree:: -- --nocapture`.
+    println!("largest source files, code lines before their tests:");
+    for (n, f) in sizes.iter().take(10) {
+        println!("  {n:5} {f}");
+    }
+    let over: Vec<String> = sizes
+        .iter()
+        .filter(|(n, _)| *n > MAX_CODE_LINES)
+        .map(|(n, f)| format!("{f}: {n}"))
+        .collect();
+    assert!(
+        over.is_empty(),
+        "source files past {MAX_CODE_LINES} code lines before their tests:\n  {}\n\
+         Split each where its concerns part (a folder of one concern per file, its mod.rs \
+         re-exporting what callers name).",
+        over.join("\n  ")
+    );
+}
+
+#[test]
+fn the_line_counter_counts_code_and_knows_a_test_module() {
+    let src = "//! doc\n\nuse x;\n/* a\n b */\nfn a() {}\n#[cfg(test)]\nmod tests;\n\
+               fn b() {\n    // c\n    1\n}\n#[cfg(test)]\n#[allow(dead_code)]\n\
+               pub(crate) mod tests2 {\n    fn t() {}\n}\n";
+    // use, fn a, the out-of-line `#[cfg(test)]` and its `mod`, fn b's three
+    // lines: the inline test module ends the count.
+    assert_eq!(code_lines(src), 7);
+    // A module `m` of a scratch crate, its files named piece by piece.
+    let dir = std::env::temp_dir().join(crate::common::unique("rt-tree-"));
+    let src_dir = dir.join("src");
+    let m = src_dir.join("m");
+    std::fs::create_dir_all(&m).unwrap();
+    std::fs::write(m.join("mod.rs"), "mod a;\n#[cfg(test)]\nmod tests;\n").unwrap();
+    assert!(is_test_module(&src_dir, &m.join("tests.rs"), ""));
+    assert!(!is_test_module(&src_dir, &m.join("a.rs"), ""));
+    assert!(is_test_module(&src_dir, &m.join("b.rs"), "#![cfg(test)]\n"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
