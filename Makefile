@@ -50,8 +50,9 @@ unit:
 
 # One test binary, tests/it (its main.rs says why). The fault build comes
 # first (mk/reliability.mk): built by a test, it would compete for the two
-# cores with the tests that time a wait.
-integration: fault-bin
+# cores with the tests that time a wait. So does `release`: tests/it/release.rs
+# holds the stripped CNI binary free of the agent's code.
+integration: fault-bin release
 	ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --test it -- --test-threads=2
 
 fmt:

@@ -218,7 +218,7 @@ class Bench:
 
     def make_configs(self):
         six = lambda i: dict(rail_sysctls(f"net{i}"))
-        base = {"cniVersion": "1.0.0", "name": "b"}   # the tuning config
+        base = {"cniVersion": "1.0.0", "name": "b"}   # what every config of the bench shares
         self.c_tuning = {}
         self.c_full = {}
         for i in range(1, self.a.rails + 1):

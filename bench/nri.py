@@ -8,7 +8,7 @@ another live pod (a netns of their own). nri-sim (containerd's own NRI adaptatio
 v0.11.0) runs RunPodSandbox for the annotated pod, then BENCH_NRI_CONTAINERS (500)
 CreateContainer calls; its result records each call's duration as the runtime timed it
 (`rpcs[].ms`: from sending the request to reading the answer). The target: the 99th percentile
-under 5 ms (issue 26). Prints a markdown section and appends it to BENCH_RESULTS/latest.md.
+under 5 ms (a CreateContainer answer must not slow a container's start). Prints a markdown section and appends it to BENCH_RESULTS/latest.md.
 
 A second row, a busy node full of orphans: the same 128 live entries beside BENCH_NRI_DEAD
 (10,000) entries whose netns is gone (orphans the agent has not released yet), while a

@@ -540,7 +540,7 @@ s_v110() {
 
     # GC: an attachment whose DEL never came (lost by the runtime).
     cni_runtime ADD "$file" "$path" net1 e2e-v110-b
-    [ -z "$RT_FAILED" ] || { fail "runtime ADD #2 (1.1.0) stopped at $RT_FAILED: $PL_OUT"; return 1; }
+    [ -z "$RT_FAILED" ] || { fail "the runtime's second ADD (1.1.0) stopped at $RT_FAILED: $PL_OUT"; return 1; }
     cni_runtime GC "$file" '[{"containerID":"e2e-v110-b","ifname":"net1"}]'
     expect_eq "GC (attachment valid) failed at (output '$PL_OUT')" "${RT_FAILED:-none}" none || return 1
     expect_eq "GC sent to roce-tune" "${RT_OUTS[roce-tune]+sent}" sent || return 1

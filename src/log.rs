@@ -20,7 +20,7 @@ static LOGGER: Mutex<Option<Logger>> = Mutex::new(None);
 
 /// The most a line's message may hold, in bytes after escaping: a 16-rail
 /// pod's starved verdict is about 4 KiB. Longer is cut at the sink, where
-/// no caller can forget it (issue 25: one line of 6.1 MB, from an answer of
+/// no caller can forget it (uncut, one line was 6.1 MB, from an answer of
 /// 100,000 GPUs).
 pub const LINE_MAX: usize = 8 * 1024;
 

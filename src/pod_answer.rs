@@ -1,4 +1,4 @@
-//! One kubelet call per pod (issue 25). Each rail's ADD asked the kubelet
+//! One kubelet call per pod. Each rail's ADD asked the kubelet
 //! again (Get, then List where Get is unavailable): a 16-rail pod made 16
 //! to 32 calls within a second, against the PodResources rate limit that
 //! Multus's own call on every ADD shares (docs/design.md, "The kubelet's

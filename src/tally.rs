@@ -80,7 +80,7 @@ pub const OTHER: u32 = u32::MAX;
 pub const COMMANDS: [Command; 6] = Command::ALL;
 
 /// A new layout takes a new magic AND a new file name (`path`): binaries
-/// before issue 25 re-laid out a file of another layout in place, so during
+/// older than this rule re-laid out a file of another layout in place, so during
 /// a rollout they would cut a new layout's file short under the new
 /// processes that map it.
 const MAGIC: u64 = u64::from_le_bytes(*b"rt-tal01");
@@ -195,7 +195,7 @@ impl Mapping {
     ///
     /// A file is never cut short or rewritten in place: other processes may
     /// have it mapped, and a mapped page past the end of its file is SIGBUS
-    /// (one DEL in 600 died so, issue 25). A new file is laid out unnamed
+    /// (one DEL in 600 died so, before this rule). A new file is laid out unnamed
     /// (`O_TMPFILE`) and linked into place only when whole, which fails if a
     /// file appeared meanwhile, so every process maps the one inode the first
     /// of them linked and no add is lost. A file of another layout is
@@ -253,7 +253,7 @@ impl Mapping {
         let Ok(locked) = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive) else {
             return Existing::Refused;
         };
-        // Under the lock, again: a binary from before issue 25 lays a new
+        // Under the lock, again: a binary older than this rule lays a new
         // file out in place under this lock, and its file is this layout.
         if locked.metadata().is_ok_and(|m| m.len() == SIZE as u64) {
             if let Some(map) = Self::map(&locked) {

@@ -124,7 +124,7 @@ if [ -n "$state_dir" ] && [ -d "$state_dir" ]; then
     # the uninstall patch mounts both at their host paths.
     say "orphan repair: $src gc --orphans"
     "$src" gc --orphans || die "orphan repair failed: see its output above; the node keeps roce-tune"
-    # Entries are <container>:<ifname>.state (.json: format 1; src/state.rs); locks/ and a crashed
+    # Entries are <container>:<ifname>.state (.json: format 1; src/state/store.rs); locks/ and a crashed
     # write's .<entry>.tmp<pid> (not matched by *) hold no state.
     left="" n=0
     for f in "$state_dir"/*; do

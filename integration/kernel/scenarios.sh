@@ -46,7 +46,7 @@
 #   agent-drift    `roce-tune-agent agent --every 1` running: another writer puts 8, then 0, into the
 #                  default_roce_tos roce-tune wrote; the agent writes it back within two periods
 #                  each time and counts both; SIGTERM stops it; DEL restores the original
-#   nri-dra        a DRA rail (issue 27), no CNI chain: NIC A moved into a pod beside its primary
+#   nri-dra        a DRA rail, no CNI chain: NIC A moved into a pod beside its primary
 #                  eth0 (as dranet does), rxe made on it there; `roce-tune-agent nri` (KERNEL_NRI_PLUGIN)
 #                  under containerd's NRI adaptation (nri-sim-0.12, ../shared/nri or
 #                  ROCE_TUNE_NRI_DIR): RunPodSandbox writes draRails' rdmaCmTos on the real
@@ -981,7 +981,7 @@ s_agent_drift() {
 }
 
 # ---------------------------------------------------------------- nri-dra
-# A rail no CNI chain touches (issue 27): a DRA driver (dranet, NRI index 00) moves a PCI
+# A rail no CNI chain touches: a DRA driver (dranet, NRI index 00) moves a PCI
 # function's netdev into the pod at RunPodSandbox, before roce-tune's NRI plugin (index 50) gets
 # the same event, and no ADD ever runs for it. dranet's part is played by hand, in its order;
 # the runtime is containerd's own NRI adaptation (../shared/nri's nri-sim-0.12) with a script:
@@ -1136,7 +1136,7 @@ s_nri_dra() {
     plugin_in() { nri_sim_ended 0 wait_plugins || ! kill -0 "$plugin_pid" 2>/dev/null; }
     await 60 plugin_in
     kill -0 "$plugin_pid" 2>/dev/null \
-        || { fail "the plugin ($NRI_PLUGIN) exited before registering (the draRails feature, issue 27, in this binary?): $(tail -n3 "$NRI_PLUGIN_LOG" | tr '\n' ' ' | cut -c1-400)"; return 1; }
+        || { fail "the plugin ($NRI_PLUGIN) exited before registering (the draRails feature in this binary?): $(tail -n3 "$NRI_PLUGIN_LOG" | tr '\n' ' ' | cut -c1-400)"; return 1; }
     nri_step 0 wait_plugins "the plugin registered" || return 1
     fact "plugin: $(grep -E 'registered as|configured by' "$NRI_PLUGIN_LOG" | tr '\n' ' ' | cut -c1-300)"
     nri_step 1 run_pod "RunPodSandbox" || return 1

@@ -108,7 +108,7 @@ impl Plugin {
 
     /// The events asked for, never 0: 0 means every event, validation
     /// included (adaptation plugin.go `configure`). The pod events are
-    /// asked for in both generations' form (issue 27's handler goes there).
+    /// asked for in both generations' form (the DRA rails' handler, `dra`, goes there).
     pub fn events(&self) -> u32 {
         let pods = event::RUN_POD_SANDBOX | event::STOP_POD_SANDBOX | event::REMOVE_POD_SANDBOX;
         match self.nccl_env {
@@ -138,7 +138,7 @@ impl Plugin {
     }
 
     /// The bound on a pod event's work: three quarters of the request
-    /// timeout, so the answer is in before the runtime gives up (issue 27).
+    /// timeout, so the answer is in before the runtime gives up.
     pub fn pod_event_budget(&self) -> Duration {
         self.request_timeout * 3 / 4
     }

@@ -1,4 +1,4 @@
-//! DRA rails (issue 27): the netdevs a DRA driver (dranet, at NRI index
+//! DRA rails: the netdevs a DRA driver (dranet, at NRI index
 //! `00`) moved into a pod at RunPodSandbox, which no CNI chain runs for,
 //! tuned with the node config's `draRails` profile exactly as a CNI ADD
 //! tunes a rail: the same lookup from inside the pod netns, the same

@@ -1,7 +1,7 @@
 //! `roce-tune-agent nri`: a Node Resource Interface plugin (containerd/nri), so
 //! that every container of a pod that asks is told its verified rails
 //! (`NCCL_IB_HCA`, the GID index, the class) in its environment at
-//! CreateContainer, instead of lines a job writes by hand (issue 26).
+//! CreateContainer, instead of lines a job writes by hand.
 //!
 //! - `mux`: the frames of NRI's multiplexed socket;
 //! - `ttrpc`: the RPC messages inside each conn;
@@ -11,7 +11,7 @@
 //! - `reconnect`: the loop that keeps a session up, and how it is stopped;
 //! - `answer`: what the plugin answers (the event mask, the environment);
 //! - `dra`: the rails a DRA driver moved into a pod, tuned at
-//!   RunPodSandbox and given back at StopPodSandbox (issue 27), every wait
+//!   RunPodSandbox and given back at StopPodSandbox, every wait
 //!   within one deadline;
 //! - `catch_up`: the thread that does, after the answer, what an answer's
 //!   deadline cut and the rails of the pods a Synchronize lists (a pod that

@@ -34,7 +34,7 @@ pub const NRI_VERSION: &str = "v0.12.2";
 const REGISTRATION_WAIT: Duration = Duration::from_secs(10);
 /// A write the runtime does not take within this is a dead runtime.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(1);
-/// The answer of every request of issue 26 is bounded by this; one that
+/// The answer of every request the plugin serves is bounded by this; one that
 /// takes longer is logged (the runtime's own bound is 2 s by default).
 pub const ANSWER_BOUND: Duration = Duration::from_millis(100);
 /// The most a Synchronize may hold in the parts kept for the DRA rails'
@@ -603,8 +603,8 @@ impl Session {
 }
 
 /// Connect, and prove the other end is root: whoever holds that end sends
-/// the pods and netns paths the plugin acts on (issue 27 tunes what they
-/// name). The uid is the kernel's (SO_PEERCRED, taken at connect), not
+/// the pods and netns paths the plugin acts on (a DRA rail is
+/// tuned where they point). The uid is the kernel's (SO_PEERCRED, taken at connect), not
 /// anything the peer says.
 pub fn connect(settings: &Settings) -> Result<UnixStream, String> {
     let s = UnixStream::connect(&settings.socket)

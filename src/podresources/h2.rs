@@ -8,7 +8,7 @@
 //! or trickles a byte at a time, costs at most the caller's timeout.
 //!
 //! The bounds of a call, each checked before the loop turn or the
-//! allocation it guards (issue 25: a server that kept sending valid frames
+//! allocation it guards (without them, a server that kept sending valid frames
 //! was never waited on, so a deadline checked only before a blocking read
 //! held an ADD for 2.6 to 8.0 s):
 //! - the deadline, on every turn of every loop (`read_frame`, `fill`,

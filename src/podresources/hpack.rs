@@ -7,7 +7,8 @@
 //! field a literal without indexing (§6.2.2), no Huffman, so the server's
 //! view of our (empty) dynamic table never changes.
 //!
-//! The bounds of a decode (issue 25, "Every bound real"): the block itself,
+//! The bounds of a decode, each a real one (a peer's bytes never size a
+//! loop or an allocation past it): the block itself,
 //! which the caller bounds before it is decoded (`h2::HEADER_BLOCK_MAX`),
 //! so every loop here and every string runs over at most its bytes; the
 //! decoded list, `list_limit` (SETTINGS_MAX_HEADER_LIST_SIZE), checked field

@@ -170,7 +170,8 @@ pub struct GpuEntry {
 }
 
 /// Entries of the proc directory read at most (a node has at most 16 GPUs):
-/// the first in PCI order (issue 25, "Every bound real").
+/// the first in PCI order: a hostile proc tree must not make an ADD read
+/// thousands.
 pub const PROC_GPUS_MAX: usize = 64;
 
 /// The GPUs of the proc directory (`/proc/driver/nvidia/gpus`, or a stand-in),

@@ -1,5 +1,5 @@
 //! Where a pod's rails sit against its GPUs, judged the way NCCL judges it
-//! (docs/topology.md). Issue 20, "The right rail": two 4-GPU pods got VFs on
+//! (docs/topology.md). Why, as measured: two 4-GPU pods got VFs on
 //! NICs behind other PCIe roots than their GPUs; NCCL ran 4 of 6 channels
 //! without GPUDirect RDMA and reached 17.95 and 8.99 GB/s of bus bandwidth
 //! instead of 96.

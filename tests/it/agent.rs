@@ -1035,7 +1035,7 @@ fn hostile_clients_neither_stop_the_scrape_nor_the_repair_nor_sigterm() {
 
 // ------------------------------------------------------------ a device lock held
 
-/// How long the test holds the device locks: what the issue measured (one
+/// How long the test holds the device locks: what was measured before the bound (one
 /// lock held 8 s made every repair wait, and SIGTERM take 5.5 s).
 const HELD_SECS: u64 = 8;
 
@@ -1296,7 +1296,7 @@ fn late_scrape(addr: SocketAddr, delay: Duration) -> Result<(), String> {
     }
 }
 
-/// The issue's measurement: local clients opening and dropping connections
+/// What was measured before the limits: local clients opening and dropping connections
 /// as fast as they can evicted every scrape whose request came 50 ms after
 /// its connection (0 of 54 served), and 144 of 358 at 5 ms. A client that
 /// sends within 100 ms must be served.

@@ -1,5 +1,5 @@
 //! DEL never leaves a pod stuck, and the state knows exactly what it points
-//! at. Each case of the issue "DEL never leaves a pod stuck": the pod's DEL
+//! at. Each case of the rule "DEL never leaves a pod stuck": the pod's DEL
 //! succeeds, what could not be restored stays recorded with a log line that
 //! says why, and the orphan repair later restores every original exactly.
 //! (The refused pod sysfs, which needs the fault-injection build, is in

@@ -1,4 +1,4 @@
-//! DRA rails (issue 27): the netdevs a DRA driver moved into a pod before
+//! DRA rails: the netdevs a DRA driver moved into a pod before
 //! RunPodSandbox, tuned by `roce-tune-agent nri` with the node's `draRails`
 //! profile and given back at StopPodSandbox, under containerd's own NRI
 //! adaptation (../shared/nri: `nri-sim-0.12`, `nri-sim-old`). The test
@@ -204,7 +204,7 @@ pub(crate) fn run_pod_ms(result: &Value) -> f64 {
     r["ms"].as_f64().unwrap()
 }
 
-/// The issue's "Done when": under both generations, a pod whose netns got
+/// What DRA rails must do: under both generations, a pod whose netns got
 /// two VF-backed rails before RunPodSandbox has both tuned (sysctls, class,
 /// state entries with the rail record), its primary (eth0, the default
 /// route's, a VF too) untouched; its container's environment names both;

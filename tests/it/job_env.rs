@@ -1,4 +1,4 @@
-//! The job environment (issue 26): every RDMA ADD records its rail, and a
+//! The job environment: every RDMA ADD records its rail, and a
 //! pod's rails give the lines `roce-tune inspect --env` prints and the NRI
 //! plugin injects (`job_env::Rails`, the same code). Pods with four rails,
 //! each a veth end the test tree binds to a VF of its own (docs/design.md,

@@ -48,3 +48,4 @@ mod stress;
 mod tally;
 mod tampered_state;
 mod topology;
+mod tree;

@@ -1092,7 +1092,7 @@ fn four_rails(socket: &Path, gid_index: [u32; 4]) -> (Tree, Pod, Plugin) {
     (tree, pod, plugin)
 }
 
-/// The "Done when": under both generations, an annotated pod with 4
+/// What the job environment must do: under both generations, an annotated pod with 4
 /// rails gets NCCL_IB_HCA (the exact list, in the pod's interface order),
 /// NCCL_IB_GID_INDEX and NCCL_IB_TC in its container's adjustment; a
 /// container that sets one keeps its own; a pod without the annotation gets

@@ -1,4 +1,4 @@
-//! Issue 20, "The right rail", end to end: the binary run as Multus runs it
+//! The right rail (docs/placement.md), end to end: the binary run as Multus runs it
 //! (thin mode: CNI_ARGS with the pod's K8S_POD_* pairs, a real netns), on
 //! the BM.GPU.B4.8 tree (tests/it/common/topology.rs) built into the RDMA
 //! test tree, each rail's VF a device of both (`Node::build_on`,
@@ -822,7 +822,7 @@ fn a_kubelet_beyond_the_bound_hanging_or_talking_garbage_is_skipped_in_time() {
     }
 }
 
-/// Issue 25: an ADD with a hostile kubelet ends within
+/// A hostile kubelet: an ADD with one ends within
 /// `podResourcesTimeoutMs` + 50 ms whatever it sends (the figure `make
 /// bench` measures); the test allows `MARGIN` more for the rest of a debug
 /// ADD on a loaded machine, far below the flood's endless run. The fake floods each of RFC 9113's endless-but-valid frame runs
@@ -879,7 +879,7 @@ fn skipped_within(pod: &K8sPod, conf: &Path, bound_ms: u64) -> Run {
     r
 }
 
-/// Issue 25, "after the answer": an answer of 100,000 GPUs (1.4 MB, within
+/// After the answer: an answer of 100,000 GPUs (1.4 MB, within
 /// every size the wire allows) took 1.46 s to judge and wrote one 6.1 MB
 /// log line. The answer's bounds skip it at once, in one short line.
 #[test]
@@ -1106,7 +1106,7 @@ const UNTRUSTED: [(&str, Plant); 3] = [
     }),
 ];
 
-/// Issue 25, "Ownership": an input of the verdict that root does not own
+/// Who owns the inputs: an input of the verdict that root does not own
 /// (or that others can write, or a link) is not believed. With `warn` the
 /// check is skipped with one warning naming the input; with `enforce` the
 /// rail fails with 107, naming it, before anything changes. The pod is the
@@ -1206,7 +1206,7 @@ fn pod_records(site: &Site) -> Vec<String> {
     v
 }
 
-/// Issue 25, "One kubelet call per pod": each rail's ADD asked the kubelet
+/// One kubelet call per pod: each rail's ADD asked the kubelet
 /// again, 16 to 32 calls for a 16-rail pod, against the rate limit Multus's
 /// own call on each ADD shares. The first rail asks; the other 15 take its
 /// answer and its verdict from the state dir, and say what a judgement of

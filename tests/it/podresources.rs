@@ -255,7 +255,7 @@ fn no_socket_is_no_socket() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Issue 25, "Every bound real": a peer that never stops sending valid
+/// Every bound a real one: a peer that never stops sending valid
 /// frames held a call for seconds, since the bound was checked only before
 /// a read that would block. Each call must end within its timeout and the
 /// usual margin, with a timeout or a protocol error, and no byte of the
@@ -294,7 +294,7 @@ fn a_peer_that_never_stops_sending_is_cut_off_within_the_bound() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
-/// Issue 25, "Ownership": any uid may serve the kubelet's socket path if
+/// Who answers: any uid may serve the kubelet's socket path if
 /// it can bind it first, and whoever answers decides the placement verdict.
 /// The socket's peer must be root (SO_PEERCRED): a kubelet served by
 /// `nobody` is refused, named, and never asked.

@@ -2,7 +2,8 @@
 //! in a git repository of the test's own, where it can tag and dirty what it
 //! likes: the revision's tag always, the version's too at the release's git
 //! tag with a clean tree, and a refusal when HEAD's version tag is not
-//! Cargo.toml's.
+//! Cargo.toml's. And the two release binaries apart by construction: the
+//! CNI plugin holds none of the agent's code.
 
 use crate::common::*;
 use std::path::{Path, PathBuf};
@@ -124,5 +125,45 @@ fn image_tags_need_a_revision() {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("not a git checkout"),
         "{out:?}"
+    );
+}
+
+/// Strings only the agent's code holds: its HTTP server's health path, the
+/// NRI plugin's pod event, the build-info metric's name. Each is a literal
+/// of the module that serves it, so a CNI binary holding one has linked
+/// that module in.
+const AGENT_ONLY: &[&str] = &["/healthz", "RunPodSandbox", "roce_tune_build_info"];
+
+/// docs/design.md, "Two binaries": the node's CNI bin dir gets `roce-tune`
+/// alone, the one-shot plugin every ADD execs; the agent, the NRI plugin and
+/// the metrics are `roce-tune-agent`'s. Only fat LTO keeps what the CNI
+/// binary never calls out of it: this holds the stripped release
+/// `roce-tune` to that, and the agent to holding each string (a search that
+/// found nothing anywhere would pass any binary).
+#[test]
+fn the_cni_binary_holds_none_of_the_agents_code() {
+    let (cni, agent) = needs!(release_bins);
+    let holds = |bin: &Path, s: &str| {
+        let bytes = std::fs::read(bin).unwrap();
+        bytes.windows(s.len()).any(|w| w == s.as_bytes())
+    };
+    for s in AGENT_ONLY {
+        assert!(
+            holds(&agent, s),
+            "{}: no {s:?}, the search is broken",
+            agent.display()
+        );
+    }
+    let held: Vec<&str> = AGENT_ONLY
+        .iter()
+        .copied()
+        .filter(|s| holds(&cni, s))
+        .collect();
+    assert!(
+        held.is_empty(),
+        "{} holds the agent's {held:?}: a CNI path now reaches the agent's code \
+         (a shared module that names it, or a call the optimiser cannot drop); \
+         move the shared part below both (docs/design.md, \"Two binaries\")",
+        cni.display()
     );
 }

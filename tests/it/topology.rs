@@ -1,4 +1,4 @@
-//! Issue 20 on the measured node (tests/it/common/topology.rs, BM.GPU.B4.8),
+//! The placement verdict on the measured node (tests/it/common/topology.rs, BM.GPU.B4.8),
 //! through the public API only: GPU IDs resolved through the proc stand-in,
 //! functions placed from the sysfs tree, pods judged and rendered. The pods
 //! are the two of the measured split (17.95 and 8.99 GB/s instead of 96),

@@ -211,6 +211,55 @@ pub fn helm(at: &str) -> Option<PathBuf> {
     installed(at, "helm", "helm")
 }
 
+/// The stripped static binaries `make release` copies into target/release
+/// (the ones the node gets), as (CNI plugin, agent). Not built here: a
+/// release build takes minutes, so `make integration` (and `make test`)
+/// builds them first. Missing, or built from another revision than HEAD's
+/// (`--version` says which), is a skip that says so, a failure under
+/// ROCE_TUNE_REQUIRE_ROOT=1: a stale binary would pass for code it is not.
+pub fn release_bins(at: &str) -> Option<(PathBuf, PathBuf)> {
+    let cni = repo().join("target/release/roce-tune");
+    let agent = repo().join("target/release/roce-tune-agent");
+    if !cni.is_file() || !agent.is_file() {
+        return lacking(
+            at,
+            "needs the release binaries in target/release (run make release)",
+        );
+    }
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(repo())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let version = |bin: &Path| {
+        Command::new(bin)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    };
+    if let Some(head) = head.filter(|h| h.len() >= 12) {
+        let want = format!("revision {}", &head[..12]);
+        for bin in [&cni, &agent] {
+            let said = version(bin);
+            if !said.contains(&want) {
+                return lacking(
+                    at,
+                    &format!(
+                        "{} is not built from HEAD ({}; HEAD is {}): run make release",
+                        bin.display(),
+                        said.lines().next().unwrap_or("no --version"),
+                        &head[..12]
+                    ),
+                );
+            }
+        }
+    }
+    Some((cni, agent))
+}
+
 /// The fault-injection build of the plugin, built once per test process into
 /// target/fault (its own target dir, so the normal test build is never
 /// rebuilt with the feature and back). It is built here, not trusted to be
