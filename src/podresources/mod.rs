@@ -23,10 +23,13 @@ mod checkpoint;
 pub mod fuzz;
 mod h2;
 mod hpack;
-mod proto;
 
+pub use crate::wire::podresources::{
+    CONTAINERS_MAX, GET_RESPONSE_MAX, ID_MAX, LIST_PODS_MAX, POD_BYTES_MAX, POD_DEVICES_MAX,
+};
 pub use checkpoint::from_checkpoint;
-pub use proto::{CONTAINERS_MAX, GET_RESPONSE_MAX, LIST_PODS_MAX, POD_BYTES_MAX};
+
+use crate::wire::podresources as proto;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -44,14 +47,6 @@ pub const DEFAULT_CHECKPOINT: &str = "/var/lib/kubelet/device-plugins/kubelet_in
 /// (kubeletclient.go line 40, passed as grpc.MaxCallRecvMsgSize on line 85),
 /// which node-feature-discovery uses too.
 pub const MAX_RESPONSE: usize = 16 * 1024 * 1024;
-/// Device IDs of one pod, in an answer or the checkpoint: a pod of 8 GPUs
-/// and 32 VFs has 40, and a device plugin's shared replicas a few more
-/// each. The placement check takes fewer still (`placement`).
-pub const POD_DEVICES_MAX: usize = 1024;
-/// A resource name or a device ID, in bytes: Kubernetes caps a resource
-/// name at 253 + 63 with its prefix; device IDs are PCI addresses, GPU and
-/// MIG UUIDs (at most 60).
-pub const ID_MAX: usize = 320;
 
 const GET: &str = "/v1.PodResourcesLister/Get";
 const LIST: &str = "/v1.PodResourcesLister/List";
