@@ -7,8 +7,11 @@
 //! callers' (`tests/it/layers.rs` holds both: no import out of `wire`, and
 //! a fuzz target named after each file, `fuzz/fuzz_targets/<file>.rs`).
 
+pub mod dcb;
+pub mod netlink;
 pub mod nri_messages;
 pub mod nri_mux;
 pub mod podresources;
 pub mod protobuf;
+pub mod rtnetlink;
 pub mod ttrpc;

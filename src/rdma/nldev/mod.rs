@@ -217,7 +217,7 @@ pub enum Reply {
 }
 
 /// What one received buffer held for our sequence number.
-pub type Batch = crate::netlink::Batch<Reply>;
+pub type Batch = crate::wire::netlink::Batch<Reply>;
 
 /// Which port a netdev belongs to.
 #[derive(Debug, PartialEq, Eq)]

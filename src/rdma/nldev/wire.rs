@@ -3,12 +3,12 @@
 //! (`crate::netlink`). Pure functions, fuzzed (`fuzz/fuzz_targets/nldev.rs`).
 
 use super::*;
-use crate::netlink::{
+use crate::wire::netlink::{
     self as nl, attrs, fixed, Builder, Gather, Message, NLM_F_ACK, NLM_F_DUMP, NLM_F_MULTI,
     NLM_F_REQUEST,
 };
 
-pub use crate::netlink::{DecodeError, End, MAX_MESSAGES};
+pub use crate::wire::netlink::{DecodeError, End, MAX_MESSAGES};
 
 /// An attribute as the kernel lays it out (`nla_put_u8/u32/u64_64bit/string`):
 /// host byte order, strings with their NUL.
