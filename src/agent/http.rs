@@ -225,7 +225,7 @@ impl Response {
     pub fn metrics(body: Arc<String>) -> Response {
         Response {
             status: Status::Ok,
-            content_type: super::exposition::CONTENT_TYPE,
+            content_type: crate::wire::exposition::CONTENT_TYPE,
             body: Body::Shared(body),
         }
     }

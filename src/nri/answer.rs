@@ -147,7 +147,7 @@ impl Plugin {
     /// while `more` is set). Nothing to keep: the state dir is the record.
     pub fn synchronize(&mut self, s: &Synchronize, took: std::time::Duration) {
         // Integer tenths: core's float formatting is 17.6 KB of binary
-        // (src/agent/exposition.rs, `format_seconds`, measured it).
+        // (src/wire/exposition.rs, `format_seconds`, measured it).
         let tenths = took.as_micros() / 100;
         crate::info!(
             "synchronized: {} pods, {} containers{}, answered in {}.{} ms",

@@ -8,6 +8,7 @@
 //! a fuzz target named after each file, `fuzz/fuzz_targets/<file>.rs`).
 
 pub mod dcb;
+pub mod exposition;
 pub mod netlink;
 pub mod nri_messages;
 pub mod nri_mux;
