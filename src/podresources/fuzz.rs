@@ -3,7 +3,8 @@
 //! them, through the same code the client runs. Not an API: plain data out,
 //! errors as text, for the targets' properties.
 
-use super::{checkpoint, h2, hpack, proto, Error};
+use super::{checkpoint, h2, proto, Error};
+use crate::wire::hpack;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 

@@ -4,8 +4,9 @@
 //! fallback where the API's socket is not there.
 //!
 //! roce-tune is a one-shot process per ADD, so this is a small synchronous
-//! gRPC client on one unix-socket connection (`h2`, `hpack`, `proto`), no
-//! async runtime, and nothing runs unless a caller asks. The socket path is
+//! gRPC client on one unix-socket connection (`h2`; the bytes are
+//! `crate::wire`'s HTTP/2, HPACK, gRPC and messages), no async runtime, and
+//! nothing runs unless a caller asks. The socket path is
 //! the node config's: nothing here takes a path from tenant input.
 //!
 //! The kubelet's answers (kubernetes `pkg/kubelet/apis/podresources/
@@ -22,7 +23,6 @@ mod checkpoint;
 #[doc(hidden)]
 pub mod fuzz;
 mod h2;
-mod hpack;
 
 pub use crate::wire::podresources::{
     CONTAINERS_MAX, GET_RESPONSE_MAX, ID_MAX, LIST_PODS_MAX, POD_BYTES_MAX, POD_DEVICES_MAX,
@@ -188,7 +188,7 @@ pub fn pod_devices(
         Err(Error::Status { .. }) => {}
         Err(e) => return Err(e),
     }
-    if !conn.reusable {
+    if !conn.reusable() {
         drop(conn);
         conn = h2::Conn::open(socket, timeout, deadline, MAX_RESPONSE)?;
     }

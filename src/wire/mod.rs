@@ -9,6 +9,10 @@
 
 pub mod dcb;
 pub mod exposition;
+pub mod grpc;
+pub mod h2_connection;
+pub mod h2_frames;
+pub mod hpack;
 pub mod netlink;
 pub mod nri_messages;
 pub mod nri_mux;
