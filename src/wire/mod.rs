@@ -7,6 +7,7 @@
 //! callers' (`tests/it/layers.rs` holds both: no import out of `wire`, and
 //! a fuzz target named after each file, `fuzz/fuzz_targets/<file>.rs`).
 
+pub mod checkpoint;
 pub mod dcb;
 pub mod exposition;
 pub mod grpc;
