@@ -14,6 +14,7 @@ pub mod grpc;
 pub mod h2_connection;
 pub mod h2_frames;
 pub mod hpack;
+pub mod http1;
 pub mod netlink;
 pub mod nri_messages;
 pub mod nri_mux;
