@@ -16,6 +16,7 @@ pub mod h2_frames;
 pub mod hpack;
 pub mod http1;
 pub mod netlink;
+pub mod nldev;
 pub mod nri_messages;
 pub mod nri_mux;
 pub mod podresources;
