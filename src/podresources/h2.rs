@@ -116,17 +116,6 @@ impl Conn {
     ) -> Result<Conn, Error> {
         let fd = connect(path, timeout, deadline)?;
         peer_is_root(&fd, path)?;
-        Conn::over(fd, timeout, deadline, max_message)
-    }
-
-    /// `open` on a connected, non-blocking stream whose peer is trusted
-    /// (the fuzz target's socketpair).
-    pub fn over(
-        fd: OwnedFd,
-        timeout: Duration,
-        deadline: Instant,
-        max_message: usize,
-    ) -> Result<Conn, Error> {
         Ok(Conn(h2_connection::Conn::over(
             Socket(fd),
             timeout,
