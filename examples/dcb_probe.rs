@@ -16,8 +16,8 @@ use nix::sys::socket::{
     SockType,
 };
 use roce_tune::netlink::ask_dcb;
-use roce_tune::netlink::dcb::{encode_request, Answer, Exchange};
 use roce_tune::qos::{verdict, Class, Fabric};
+use roce_tune::wire::dcb::{encode_request, Answer, Exchange};
 use std::os::fd::AsRawFd;
 
 fn main() {

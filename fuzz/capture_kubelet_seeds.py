@@ -8,7 +8,7 @@ proxy that keeps what the server sent.
 
 PYTHON_WITH_GRPC: integration/.build/venv-grpc/bin/python; PROBE_BINARY:
 target/debug/examples/podresources_probe (`cargo build --example
-podresources_probe`). Writes fuzz/seeds/{h2_frames,hpack,podresources}/:
+podresources_probe`). Writes fuzz/seeds/{h2_connection,hpack,podresources}/:
 each server's whole byte stream, each header block (and a connection's
 blocks in order), each response message. The checkpoint and information
 seeds are the fixtures of src/podresources/checkpoint.rs and
@@ -106,7 +106,7 @@ def main():
     pods = os.path.join(work, "pods.json")
     with open(pods, "w") as f:
         json.dump(PODS, f)
-    out = {t: os.path.join(HERE, "seeds", t) for t in ("h2_frames", "hpack", "podresources")}
+    out = {t: os.path.join(HERE, "seeds", t) for t in ("h2_connection", "hpack", "podresources")}
     for d in out.values():
         os.makedirs(d, exist_ok=True)
     cases = [("get", [], "team-a", "trainer"), ("get-unknown", [], "team-c", "x"),
@@ -127,7 +127,7 @@ def main():
         fake.wait()
         for i, conn in enumerate(sink):
             stream = b"".join(conn)
-            with open(os.path.join(out["h2_frames"], f"{tag}-{i}"), "wb") as f:
+            with open(os.path.join(out["h2_connection"], f"{tag}-{i}"), "wb") as f:
                 f.write(stream)
             body = b""
             blocks = [pl for ty, _, _, pl in frames(stream) if ty == 1]

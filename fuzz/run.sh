@@ -23,17 +23,22 @@ ALL_TARGETS=(
     traffic_class
     gid
     cni_args
+    netlink
     nldev
     rtnetlink
     dcb
-    http_head
+    http1
+    exposition
     hpack
     h2_frames
+    h2_connection
+    grpc
+    protobuf
     podresources
     checkpoint
     nvidia_information
     nri_mux
-    nri_ttrpc
+    ttrpc
     nri_messages
     nri_session
 )

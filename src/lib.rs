@@ -32,7 +32,6 @@ pub mod plugin;
 pub mod pod_answer;
 pub mod podresources;
 pub mod process;
-pub mod protowire;
 pub mod qos;
 pub mod quote;
 pub mod rdma;
@@ -44,6 +43,7 @@ pub mod sysfs;
 pub mod tally;
 pub mod topology;
 pub mod undo;
+pub mod wire;
 
 /// An open or stat that failed because the path is not there (ENOENT), or a
 /// component of it is not a directory (ENOTDIR): "missing", not an error.

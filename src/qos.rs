@@ -1,6 +1,6 @@
 //! Where a rail's traffic class lands on its PF's QoS, and whether that is
 //! where the fabric carries RoCE: pure rules over the PF's decoded DCB state
-//! (`netlink::dcb`), no IO. Also the node config's three keys that say what
+//! (`wire::dcb`), no IO. Also the node config's three keys that say what
 //! the fabric expects (`railPriority`, `railLossless`, `qosCheck`), as pure
 //! validation ready for the node config's parser.
 //!
@@ -22,7 +22,7 @@
 //!   drivers may differ, so that landing is not "definite".
 //! - The priority has PFC when its bit of `ieee_pfc.pfc_en` is set.
 
-use crate::netlink::dcb::{Answer, DcbState, NoDcb};
+use crate::wire::dcb::{Answer, DcbState, NoDcb};
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -345,10 +345,10 @@ mod tests {
     //! end: bytes, the DCB decoder, the rules.
 
     use super::*;
-    use crate::netlink::dcb::tests::{
+    use crate::wire::dcb::tests::{
         ack, answer_of, app, dscp_table, mlx5_answer, nla, refusal, reply_with,
     };
-    use crate::netlink::dcb::NoDcb;
+    use crate::wire::dcb::NoDcb;
 
     /// The firmware's default map, `dscp >> 3` (what `mlnx_qos` writes when
     /// it turns DSCP trust on).

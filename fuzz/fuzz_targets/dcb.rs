@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use roce_tune::netlink::dcb::{encode_answer, encode_request, Answer, Exchange};
+use roce_tune::wire::dcb::{encode_answer, encode_request, Answer, Exchange};
 use roce_tune::qos::{verdict, Class, Fabric};
 
 fuzz_target!(|data: &[u8]| {

@@ -8,7 +8,7 @@
 use libfuzzer_sys::fuzz_target;
 use roce_tune::podresources::fuzz::{hpack_blocks, hpack_encode};
 
-/// The client's SETTINGS_MAX_HEADER_LIST_SIZE (`h2::HEADER_LIST_MAX`).
+/// The client's SETTINGS_MAX_HEADER_LIST_SIZE (`wire::h2_connection::HEADER_LIST_MAX`).
 const LIST_LIMIT: usize = 16 * 1024;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use roce_tune::nri::messages as m;
+use roce_tune::wire::nri_messages as m;
 
 fuzz_target!(|data: &[u8]| {
     let Some((&which, b)) = data.split_first() else {

@@ -5,8 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use roce_tune::nri::mux::{read_frame, write_frames, MAX_SEND};
-use roce_tune::nri::ttrpc::{Assembler, Item, Request};
+use roce_tune::wire::nri_mux::{read_frame, write_frames, MAX_SEND};
+use roce_tune::wire::ttrpc::{Assembler, Item, Request};
 
 fuzz_target!(|data: &[u8]| {
     let mut r = data;

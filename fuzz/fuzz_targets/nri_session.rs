@@ -19,10 +19,10 @@
 
 use libfuzzer_sys::fuzz_target;
 use roce_tune::cni::config::LogLevel;
-use roce_tune::nri::messages::{self as msg, Container, Pod, PodEvent};
-use roce_tune::nri::mux::{read_frame, MAX_SEND, PLUGIN_CONN};
+use roce_tune::wire::nri_messages::{self as msg, Container, Pod, PodEvent};
+use roce_tune::wire::nri_mux::{read_frame, MAX_SEND, PLUGIN_CONN};
 use roce_tune::nri::session::{Answers, Output, Session};
-use roce_tune::nri::ttrpc::{Assembler, Item, Response, TYPE_RESPONSE};
+use roce_tune::wire::ttrpc::{Assembler, Item, Response, TYPE_RESPONSE};
 use roce_tune::nri::Stats;
 use std::time::Duration;
 

@@ -6,9 +6,11 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use roce_tune::netlink::{
-    decode, decode_address, decode_addresses, decode_default_route, decode_link, decode_links,
-    encode_addresses, encode_links, DecodeError, Error, Gather,
+use roce_tune::netlink::Error;
+use roce_tune::wire::netlink::{decode, DecodeError, Gather};
+use roce_tune::wire::rtnetlink::{
+    decode_address, decode_addresses, decode_default_route, decode_link, decode_links,
+    encode_addresses, encode_links,
 };
 
 fn plain(e: &DecodeError) {

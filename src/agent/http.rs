@@ -1,6 +1,7 @@
 //! The agent's HTTP/1.1 server: `GET /metrics` and `GET /healthz` on the node
 //! config's `metricsAddress` (loopback by default, behind kube-rbac-proxy),
-//! std and poll(2) only.
+//! std and poll(2) only; the request and response bytes are
+//! `crate::wire::http1`'s.
 //!
 //! One thread serves every connection from one poll loop on non-blocking
 //! sockets, so a client costs a buffer and a descriptor, never a thread, and
@@ -33,6 +34,7 @@
 //! SIGINT and SIGHUP blocked, so those reach the thread that waits for them.
 
 use super::health::{Health, Verdict};
+use crate::wire::http1::{feed, parse_head, Body, Fed, Response, Status};
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -152,83 +154,6 @@ impl std::error::Error for Error {
 /// runs in the agent, and a name could resolve off the node).
 pub fn parse_address(s: &str) -> Result<SocketAddr, Error> {
     s.parse().map_err(|_| Error::Address { len: s.len() })
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    Ok,
-    BadRequest,
-    NotFound,
-    MethodNotAllowed,
-    RequestTimeout,
-    HeaderFieldsTooLarge,
-    ServiceUnavailable,
-}
-
-impl Status {
-    pub fn code(self) -> u16 {
-        match self {
-            Status::Ok => 200,
-            Status::BadRequest => 400,
-            Status::NotFound => 404,
-            Status::MethodNotAllowed => 405,
-            Status::RequestTimeout => 408,
-            Status::HeaderFieldsTooLarge => 431,
-            Status::ServiceUnavailable => 503,
-        }
-    }
-
-    fn reason(self) -> &'static str {
-        match self {
-            Status::Ok => "OK",
-            Status::BadRequest => "Bad Request",
-            Status::NotFound => "Not Found",
-            Status::MethodNotAllowed => "Method Not Allowed",
-            Status::RequestTimeout => "Request Timeout",
-            Status::HeaderFieldsTooLarge => "Request Header Fields Too Large",
-            Status::ServiceUnavailable => "Service Unavailable",
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub enum Body {
-    Static(&'static str),
-    Shared(Arc<String>),
-}
-
-impl Body {
-    fn as_bytes(&self) -> &[u8] {
-        match self {
-            Body::Static(s) => s.as_bytes(),
-            Body::Shared(s) => s.as_bytes(),
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-pub struct Response {
-    pub status: Status,
-    pub content_type: &'static str,
-    pub body: Body,
-}
-
-impl Response {
-    pub fn text(status: Status, body: &'static str) -> Response {
-        Response {
-            status,
-            content_type: "text/plain; charset=utf-8",
-            body: Body::Static(body),
-        }
-    }
-
-    pub fn metrics(body: Arc<String>) -> Response {
-        Response {
-            status: Status::Ok,
-            content_type: super::exposition::CONTENT_TYPE,
-            body: Body::Shared(body),
-        }
-    }
 }
 
 /// The exposition the repair loop last published. A scrape takes the lock
@@ -646,22 +571,11 @@ impl Conn {
 
     /// `(response, with_body)`: HEAD gets the headers of GET alone.
     fn start_response(&mut self, (r, with_body): (Response, bool), limits: &Limits, now: Instant) {
-        let body = r.body.as_bytes();
-        let mut head = format!(
-            "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
-            r.status.code(),
-            r.status.reason(),
-            r.content_type,
-            body.len()
-        );
-        if r.status == Status::MethodNotAllowed {
-            head.push_str("Allow: GET, HEAD\r\n");
-        }
-        head.push_str("\r\n");
+        let head = r.head();
         self.head = Vec::new();
         self.deadline = now + limits.write_deadline;
         self.phase = Phase::Writing {
-            head: head.into_bytes(),
+            head,
             body: with_body.then_some(r.body),
             sent: 0,
         };
@@ -733,107 +647,6 @@ impl Conn {
         }
         self.phase = Phase::Closed;
     }
-}
-
-/// What a read added to a request head.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fed {
-    /// No end yet, and within the cap.
-    More,
-    /// The head ends just before this offset (past its empty line); bytes
-    /// after it (a body the client sent anyway) are not the head's.
-    Head(usize),
-    /// Past `max_head_bytes` with no end: 431.
-    TooLarge,
-}
-
-/// Add `chunk`, one read's bytes, to `head` and say whether the head is
-/// whole. Only the bytes the chunk can complete a terminator with are
-/// searched again, so a head read a byte at a time costs linear time.
-pub fn feed(head: &mut Vec<u8>, chunk: &[u8], max_head_bytes: usize) -> Fed {
-    let from = head.len().saturating_sub(3);
-    head.extend_from_slice(chunk);
-    match head_end(head, from) {
-        Some(end) => Fed::Head(end),
-        None if head.len() > max_head_bytes => Fed::TooLarge,
-        None => Fed::More,
-    }
-}
-
-/// The end of the head (just past its empty line), searching from `from`.
-/// CRLF is the terminator; a bare LF is accepted too (RFC 9112, 2.2).
-fn head_end(buf: &[u8], from: usize) -> Option<usize> {
-    let mut i = from;
-    while i < buf.len() {
-        if buf[i] == b'\n' {
-            if buf[i + 1..].starts_with(b"\n") {
-                return Some(i + 2);
-            }
-            if buf[i + 1..].starts_with(b"\r\n") {
-                return Some(i + 3);
-            }
-        }
-        i += 1;
-    }
-    None
-}
-
-/// RFC 9110 5.6.2: tchar.
-fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-/// A request head the server answers: GET or HEAD of a path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Request<'a> {
-    /// The target without its query: starts with `/`, visible ASCII only.
-    pub path: &'a str,
-    /// GET; HEAD gets the headers of GET alone.
-    pub with_body: bool,
-}
-
-/// Read a whole head (request line and header fields, up to its empty
-/// line): the request, or the status that refuses it (400 for anything
-/// that is not HTTP/1.x, 405 for a method but GET and HEAD).
-pub fn parse_head(head: &[u8]) -> Result<Request<'_>, Status> {
-    let text = std::str::from_utf8(head).map_err(|_| Status::BadRequest)?;
-    let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
-    let request_line = lines.next().unwrap_or("");
-    let mut parts = request_line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(Status::BadRequest);
-    };
-    if !is_token(method)
-        || !matches!(version, "HTTP/1.1" | "HTTP/1.0")
-        || !target.starts_with('/')
-        || !target.bytes().all(|b| b.is_ascii_graphic())
-    {
-        return Err(Status::BadRequest);
-    }
-    for field in lines.filter(|l| !l.is_empty()) {
-        let ok = field.split_once(':').is_some_and(|(name, value)| {
-            is_token(name)
-                && value
-                    .bytes()
-                    .all(|b| b == b'\t' || (b' '..=b'~').contains(&b) || b >= 0x80)
-        });
-        if !ok {
-            return Err(Status::BadRequest);
-        }
-    }
-    let with_body = match method {
-        "GET" => true,
-        "HEAD" => false,
-        _ => return Err(Status::MethodNotAllowed),
-    };
-    Ok(Request {
-        path: target.split_once('?').map_or(target, |(p, _)| p),
-        with_body,
-    })
 }
 
 /// The response to a complete head, and whether it carries its body.

@@ -28,8 +28,8 @@
 //! `sum()` or the `avg()` over all dimensions of a given metric should be
 //! meaningful").
 
-use super::exposition::{HistogramData, Kind, Value, Writer};
 use crate::settings::{self, SETTINGS};
+use crate::wire::exposition::{HistogramData, Kind, Value, Writer};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The families, in the order of [`CATALOGUE`] (a test checks that row `i`
@@ -695,7 +695,7 @@ pub fn render(s: &Snapshot) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::agent::exposition::{is_label_name, is_metric_name};
+    use crate::wire::exposition::{is_label_name, is_metric_name};
     use std::collections::BTreeSet;
 
     fn rail(pod: &str, ifname: &str, dev: &str, pci: &str) -> RailSample {

@@ -8,9 +8,9 @@
 //! each rail's state; it serves that as Prometheus metrics all the time.
 //!
 //! - `pass`: one period's work, into a `metrics::Snapshot`;
-//! - `metrics`: the catalogue and the snapshot's text; `exposition` the
-//!   format; `http` the server a scrape reaches (it never waits on a pass:
-//!   a scrape reads the last published text);
+//! - `metrics`: the catalogue and the snapshot's text (the format is
+//!   `crate::wire::exposition`); `http` the server a scrape reaches (it
+//!   never waits on a pass: a scrape reads the last published text);
 //! - `health`: what `/healthz` answers the kubelet's liveness probe: stale
 //!   passes or an ended NRI plugin thread are 503;
 //! - `stop`: SIGTERM, as the one stop every thread of the agent heeds.
@@ -20,7 +20,6 @@
 //! exposition, republished within a second of a change (docs/design.md,
 //! "NRI").
 
-pub mod exposition;
 pub mod health;
 pub mod http;
 pub mod metrics;

@@ -1,10 +1,11 @@
 //! Asking a netdev for its DCB state: one `RTM_GETDCB` exchange on an
-//! rtnetlink socket, the codec of `dcb` over the bounded exchange loop every
+//! rtnetlink socket, the codec of `wire::dcb` over the bounded exchange loop every
 //! netlink request here shares. The socket answers for the netns of the
 //! thread that opened it: a PF is asked from the host's.
 
-use super::dcb::{encode_request, Answer, DcbError, Replies};
-use super::{End, Error, Protocol, Socket};
+use super::{Error, Protocol, Socket};
+use crate::wire::dcb::{encode_request, Answer, DcbError, Replies};
+use crate::wire::netlink::End;
 use std::fmt;
 
 /// Why asking failed. "No DCB" is an answer ([`Answer::NoDcb`]), not this.

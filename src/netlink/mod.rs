@@ -1,33 +1,31 @@
 //! Netlink, as roce-tune speaks it: a small synchronous socket and one
 //! exchange loop shared by rtnetlink (links and addresses, here) and RDMA
-//! netlink (`crate::rdma::nldev`).
+//! netlink (`crate::rdma::nldev`). The bytes are `crate::wire`'s: the
+//! framing every family shares (`wire::netlink`), rtnetlink's messages
+//! (`wire::rtnetlink`) and DCB's (`wire::dcb`), pure and fuzzed.
 //!
-//! Four parts:
-//! - `wire`: the framing every family shares (headers, attributes, how an
-//!   answer ends, the bounds of one exchange), pure and fuzzed;
+//! Three parts:
 //! - `socket`: [`Socket`], one request and its whole answer per exchange,
 //!   against one deadline ([`TIMEOUT`]);
-//! - `route`: the rtnetlink codec roce-tune needs (RTM_GETLINK by name, the
-//!   link and address dumps) and [`Netlink`], its socket;
-//! - `dcb`: a netdev's IEEE DCB state (RTM_GETDCB), a pure codec, and
-//!   `dcb_socket`, its one exchange ([`ask_dcb`]).
+//! - `route`: [`Netlink`], rtnetlink's requests on that socket;
+//! - `dcb_socket`: a netdev's IEEE DCB state, its one exchange ([`ask_dcb`]).
 //!
 //! It replaces netlink-packet-route, which decoded every attribute of every
 //! family into types roce-tune never read: 330 KiB of an 883 KiB `.text`
 //! (`cargo bloat --release --crates`), for three names and an address.
 
-pub mod dcb;
 mod dcb_socket;
 mod route;
 mod socket;
-mod wire;
 
 pub use dcb_socket::{ask_dcb, dcb_state, DcbQueryError};
 
-pub use route::*;
+/// What [`Netlink`] hands back, as `wire::rtnetlink` decodes it.
+pub use crate::wire::rtnetlink::{Address, Link};
+pub use route::{Netlink, OddLink};
 pub use socket::{Protocol, Socket};
-pub use wire::*;
 
+use crate::wire::netlink::DecodeError;
 use nix::errno::Errno;
 use std::fmt;
 use std::io;

@@ -6,8 +6,8 @@
 //! time and binary size for no concurrency it uses. The socket speaks to the
 //! netns of the thread that opened it, for as long as it stays open.
 
-use super::wire::{DecodeError, End, Gather, Message};
 use super::{Error, TIMEOUT};
+use crate::wire::netlink::{DecodeError, End, Gather, Message};
 use nix::errno::Errno;
 use nix::sys::socket::{
     connect, send, socket, AddressFamily, MsgFlags, NetlinkAddr, SockFlag, SockProtocol, SockType,

@@ -5,6 +5,8 @@
 //! kernel of the netns the tests run in.
 
 use super::*;
+use crate::wire::netlink::{self as wire, *};
+use crate::wire::rtnetlink::*;
 use std::net::IpAddr;
 
 /// A capture: the request, then each datagram the kernel sent back.

@@ -11,10 +11,10 @@
 
 use super::catch_up::CatchUp;
 use super::dra::DraRails;
-use super::messages::{Configure, Container, Pod, PodEvent, Synchronize};
 use super::Stats;
 use crate::netns::{Lookup, NetNs, NsId};
 use crate::node::NcclEnv;
+use crate::wire::nri_messages::{Configure, Container, Pod, PodEvent, Synchronize};
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -147,7 +147,7 @@ impl Plugin {
     /// while `more` is set). Nothing to keep: the state dir is the record.
     pub fn synchronize(&mut self, s: &Synchronize, took: std::time::Duration) {
         // Integer tenths: core's float formatting is 17.6 KB of binary
-        // (src/agent/exposition.rs, `format_seconds`, measured it).
+        // (src/wire/exposition.rs, `format_seconds`, measured it).
         let tenths = took.as_micros() / 100;
         crate::info!(
             "synchronized: {} pods, {} containers{}, answered in {}.{} ms",
@@ -314,23 +314,23 @@ mod tests {
     /// A pod as the runtime encodes it, decoded (its bytes live as long as
     /// the test).
     fn pod(annotations: Vec<(&str, &str)>, netns: Option<&'static str>) -> Pod<'static> {
-        let wire = crate::nri::messages::tests::pod_bytes("p1", None, &annotations);
+        let wire = crate::wire::nri_messages::tests::pod_bytes("p1", None, &annotations);
         let bytes: &'static [u8] = Box::leak(wire.into_bytes().into_boxed_slice());
         Pod {
             netns,
-            ..crate::nri::messages::pod(bytes).unwrap()
+            ..crate::wire::nri_messages::pod(bytes).unwrap()
         }
     }
 
     /// A container as the runtime encodes it, decoded.
     fn container(env: &[&str]) -> Container<'static> {
-        let mut c = crate::protowire::Writer::new();
+        let mut c = crate::wire::protobuf::Writer::new();
         c.text(1, "c1").text(3, "nccl");
         for e in env {
             c.text(8, e);
         }
         let bytes: &'static [u8] = Box::leak(c.into_bytes().into_boxed_slice());
-        crate::nri::messages::container(bytes).unwrap()
+        crate::wire::nri_messages::container(bytes).unwrap()
     }
 
     const SELF_NS: &str = "/proc/self/ns/net";

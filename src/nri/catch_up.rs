@@ -22,8 +22,8 @@
 //! gone).
 
 use super::dra::{DraRails, Failed, Pass, Sandbox, Stage, ANSWER_MARGIN, STOP};
-use super::messages::Pod;
 use crate::state::Entry;
+use crate::wire::nri_messages::Pod;
 use std::collections::HashSet;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -623,7 +623,7 @@ fn catch_up(dra: &DraRails, shared: &Shared, parts: &[Vec<u8>], each: Duration) 
     'parts: for part in parts {
         // Decoded and judged one at a time: a pod that does not decode is
         // skipped alone, never its neighbours.
-        for pod in super::messages::synchronize_pods(part) {
+        for pod in crate::wire::nri_messages::synchronize_pods(part) {
             due_meanwhile(dra, shared);
             let pod = match pod {
                 Ok(p) => Sandbox::of(&p),

@@ -14,7 +14,6 @@
 //! [`Failed::give_back`], [`DraRails::stop`]'s entries), which finishes it
 //! after the answer, off the request path (`super::catch_up`).
 
-use super::messages::Pod;
 use crate::cni::config::{GidCheck, NetConf};
 use crate::cni::{code, CniError};
 use crate::commands::add::{self, AddExtras, Expect, Rail};
@@ -26,6 +25,7 @@ use crate::rdma::lookup::{self, CrossCheck, LookupError, Names};
 use crate::rdma::reach::{PodSide, Sysfs};
 use crate::rdma::RdmaPort;
 use crate::state::{Entry, LockWait, PodRecord, StateDir, DRA_NETWORK};
+use crate::wire::nri_messages::Pod;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -789,12 +789,12 @@ mod tests {
 
     #[test]
     fn a_sandbox_keeps_of_its_pod_only_what_a_later_pass_reads() {
-        let wire = crate::nri::messages::tests::pod_bytes(
+        let wire = crate::wire::nri_messages::tests::pod_bytes(
             "sb1",
             Some("/var/run/netns/p"),
             &[("a", "b"), (CLASS_ANNOTATION, "106")],
         );
-        let p = Sandbox::of(&crate::nri::messages::pod(wire.as_bytes()).unwrap());
+        let p = Sandbox::of(&crate::wire::nri_messages::pod(wire.as_bytes()).unwrap());
         assert_eq!(
             p,
             Sandbox {

@@ -3,9 +3,9 @@
 //! (`NCCL_IB_HCA`, the GID index, the class) in its environment at
 //! CreateContainer, instead of lines a job writes by hand.
 //!
-//! - `mux`: the frames of NRI's multiplexed socket;
-//! - `ttrpc`: the RPC messages inside each conn;
-//! - `messages`: the NRI messages (protobuf, `crate::protowire`);
+//! - its wire (`crate::wire`): `nri_mux`, the frames of NRI's multiplexed
+//!   socket; `ttrpc`, the RPC messages inside each conn; `nri_messages`, the
+//!   NRI messages (protobuf);
 //! - `session`: one connection (SO_PEERCRED, register, serve), its logic
 //!   drivable without a socket (`Session`: bytes in, bytes out);
 //! - `reconnect`: the loop that keeps a session up, and how it is stopped;
@@ -24,12 +24,9 @@
 pub mod answer;
 pub mod catch_up;
 pub mod dra;
-pub mod messages;
-pub mod mux;
 pub mod rails;
 pub mod reconnect;
 pub mod session;
-pub mod ttrpc;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

@@ -13,10 +13,10 @@
 //! `super::reconnect` keeps one up.
 
 use super::answer::Plugin;
-use super::messages::{self as msg, Container, Pod, PodEvent};
-use super::mux::{self, Deframer, MuxError, PLUGIN_CONN, RUNTIME_CONN};
-use super::ttrpc::{self, code, Assembler, Item};
 use super::{Method, Outcome, Stats};
+use crate::wire::nri_messages::{self as msg, Container, Pod, PodEvent};
+use crate::wire::nri_mux::{self as mux, Deframer, MuxError, PLUGIN_CONN, RUNTIME_CONN};
+use crate::wire::ttrpc::{self, code, Assembler, Item};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -223,12 +223,15 @@ enum Keep {
 }
 
 /// A `SynchronizeRequest` of `p`'s pods alone (field 1, in order).
-fn pods_only(p: &[u8]) -> Result<Vec<u8>, crate::protowire::WireError> {
-    let mut w = crate::protowire::Writer::new();
-    let mut f = crate::protowire::Fields::new(p);
+fn pods_only(p: &[u8]) -> Result<Vec<u8>, crate::wire::protobuf::WireError> {
+    let mut w = crate::wire::protobuf::Writer::new();
+    let mut f = crate::wire::protobuf::Fields::new(p);
     while let Some((n, v)) = f.next()? {
         if n == 1 {
-            w.bytes(1, crate::protowire::bytes(n, v, "SynchronizeRequest.pods")?);
+            w.bytes(
+                1,
+                crate::wire::protobuf::bytes(n, v, "SynchronizeRequest.pods")?,
+            );
         }
     }
     Ok(w.into_bytes())
@@ -523,7 +526,7 @@ impl Session {
         answers: &mut impl Answers,
         stats: &Stats,
     ) -> Result<Vec<u8>, (u32, String)> {
-        let bad = |e: crate::protowire::WireError| {
+        let bad = |e: crate::wire::protobuf::WireError| {
             (
                 code::INVALID_ARGUMENT,
                 format!("{} does not decode: {e}", req.method),
@@ -689,7 +692,7 @@ pub fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protowire::Writer;
+    use crate::wire::protobuf::Writer;
 
     /// A plugin that wants a Synchronize's pods and answers nothing else.
     #[derive(Default)]

@@ -3,9 +3,8 @@
 //! them, through the same code the client runs. Not an API: plain data out,
 //! errors as text, for the targets' properties.
 
-use super::{checkpoint, h2, hpack, proto, Error};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::time::{Duration, Instant};
+use super::{checkpoint, proto, Error};
+use crate::wire::hpack;
 
 /// A header field as bytes.
 pub type Field = (Vec<u8>, Vec<u8>);
@@ -34,48 +33,6 @@ pub fn hpack_encode(fields: &[Field]) -> Vec<u8> {
         hpack::put_literal_bytes(&mut out, n, v);
     }
     out
-}
-
-/// One unary call against a server that wrote `server` and closed its side:
-/// the response message, or the error, as `Debug` text.
-pub fn h2_call(server: &[u8], max_message: usize) -> Result<Vec<u8>, String> {
-    let mut fds = [0; 2];
-    // SAFETY: socketpair writes two descriptors, owned right after.
-    let r = unsafe {
-        nix::libc::socketpair(
-            nix::libc::AF_UNIX,
-            nix::libc::SOCK_STREAM | nix::libc::SOCK_NONBLOCK | nix::libc::SOCK_CLOEXEC,
-            0,
-            fds.as_mut_ptr(),
-        )
-    };
-    assert_eq!(r, 0, "socketpair: {}", std::io::Error::last_os_error());
-    // SAFETY: both are new descriptors nothing else owns.
-    let (client, peer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let big = 4 << 20;
-    // SAFETY: setsockopt reads the int given; send writes from `server`.
-    unsafe {
-        nix::libc::setsockopt(
-            peer.as_raw_fd(),
-            nix::libc::SOL_SOCKET,
-            nix::libc::SO_SNDBUF,
-            (&big as *const i32).cast(),
-            std::mem::size_of::<i32>() as nix::libc::socklen_t,
-        );
-        nix::libc::send(
-            peer.as_raw_fd(),
-            server.as_ptr().cast(),
-            server.len(),
-            nix::libc::MSG_NOSIGNAL,
-        );
-        nix::libc::shutdown(peer.as_raw_fd(), nix::libc::SHUT_WR);
-    }
-    let timeout = Duration::from_secs(2);
-    let deadline = Instant::now() + timeout;
-    let r = h2::Conn::over(client, timeout, deadline, max_message)
-        .and_then(|mut c| c.unary("/v1.PodResourcesLister/List", b"", max_message, deadline));
-    drop(peer);
-    r.map_err(|e| format!("{e:?}"))
 }
 
 /// (resource, ID) pairs, in wire order.

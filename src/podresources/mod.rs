@@ -4,8 +4,9 @@
 //! fallback where the API's socket is not there.
 //!
 //! roce-tune is a one-shot process per ADD, so this is a small synchronous
-//! gRPC client on one unix-socket connection (`h2`, `hpack`, `proto`), no
-//! async runtime, and nothing runs unless a caller asks. The socket path is
+//! gRPC client on one unix-socket connection (`h2`; the bytes are
+//! `crate::wire`'s HTTP/2, HPACK, gRPC and messages), no async runtime, and
+//! nothing runs unless a caller asks. The socket path is
 //! the node config's: nothing here takes a path from tenant input.
 //!
 //! The kubelet's answers (kubernetes `pkg/kubelet/apis/podresources/
@@ -22,11 +23,13 @@ mod checkpoint;
 #[doc(hidden)]
 pub mod fuzz;
 mod h2;
-mod hpack;
-mod proto;
 
+pub use crate::wire::podresources::{
+    CONTAINERS_MAX, GET_RESPONSE_MAX, ID_MAX, LIST_PODS_MAX, POD_BYTES_MAX, POD_DEVICES_MAX,
+};
 pub use checkpoint::from_checkpoint;
-pub use proto::{CONTAINERS_MAX, GET_RESPONSE_MAX, LIST_PODS_MAX, POD_BYTES_MAX};
+
+use crate::wire::podresources as proto;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -44,14 +47,6 @@ pub const DEFAULT_CHECKPOINT: &str = "/var/lib/kubelet/device-plugins/kubelet_in
 /// (kubeletclient.go line 40, passed as grpc.MaxCallRecvMsgSize on line 85),
 /// which node-feature-discovery uses too.
 pub const MAX_RESPONSE: usize = 16 * 1024 * 1024;
-/// Device IDs of one pod, in an answer or the checkpoint: a pod of 8 GPUs
-/// and 32 VFs has 40, and a device plugin's shared replicas a few more
-/// each. The placement check takes fewer still (`placement`).
-pub const POD_DEVICES_MAX: usize = 1024;
-/// A resource name or a device ID, in bytes: Kubernetes caps a resource
-/// name at 253 + 63 with its prefix; device IDs are PCI addresses, GPU and
-/// MIG UUIDs (at most 60).
-pub const ID_MAX: usize = 320;
 
 const GET: &str = "/v1.PodResourcesLister/Get";
 const LIST: &str = "/v1.PodResourcesLister/List";
@@ -193,7 +188,7 @@ pub fn pod_devices(
         Err(Error::Status { .. }) => {}
         Err(e) => return Err(e),
     }
-    if !conn.reusable {
+    if !conn.reusable() {
         drop(conn);
         conn = h2::Conn::open(socket, timeout, deadline, MAX_RESPONSE)?;
     }

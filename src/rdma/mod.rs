@@ -15,14 +15,8 @@ use crate::cni::config::PciAddr;
 use crate::sysfs::View;
 use std::path::PathBuf;
 
-/// `/sys/module/ib_core/parameters/netns_mode` (drivers/infiniband/core/device.c):
-/// `Y` shared (devices stay in the host netns), `N` exclusive (the RDMA CNI
-/// moved the device into the pod).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NetnsMode {
-    Shared,
-    Exclusive,
-}
+/// Its type is the nldev codec's (SYS_GET answers it too).
+pub use crate::wire::nldev::NetnsMode;
 
 impl NetnsMode {
     /// Absent file (no ib_core, or a test tree without it): shared.
@@ -147,16 +141,7 @@ pub fn is_guid(s: &str) -> bool {
             .all(|g| g.len() == 4 && g.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// A name read from sysfs or a state file, used as one path component:
-/// refuse anything that could climb or hide (`..`, `/`, control bytes).
-pub fn is_safe_component(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s != "."
-        && s != ".."
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
-}
+pub use crate::wire::nldev::is_safe_component;
 
 #[cfg(test)]
 mod tests {

@@ -9,13 +9,13 @@
 //! integration/setup.sh (`needs!(promtool)`).
 
 use crate::common::*;
-use roce_tune::agent::exposition::CONTENT_TYPE;
 use roce_tune::agent::health::Health;
 use roce_tune::agent::http::{routes, Limits, Published, Server};
 use roce_tune::agent::metrics::{
     render, AgentSample, CniCounts, Command, Histogram, NriSample, PodSample, RailLabels,
     RailSample, Reading, SettingCounts, SettingSample, Snapshot, CATALOGUE,
 };
+use roce_tune::wire::exposition::CONTENT_TYPE;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -162,7 +162,7 @@ fn promtool_check_metrics_finds_nothing_in_a_full_exposition() {
 /// nothing: a counter without `_total`, an unescaped newline in a label
 /// value, a family without HELP. (promtool 2.42 does not flag a histogram
 /// whose buckets are not cumulative, a repeated series, or `inf` for
-/// `+Inf`, which Go's ParseFloat reads: src/agent/exposition.rs's own tests
+/// `+Inf`, which Go's ParseFloat reads: src/wire/exposition.rs's own tests
 /// cover those.)
 #[test]
 fn promtool_check_metrics_rejects_what_the_writer_must_never_produce() {

@@ -20,7 +20,7 @@ use crate::common::*;
 use crate::dra::{line_of, profile, registered, run_pod_ms, tuned, Node, NETWORK};
 use crate::nri::{adjusted_env, ctr, never_dropped, pod, rpcs, steps, Plugin, Raw, Sim};
 use nix::fcntl::{Flock, FlockArg};
-use roce_tune::protowire::Writer;
+use roce_tune::wire::protobuf::Writer;
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

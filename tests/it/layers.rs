@@ -532,3 +532,98 @@ fn the_circle_reader_sees_groups_super_and_self() {
     assert_eq!(circle.first(), circle.last());
     assert_eq!(circle.len(), 3, "{circle:?}");
 }
+
+/// The files of `src/wire/` by module name (`h2_frames.rs`: `h2_frames`).
+fn wire_modules() -> Vec<(String, PathBuf)> {
+    let dir = repo().join("src/wire");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .filter_map(|p| {
+            let stem = p.file_stem()?.to_str()?.to_string();
+            (stem != "mod").then_some((stem, p))
+        })
+        .collect()
+}
+
+/// `wire` holds the codecs of peers' bytes and nothing of the rules: any
+/// `crate::` path in it names `crate::wire` (or `super::`, its siblings), so
+/// a codec is read, tested and fuzzed on bytes alone.
+#[test]
+fn wire_imports_nothing_of_the_crate_but_wire() {
+    let modules = wire_modules();
+    assert!(
+        modules.len() >= 10,
+        "src/wire holds only {modules:?}: the reader is broken"
+    );
+    let mut out = Vec::new();
+    for (_, file) in &modules {
+        let code = strip_comments(&std::fs::read_to_string(file).unwrap());
+        let me = module_path(&repo().join("src"), file);
+        for path in named_paths(&code, &me) {
+            if path.first().map(String::as_str) != Some("wire") {
+                out.push(format!(
+                    "{} uses crate::{}",
+                    file.strip_prefix(repo()).unwrap().display(),
+                    path.join("::")
+                ));
+            }
+        }
+        for m in ["error!(", "warn!(", "info!(", "debug!(", "log_at!("] {
+            if code.contains(m) {
+                out.push(format!(
+                    "{} logs ({m}): a codec returns what it found, its caller logs",
+                    file.strip_prefix(repo()).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        out.is_empty(),
+        "src/wire imports the crate outside wire:\n  {}\nPass what the codec needs in, or move \
+         the rule to the caller.",
+        out.join("\n  ")
+    );
+}
+
+/// Every codec of `src/wire/` has a cargo-fuzz target of its own name in
+/// fuzz/fuzz_targets/, listed in fuzz/Cargo.toml, with seeds in
+/// fuzz/seeds/<name>/: untrusted bytes are fuzzed where they are decoded.
+#[test]
+fn every_wire_module_has_a_fuzz_target_of_its_name() {
+    let root = repo();
+    let manifest = std::fs::read_to_string(root.join("fuzz/Cargo.toml")).unwrap();
+    let mut missing = Vec::new();
+    for (name, _) in wire_modules() {
+        let target = root.join("fuzz/fuzz_targets").join(format!("{name}.rs"));
+        if !target.is_file() {
+            missing.push(format!("fuzz/fuzz_targets/{name}.rs"));
+        }
+        if !manifest.contains(&format!("name = \"{name}\"")) {
+            missing.push(format!("fuzz/Cargo.toml's [[bin]] {name}"));
+        }
+        if std::fs::read_dir(root.join("fuzz/seeds").join(&name)).map_or(0, |d| d.count()) == 0 {
+            missing.push(format!("fuzz/seeds/{name}/ (real bytes to start from)"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "wire modules without their fuzz target:\n  {}\nA codec in src/wire gets a target of its \
+         own name (docs/contributing.md, \"A new codec\").",
+        missing.join("\n  ")
+    );
+}
+
+#[test]
+fn the_wire_rule_sees_an_import_out_of_wire() {
+    let me = vec!["wire".to_string(), "grpc".to_string()];
+    let code = "use super::hpack;\nuse crate::wire::protobuf::Writer;\nuse crate::log::escape;\n";
+    let outside: Vec<String> = named_paths(code, &me)
+        .into_iter()
+        .filter(|p| p.first().map(String::as_str) != Some("wire"))
+        .map(|p| p.join("::"))
+        .collect();
+    assert_eq!(outside, ["log::escape"]);
+}

@@ -6,10 +6,10 @@
 
 use crate::common::need::NriSims;
 use crate::common::*;
-use roce_tune::nri::messages;
-use roce_tune::nri::mux::{self, PLUGIN_CONN, RUNTIME_CONN};
-use roce_tune::nri::ttrpc::{self, Assembler, Item};
-use roce_tune::protowire::Writer;
+use roce_tune::wire::nri_messages as messages;
+use roce_tune::wire::nri_mux::{self as mux, PLUGIN_CONN, RUNTIME_CONN};
+use roce_tune::wire::protobuf::Writer;
+use roce_tune::wire::ttrpc::{self, Assembler, Item};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};

@@ -7,9 +7,9 @@
 
 use crate::common::*;
 use crate::nri::{socket, Plugin, Raw};
-use roce_tune::nri::mux::PLUGIN_CONN;
-use roce_tune::nri::ttrpc;
-use roce_tune::protowire::Writer;
+use roce_tune::wire::nri_mux::PLUGIN_CONN;
+use roce_tune::wire::protobuf::Writer;
+use roce_tune::wire::ttrpc;
 use serde_json::json;
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 Run as root from the repository root:  python3 src/netlink/testdata/capture.py
 It prints, for each request, the request and every datagram the kernel sent
 back, as hex (16 bytes a line), to src/netlink/testdata/<name>.hex. The
-requests are built byte for byte as src/netlink/route.rs builds them (the
+requests are built byte for byte as src/wire/rtnetlink.rs builds them (the
 tests check that too), in the layout of include/uapi/linux/netlink.h
 (nlmsghdr), rtnetlink.h (ifinfomsg), if_addr.h (ifaddrmsg).
 

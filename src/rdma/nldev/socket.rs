@@ -4,7 +4,9 @@
 
 use super::*;
 use crate::netlink::{self as nl, Protocol, Socket};
+use crate::wire::netlink::Gather;
 use nix::errno::Errno;
+use std::fmt;
 use std::io;
 
 /// Why an RDMA netlink call failed. Callers branch on [`Error::errno`] /
@@ -197,5 +199,46 @@ impl RdmaNetlink {
                     attr: attr::SYS_NETNS_MODE,
                 },
             })
+    }
+}
+
+/// One request's answer, gathered over as many `recv`s as it takes: the kernel
+/// hands out a dump one skb per `recvmsg` (`netlink_dump`), and GET puts one
+/// device in each (`ib_enum_all_devs` stops at the first callback that
+/// returns the skb length). The socket runs the same [`Gather`] and
+/// [`take`]; this is that exchange without a socket, for tests and the fuzzer.
+#[derive(Debug)]
+pub struct Exchange {
+    request: Request,
+    gather: Gather,
+    replies: Vec<Reply>,
+}
+
+impl Exchange {
+    pub fn new(request: Request, seq: u32) -> Exchange {
+        Exchange {
+            request,
+            gather: Gather::new(seq),
+            replies: Vec::new(),
+        }
+    }
+
+    /// Take one received buffer. `Ok(true)` when the answer is complete.
+    pub fn feed(&mut self, buf: &[u8]) -> Result<bool, Error> {
+        let request = self.request;
+        let replies = &mut self.replies;
+        let end = self
+            .gather
+            .feed(buf, |m| take(request, replies, m))
+            .map_err(|err| Error::Decode { request, err })?;
+        match end {
+            None => Ok(false),
+            Some(End::Done) | Some(End::Ack) => Ok(true),
+            Some(End::Failed(errno)) => Err(Error::Kernel { request, errno }),
+        }
+    }
+
+    pub fn into_replies(self) -> Vec<Reply> {
+        self.replies
     }
 }

@@ -2,7 +2,6 @@
 //! the kernel lane.
 
 use super::socket::*;
-use super::wire::*;
 use super::*;
 use nix::errno::Errno;
 use std::io;

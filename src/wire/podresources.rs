@@ -23,10 +23,18 @@
 //! - [`LIST_PODS_MAX`] pods in a List, [`POD_BYTES_MAX`] bytes a pod;
 //! - [`CONTAINERS_MAX`] containers a pod, and the pod's device IDs and the
 //!   length of each name and ID as the checkpoint bounds them
-//!   ([`super::POD_DEVICES_MAX`], [`super::ID_MAX`]).
+//!   ([`POD_DEVICES_MAX`], [`ID_MAX`]).
 
-use super::{ID_MAX, POD_DEVICES_MAX};
-use crate::protowire::{bytes, err, text, Fields, Value, WireError};
+use super::protobuf::{bytes, err, text, Fields, Value, WireError};
+
+/// Device IDs of one pod, in an answer or the checkpoint: a pod of 8 GPUs
+/// and 32 VFs has 40, and a device plugin's shared replicas a few more
+/// each. The placement check takes fewer still (`placement`).
+pub const POD_DEVICES_MAX: usize = 1024;
+/// A resource name or a device ID, in bytes: Kubernetes caps a resource
+/// name at 253 + 63 with its prefix; device IDs are PCI addresses, GPU and
+/// MIG UUIDs (at most 60).
+pub const ID_MAX: usize = 320;
 
 /// Pods in a List: the kubelet's default maxPods is 110 and nodes that raise
 /// it stay in the hundreds; a List of more is no node's.
@@ -40,7 +48,7 @@ pub const CONTAINERS_MAX: usize = 256;
 pub const GET_RESPONSE_MAX: usize = POD_BYTES_MAX + 16;
 
 /// Why a message could not be decoded: the rule, and sizes, never the
-/// bytes. The wire itself is `crate::protowire`'s, shared with the NRI codec.
+/// bytes. The wire itself is `crate::wire::protobuf`'s, shared with the NRI codec.
 pub type ProtoError = WireError;
 
 /// A PodResources message, its containers left encoded until asked for:
@@ -182,7 +190,7 @@ pub fn get_response(msg: &[u8]) -> Result<Option<Pod<'_>>, ProtoError> {
 
 /// GetPodResourcesRequest { pod_name = 1, pod_namespace = 2 }.
 pub fn get_request(name: &str, namespace: &str) -> Vec<u8> {
-    let mut w = crate::protowire::Writer::new();
+    let mut w = crate::wire::protobuf::Writer::new();
     w.text(1, name).text(2, namespace);
     w.into_bytes()
 }

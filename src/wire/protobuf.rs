@@ -5,8 +5,8 @@
 //! ([`Writer`]) writes fields and nested messages, leaving out a field that
 //! holds its default, as proto3 encoders do.
 //!
-//! Its users: the kubelet's PodResources messages (`podresources::proto`)
-//! and NRI's (`nri::messages`).
+//! Its users: the kubelet's PodResources messages (`podresources`)
+//! and NRI's (`nri_messages`).
 
 use std::fmt;
 

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use roce_tune::nri::ttrpc::{Assembler, Item, Request, Response};
+use roce_tune::wire::ttrpc::{Assembler, Item, Request, Response};
 
 fn items(data: &[u8], cuts: &[u8]) -> Vec<Item> {
     let mut asm = Assembler::default();

@@ -12,7 +12,7 @@
 //! their total size (256 KiB), not their count, and an env by nothing
 //! (docs/design.md, "NRI").
 
-use crate::protowire::{self as pw, Fields, WireError, Writer};
+use super::protobuf::{self as pw, Fields, WireError, Writer};
 
 /// `ConfigureRequest{1 config, 2 runtime_name, 3 runtime_version,
 /// 4 registration_timeout, 5 request_timeout, 6 NRI_version}` (timeouts in

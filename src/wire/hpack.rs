@@ -9,7 +9,7 @@
 //!
 //! The bounds of a decode, each a real one (a peer's bytes never size a
 //! loop or an allocation past it): the block itself,
-//! which the caller bounds before it is decoded (`h2::HEADER_BLOCK_MAX`),
+//! which the caller bounds before it is decoded (`h2_connection::HEADER_BLOCK_MAX`),
 //! so every loop here and every string runs over at most its bytes; the
 //! decoded list, `list_limit` (SETTINGS_MAX_HEADER_LIST_SIZE), checked field
 //! by field before the field is handed on; the dynamic table, [`TABLE_SIZE`]

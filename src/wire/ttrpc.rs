@@ -4,7 +4,7 @@
 //! on each mux conn, a protobuf `Request` or `Response` inside. NRI uses
 //! unary calls only.
 
-use crate::protowire::{self as pw, Fields, WireError, Writer};
+use super::protobuf::{self as pw, Fields, WireError, Writer};
 
 pub const HEADER: usize = 10;
 /// `messageLengthMax` (channel.go): 4 MiB.

@@ -19,7 +19,7 @@
 //! Names are the legacy character set only (`[a-zA-Z_:][a-zA-Z0-9_:]*` for
 //! metrics, `[a-zA-Z_][a-zA-Z0-9_]*` for labels, `__` reserved): the quoted
 //! UTF-8 syntax needs a newer scraper, and every name here is a constant of
-//! the catalogue (`super::metrics`), checked by its tests. The writer trusts
+//! the agent's catalogue (`agent::metrics`), checked by its tests. The writer trusts
 //! its names (debug assertions only) and escapes every value.
 
 use std::fmt::Write as _;

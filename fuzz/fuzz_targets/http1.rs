@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use roce_tune::agent::http::{feed, parse_head, Fed};
+use roce_tune::wire::http1::{feed, parse_head, Fed};
 
 fuzz_target!(|data: &[u8]| {
     let [cap, reads, bytes @ ..] = data else {

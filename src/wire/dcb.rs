@@ -42,7 +42,7 @@
 //! selectors (and CEE's priority bitmaps) come along: the decoder keeps them
 //! as they are and the QoS rules read only the DSCP ones.
 
-use super::wire::{
+use super::netlink::{
     attrs, fixed, name, Builder, DecodeError, End, Gather, Message, NLM_F_ACK, NLM_F_REQUEST,
 };
 use std::fmt;
@@ -478,7 +478,7 @@ pub fn encode_answer(state: &DcbState, seq: u32) -> Vec<u8> {
         b = b.attr(attr::DCBX, &[d]);
     }
     let mut out = b.finish();
-    out.extend(super::wire::encode_end(End::Ack, seq));
+    out.extend(super::netlink::encode_end(End::Ack, seq));
     out
 }
 
