@@ -35,6 +35,7 @@ pub mod process;
 pub mod protowire;
 pub mod qos;
 pub mod quote;
+pub mod rail_qos;
 pub mod rdma;
 pub mod safe_dir;
 pub mod settings;

@@ -22,7 +22,7 @@ mod route;
 mod socket;
 mod wire;
 
-pub use dcb_socket::{ask_dcb, dcb_state, DcbQueryError};
+pub use dcb_socket::{ask_dcb, dcb_state, dcb_state_within, DcbQueryError};
 
 pub use route::*;
 pub use socket::{Protocol, Socket};
