@@ -1049,18 +1049,18 @@ def report(a, b, res):
          f"{late_max:.2f} ms ({late['runs']} trials)" if late else "-",
          late is not None and late_max <= 10.0),
     ]
-    if "roce-full-qosoff" in S:
-        qo = pr("qos warn/off")
-        ratio = med("roce-full") / med("roce-full-qosoff")
-        targets.append(("ADD with `qosCheck: warn` at most 1.1× `off`",
-                        f"{ratio:.2f}× (medians; paired per round {qo[0]:.2f}×, p10–p90 "
-                        f"{qo[1]:.2f}–{qo[2]:.2f}×)", ratio <= 1.1 and qo[0] <= 1.1))
-    if "rails16-warn" in S:
-        wo = pr("warn/off")
-        ratio = med("rails16-warn") / med("rails16-off")
-        targets.append(("16-rail pod with `placementCheck: warn` at most 1.2× `off`",
-                        f"{ratio:.2f}× (medians; paired per round {wo[0]:.2f}×, p10–p90 "
-                        f"{wo[1]:.2f}–{wo[2]:.2f}×)", ratio <= 1.2 and wo[0] <= 1.2))
+    def at_most(label, on, off, paired, limit):
+        """A target: case `on` at most `limit` times case `off`, medians and per round."""
+        if on in S and off in S:
+            p = pr(paired)
+            ratio = med(on) / med(off)
+            targets.append((label, f"{ratio:.2f}× (medians; paired per round {p[0]:.2f}×, "
+                            f"p10–p90 {p[1]:.2f}–{p[2]:.2f}×)", ratio <= limit and p[0] <= limit))
+
+    at_most("ADD with `qosCheck: warn` at most 1.1× `off`", "roce-full", "roce-full-qosoff",
+            "qos warn/off", 1.1)
+    at_most("16-rail pod with `placementCheck: warn` at most 1.2× `off`", "rails16-warn",
+            "rails16-off", "warn/off", 1.2)
     if "hostile" in S:
         worst = b.extra["hostile_max_ms"]
         top = max(worst, key=worst.get)

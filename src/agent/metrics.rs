@@ -92,7 +92,9 @@ pub const CNI_COMMAND: &[&str] = &["command"];
 pub const BUILD: &[&str] = &["version", "revision"];
 pub const NRI_REQUEST: &[&str] = &["method", "outcome"];
 pub const NONE: &[&str] = &[];
-/// A rail's QoS verdict: the rail's labels, the verdict, the priority.
+/// A rail's QoS verdict: the rail's labels ([`RAIL`], written out again:
+/// integration/check-conf.py reads each list as a literal), the verdict, the
+/// priority.
 pub const RAIL_QOS: &[&str] = &[
     "namespace",
     "pod",
