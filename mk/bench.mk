@@ -1,7 +1,8 @@
 # mk/bench.mk: `make bench`, included by the top Makefile (-include mk/*.mk).
 #
 #   make bench    whole-process timings of roce-tune ADD/DEL against Debian's `tuning`
-#                 plugin, a 16-rail pod, peak RSS, binary sizes and the late-GID reaction
+#                 plugin (and ADD with `qosCheck: off`, row 3q, against the default warn),
+#                 a 16-rail pod, peak RSS, binary sizes and the late-GID reaction
 #                 time (root; about 2-3 minutes). Prints a markdown table and writes
 #                 bench/results/latest.md (raw JSON in bench/results/raw/, not committed).
 #                 Not part of `make test`: it reports targets, it does not fail on them.

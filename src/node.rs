@@ -93,6 +93,9 @@ pub struct NodeConfig {
     /// moved into a pod with (a network config's keys, `PROFILE_KEYS`),
     /// validated as the node config is read; `None`: no DRA rails.
     pub dra_rails: Option<Value>,
+    /// `railPriority`, `railLossless`, `qosCheck`: what the fabric expects
+    /// of a rail's class on its PF, and what a verdict other than ok does.
+    pub qos: crate::qos::QosConfig,
 }
 
 /// Which pods the NRI plugin gives the job environment at CreateContainer.
@@ -198,6 +201,7 @@ impl NodeConfig {
             job_env_families: vec![EnvFamily::Nccl],
             job_env_omit: Vec::new(),
             dra_rails: None,
+            qos: crate::qos::QosConfig::default(),
         }
     }
 
@@ -352,12 +356,14 @@ impl NodeConfig {
             "jobEnvOmit",
             "draRails",
         ];
-        if let Some(k) = obj.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        let known = |k: &str| KEYS.contains(&k) || crate::qos::NODE_KEYS.contains(&k);
+        if let Some(k) = obj.keys().find(|k| !known(k)) {
             // A typo here would silently fall back to a default host path.
+            let all: Vec<&str> = KEYS.iter().chain(&crate::qos::NODE_KEYS).copied().collect();
             return Err(bad(format!(
                 "unknown key {:?}: the keys are {}",
                 k,
-                KEYS.join(", ")
+                all.join(", ")
             )));
         }
         let mut node = Self::defaults(source.to_owned());
@@ -461,6 +467,8 @@ impl NodeConfig {
             }
         };
         job_env(obj, &mut node).map_err(&bad)?;
+        // The QoS keys: `qos` validates them and names the key it refuses.
+        node.qos = crate::qos::QosConfig::from_node_config(obj).map_err(&bad)?;
         node.dra_rails = match obj.get("draRails") {
             None | Some(Value::Null) => None,
             // The network config's rules, key for key (`NetConf::from_profile`).
@@ -735,6 +743,43 @@ mod tests {
             .unwrap();
         assert_eq!(n.job_env_families, [EnvFamily::Ucx, EnvFamily::Nccl]);
         assert_eq!(n.job_env_omit, ["NCCL_IB_TC"]);
+    }
+
+    #[test]
+    fn the_qos_keys_are_read_and_a_bad_value_names_its_key() {
+        use crate::qos::{Fabric, QosCheck, QosConfig};
+        assert_eq!(parse("{}").unwrap().qos, QosConfig::default());
+        let n = parse(r#"{"railPriority":3,"railLossless":true,"qosCheck":"enforce"}"#).unwrap();
+        assert_eq!(
+            n.qos,
+            QosConfig {
+                fabric: Fabric {
+                    priority: Some(3),
+                    lossless: true
+                },
+                check: QosCheck::Enforce
+            }
+        );
+        for (text, key) in [
+            (r#"{"railPriority":8}"#, "railPriority"),
+            (r#"{"railPriority":-1}"#, "railPriority"),
+            (r#"{"railPriority":"3"}"#, "railPriority"),
+            (r#"{"qosCheck":"strict"}"#, "qosCheck"),
+            (r#"{"railLossless":"true"}"#, "railLossless"),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            // The file, then the key (the CNI edge makes it code 104).
+            assert!(
+                e.starts_with("node config /etc/cni/roce-tune/node.json: ") && e.contains(key),
+                "{text}: {e}"
+            );
+        }
+        // A misspelt QoS key is an unknown key, and the list names the right ones.
+        let e = parse(r#"{"railPrio":3}"#).unwrap_err().to_string();
+        assert!(
+            e.contains("unknown key") && e.contains("railPriority, railLossless, qosCheck"),
+            "{e}"
+        );
     }
 
     #[test]

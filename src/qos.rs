@@ -92,6 +92,12 @@ pub enum Unknown {
     NoPf,
     /// The PF answered that it has no DCB.
     NoDcb(NoDcb),
+    /// The rail's PCI function is a VF, but its PF shows no netdev to ask
+    /// (a PF bound to no network driver, or its netdevs renamed away).
+    PfWithoutNetdev,
+    /// The PF's answer could not be had or read (a malformed, oversized or
+    /// late answer): what it said is logged where it was asked.
+    Unanswered,
     /// The table gives the class's DSCP several priorities (bit `p` of
     /// `priorities` set for each): which one the NIC uses is the driver's.
     Ambiguous { class: Class, priorities: u8 },
@@ -125,6 +131,18 @@ impl Verdict {
             Verdict::NoPfc(_) => "no_pfc",
             Verdict::PcpTrust(_) => "pcp_trust",
             Verdict::Unknown(_) => "unknown",
+        }
+    }
+
+    /// The `priority` label of `roce_tune_rail_qos`: the priority the class
+    /// lands on, empty when the verdict is `unknown` or `pcp_trust` (the
+    /// class does not pick it, or nothing was read).
+    pub fn priority_label(&self) -> String {
+        match self {
+            Verdict::Ok(l) | Verdict::WrongPriority { landing: l, .. } | Verdict::NoPfc(l) => {
+                l.priority.to_string()
+            }
+            Verdict::PcpTrust(_) | Verdict::Unknown(_) => String::new(),
         }
     }
 
@@ -194,6 +212,12 @@ impl fmt::Display for Verdict {
             }
             Verdict::Unknown(Unknown::NoDcb(why)) => {
                 write!(f, "not judged: the PF has no DCB: {why}")
+            }
+            Verdict::Unknown(Unknown::PfWithoutNetdev) => {
+                write!(f, "not judged: the rail's PF shows no netdev to ask for DCB")
+            }
+            Verdict::Unknown(Unknown::Unanswered) => {
+                write!(f, "not judged: the PF's DCB answer could not be read")
             }
             Verdict::Unknown(Unknown::Ambiguous { class, priorities }) => {
                 let list: Vec<String> = (0..8)

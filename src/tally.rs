@@ -69,9 +69,8 @@ pub const CODES: [u32; 21] = [
     code::NODE_CONFIG,
     code::RDMA_CM_TOS,
     code::PLACEMENT,
-    // Not every code is roce-tune's own today; room for what comes.
-    107,
-    108,
+    code::UNTRUSTED_INPUT,
+    code::QOS_PRIORITY,
     OTHER,
 ];
 pub const OTHER: u32 = u32::MAX;
@@ -353,6 +352,43 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    #[test]
+    fn the_layout_holds_its_slots_and_size() {
+        // The file is shared by CNI processes of different versions until
+        // the node's next reboot: the codes' slots, their order and the
+        // size are its layout, the magic says which. Named codes took the
+        // slots that were kept for 107 and 108, nothing moved.
+        assert_eq!(
+            CODES,
+            [
+                0,
+                1,
+                2,
+                3,
+                4,
+                5,
+                6,
+                7,
+                11,
+                50,
+                51,
+                100,
+                101,
+                102,
+                103,
+                104,
+                105,
+                106,
+                107,
+                108,
+                u32::MAX
+            ]
+        );
+        assert_eq!(code::QOS_PRIORITY, 108);
+        assert_eq!(SIZE, 8 * (1 + 6 * (21 + 16 + 2)));
+        assert_eq!(MAGIC, u64::from_le_bytes(*b"rt-tal01"));
     }
 
     #[test]

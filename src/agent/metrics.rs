@@ -57,6 +57,8 @@ pub enum Metric {
     OrphansPending,
     RepairSkipped,
     IdleVfsHoldingClass,
+    RailQos,
+    PfPfcPause,
     CniRequests,
     CniRequestDuration,
     NriConnected,
@@ -90,6 +92,20 @@ pub const CNI_COMMAND: &[&str] = &["command"];
 pub const BUILD: &[&str] = &["version", "revision"];
 pub const NRI_REQUEST: &[&str] = &["method", "outcome"];
 pub const NONE: &[&str] = &[];
+/// A rail's QoS verdict: the rail's labels ([`RAIL`], written out again:
+/// integration/check-conf.py reads each list as a literal), the verdict, the
+/// priority.
+pub const RAIL_QOS: &[&str] = &[
+    "namespace",
+    "pod",
+    "interface",
+    "rdma_device",
+    "pci_address",
+    "network",
+    "verdict",
+    "priority",
+];
+pub const PF_PAUSE: &[&str] = &["pf", "priority", "direction"];
 
 pub const CATALOGUE: &[Family] = &[
     Family {
@@ -238,6 +254,20 @@ pub const CATALOGUE: &[Family] = &[
         kind: Kind::Gauge,
         labels: NONE,
         help: "Idle VFs (no pod, no state entry) whose traffic_class file holds a class.",
+    },
+    Family {
+        metric: Metric::RailQos,
+        name: "roce_tune_rail_qos",
+        kind: Kind::Gauge,
+        labels: RAIL_QOS,
+        help: "1 for each live rail with its QoS verdict: where its class lands in its PF's DSCP map against railPriority (ok, wrong_priority, no_pfc, pcp_trust, unknown) and that priority (empty when unknown or pcp_trust); no series with qosCheck off.",
+    },
+    Family {
+        metric: Metric::PfPfcPause,
+        name: "roce_tune_pf_pfc_pause_total",
+        kind: Kind::Counter,
+        labels: PF_PAUSE,
+        help: "PFC pause frames of a live rail's PF, per priority, as its driver counts them: direction requests (sent) or indications (received).",
     },
     Family {
         metric: Metric::CniRequests,
@@ -509,6 +539,60 @@ pub struct Snapshot {
     /// `None`: the agent does not run the NRI plugin (no `--nri`), and its
     /// families are left out rather than read as "disconnected".
     pub nri: Option<NriSample>,
+    /// The live rails' QoS verdicts and their PFs' pause counts
+    /// (`agent::qos`).
+    pub qos: QosSample,
+}
+
+/// One live rail's QoS verdict (`roce_tune_rail_qos`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RailQosSample {
+    pub labels: RailLabels,
+    /// `Verdict::name`.
+    pub verdict: &'static str,
+    /// `Verdict::priority_label`.
+    pub priority: String,
+}
+
+/// One PF's pause frames per priority (`roce_tune_pf_pfc_pause_total`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PfPauseSample {
+    /// The PF's netdev.
+    pub pf: String,
+    pub requests: [u64; 8],
+    pub indications: [u64; 8],
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QosSample {
+    pub rails: Vec<RailQosSample>,
+    pub pfs: Vec<PfPauseSample>,
+}
+
+/// The QoS families, in the catalogue's order.
+fn render_qos(w: &mut Writer, q: &QosSample) {
+    open(w, Metric::RailQos);
+    let mut rails: Vec<&RailQosSample> = q.rails.iter().collect();
+    rails.sort_by(|x, y| x.labels.cmp(&y.labels));
+    rails.dedup_by(|x, y| x.labels == y.labels);
+    for r in rails {
+        let [a, b, c, d, e, f] = r.labels.values();
+        w.sample(&[a, b, c, d, e, f, r.verdict, &r.priority], Value::Uint(1));
+    }
+    open(w, Metric::PfPfcPause);
+    let mut pfs: Vec<&PfPauseSample> = q.pfs.iter().collect();
+    pfs.sort_by(|x, y| x.pf.cmp(&y.pf));
+    pfs.dedup_by(|x, y| x.pf == y.pf);
+    for p in pfs {
+        for prio in 0..8 {
+            let label = prio.to_string();
+            w.sample(&[&p.pf, &label, "requests"], Value::Uint(p.requests[prio]));
+            w.sample(
+                &[&p.pf, &label, "indications"],
+                Value::Uint(p.indications[prio]),
+            );
+        }
+    }
 }
 
 /// What a per-rail family shows: one of its own, or a registered setting's
@@ -643,6 +727,7 @@ pub fn render(s: &Snapshot) -> String {
     w.sample(&[], Value::Uint(s.repair_skipped));
     open(&mut w, Metric::IdleVfsHoldingClass);
     w.sample(&[], Value::Uint(s.idle_vfs_holding_class));
+    render_qos(&mut w, &s.qos);
 
     open(&mut w, Metric::CniRequests);
     let mut requests = s.cni.requests.clone();
@@ -778,7 +863,44 @@ pub(crate) mod tests {
                 env_injected: 5,
                 env_kept: 1,
             }),
+            qos: QosSample {
+                rails: vec![RailQosSample {
+                    labels: rail("train-0", "net1", "mlx5_2", "0000:3b:00.2").labels,
+                    verdict: "wrong_priority",
+                    priority: "1".into(),
+                }],
+                pfs: vec![PfPauseSample {
+                    pf: "enp59s0f0np0".into(),
+                    requests: std::array::from_fn(|p| 1000 + p as u64),
+                    indications: std::array::from_fn(|p| 2000 + p as u64),
+                }],
+            },
         }
+    }
+
+    #[test]
+    fn renders_each_rails_qos_verdict_and_each_pfs_pause_counts() {
+        let text = render(&full_snapshot());
+        assert!(
+            text.contains(r#"roce_tune_rail_qos{namespace="team-a",pod="train-0",interface="net1",rdma_device="mlx5_2",pci_address="0000:3b:00.2",network="rdma-vf",verdict="wrong_priority",priority="1"} 1"#),
+            "{text}"
+        );
+        for line in [
+            r#"roce_tune_pf_pfc_pause_total{pf="enp59s0f0np0",priority="3",direction="requests"} 1003"#,
+            r#"roce_tune_pf_pfc_pause_total{pf="enp59s0f0np0",priority="3",direction="indications"} 2003"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line}: {text}");
+        }
+        // A PF seen by two rails is one set of series.
+        let mut s = full_snapshot();
+        s.qos.pfs.push(s.qos.pfs[0].clone());
+        let text = render(&s);
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.starts_with("roce_tune_pf_pfc_pause_total{"))
+                .count(),
+            16
+        );
     }
 
     /// The family names of every `# TYPE` line, and every sample's name.

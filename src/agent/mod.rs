@@ -24,6 +24,7 @@ pub mod health;
 pub mod http;
 pub mod metrics;
 mod pass;
+mod qos;
 pub mod stop;
 
 use crate::node::NodeConfig;

@@ -115,6 +115,9 @@ pub fn run(node: &NodeConfig, totals: &mut Totals, stop: &Stop) -> Snapshot {
                     .extend(rail(place, e, &live, node.drift_policy, totals));
             }
             snap.pods = pods(&live);
+            let labelled: Vec<_> = live.iter().map(|e| (*e, labels(e))).collect();
+            snap.qos =
+                super::qos::sample(node, sysfs.host(), &labelled, &crate::rail_qos::HOST_DCB);
             snap.idle_vfs_holding_class = crate::idle::find(sysfs.host(), &entries).len() as u64;
             snap.cni = cni_counts(state.path());
         }

@@ -37,6 +37,10 @@ pub mod code {
     /// `information` file): a node admin's problem, as 104 is, and not the
     /// pod's layout, which 106 says; nothing failed to be read, so not 5.
     pub const UNTRUSTED_INPUT: u32 = 107;
+    /// `qosCheck: enforce`: the rail's class lands, by its DSCP's own entry
+    /// in the PF's DSCP map, on another priority than `railPriority`
+    /// (docs/design.md, "DCB and the QoS verdict").
+    pub const QOS_PRIORITY: u32 = 108;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,6 +16,8 @@ use crate::node::NodeConfig;
 use crate::ownership::{self, Claim, Wanted};
 use crate::placement;
 use crate::pod_answer::{self, PodAnswer};
+use crate::qos::{Class, QosCheck};
+use crate::rail_qos::{self, DcbSource, Judge};
 use crate::rdma::gid::{self, Verdict, Want};
 use crate::rdma::lookup::Found;
 use crate::rdma::reach::{PodSide, Reach, Sysfs};
@@ -135,6 +137,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
             uid: p.uid,
         }),
         deadline: None,
+        dcb: &rail_qos::HOST_DCB,
     };
     let extras = AddExtras {
         kubelet: kubelet.as_ref().map(|a| (a, level)),
@@ -177,6 +180,9 @@ pub struct Rail<'a> {
     /// budget), bounding the GID wait and every device lock; `None` for a
     /// CNI ADD, which its runtime bounds.
     pub deadline: Option<Instant>,
+    /// Where the rail's PF's DCB state is asked for its QoS verdict:
+    /// `rail_qos::HOST_DCB` for every command; tests choose theirs.
+    pub dcb: &'a dyn DcbSource,
 }
 
 /// What only a CNI ADD has: the kubelet's answer (the placement check), the
@@ -329,6 +335,9 @@ pub fn tune(rail: &Rail, extras: AddExtras) -> CniResult<Tuned> {
     let port = &found.port;
     undo.push(move || ownership::undo_take(state, views, port, container_id, ifname, lock_wait));
     let entry = ownership::take(state, views, &found.port, &claim, &wants)?;
+    // Judged once the class is written, as the rail will carry it; an
+    // enforced refusal drops `undo`, which puts the class back.
+    judge_qos(rail, &found).map_err(|msg| CniError::new(code::QOS_PRIORITY, msg))?;
     undo.disarm();
     Ok(Tuned {
         entry,
@@ -336,6 +345,32 @@ pub fn tune(rail: &Rail, extras: AddExtras) -> CniResult<Tuned> {
         found,
         info,
     })
+}
+
+/// The rail's QoS verdict (`rail_qos`), asked from this host-side thread,
+/// within what is left of the rail's deadline; `Err` is `qosCheck:
+/// enforce`'s refusal of a definite wrong priority.
+fn judge_qos(rail: &Rail, found: &Found) -> Result<(), String> {
+    let qos = rail.node.qos;
+    if qos.check == QosCheck::Off {
+        return Ok(());
+    }
+    // The class the rail's packets carry: the one written, else the ToS
+    // rdma_cm gives its connections; neither set, the class is the
+    // application's, and nothing here can judge it.
+    let Some(class) = rail.conf.traffic_class.or(rail.conf.rdma_cm_tos) else {
+        crate::debug!("QoS of {} not judged: no class set", rail.ifname);
+        return Ok(());
+    };
+    let until = Instant::now() + rail_qos::DCB_TIMEOUT;
+    let until = rail.deadline.map_or(until, |d| until.min(d));
+    let vf = found
+        .port
+        .pci
+        .as_deref()
+        .or_else(|| found.parent.as_ref().and_then(|p| p.pci_address()));
+    let judged = Judge::new(rail.dcb).rail(rail.sysfs.host(), vf, Class(class), qos.fabric, until);
+    rail_qos::gate(qos.check, &judged, rail.ifname)
 }
 
 /// A trip into the pod netns with host work beside it (`NetNs::run_dyn`:

@@ -7,6 +7,7 @@ use super::{Error, Protocol, Socket};
 use crate::wire::dcb::{encode_request, Answer, DcbError, Replies};
 use crate::wire::netlink::End;
 use std::fmt;
+use std::time::Duration;
 
 /// Why asking failed. "No DCB" is an answer ([`Answer::NoDcb`]), not this.
 #[derive(Debug)]
@@ -31,9 +32,20 @@ impl std::error::Error for DcbQueryError {}
 /// `ifname`'s IEEE DCB state, asked on `sock` (an rtnetlink socket): one
 /// request, its reply and the ACK, within the exchange's deadline.
 pub fn dcb_state(sock: &mut Socket, ifname: &str) -> Result<Answer, DcbQueryError> {
+    dcb_state_within(sock, ifname, super::TIMEOUT)
+}
+
+/// [`dcb_state`] with the whole answer due within `timeout`: a CNI ADD or
+/// a pod event has a deadline of its own to keep.
+pub fn dcb_state_within(
+    sock: &mut Socket,
+    ifname: &str,
+    timeout: Duration,
+) -> Result<Answer, DcbQueryError> {
     let mut request = encode_request(ifname, 0).map_err(DcbQueryError::Dcb)?;
     let mut replies = Replies::default();
-    let end = match sock.exchange(
+    let end = match sock.exchange_within(
+        timeout,
         |seq| {
             // nlmsg_seq sits at bytes 8..12 of the header.
             request[8..12].copy_from_slice(&seq.to_ne_bytes());

@@ -18,7 +18,7 @@ mod dcb_socket;
 mod route;
 mod socket;
 
-pub use dcb_socket::{ask_dcb, dcb_state, DcbQueryError};
+pub use dcb_socket::{ask_dcb, dcb_state, dcb_state_within, DcbQueryError};
 
 /// What [`Netlink`] hands back, as `wire::rtnetlink` decodes it.
 pub use crate::wire::rtnetlink::{Address, Link};

@@ -272,6 +272,7 @@ impl DraRails {
                 expect: Expect::FromLink,
                 pod: record.clone(),
                 deadline: Some(until),
+                dcb: &crate::rail_qos::HOST_DCB,
             };
             match add::tune(&rail, AddExtras::default()) {
                 Ok(t) => {

@@ -697,6 +697,27 @@ fn every_rail_metric_is_what_the_tree_holds() {
         assert_eq!(m.get(name, labels), *value, "{name} {labels:?}\n{}", m.text);
     }
     assert_eq!(m.all("roce_tune_rail_info", &[]).len(), 4);
+    // The tree's VFs have no `physfn`: each rail's QoS verdict is unknown,
+    // with no priority, no PF has pause counts, and why is said once per
+    // device however many passes run.
+    for l in [&la, &lb, &lc, &ld] {
+        let mut q = l.clone();
+        q.extend([("verdict", "unknown"), ("priority", "")]);
+        assert_eq!(
+            m.get("roce_tune_rail_qos", &q),
+            Some(1.0),
+            "{q:?}\n{}",
+            m.text
+        );
+    }
+    assert!(m.all("roce_tune_pf_pfc_pause_total", &[]).is_empty());
+    let passes = m.get("roce_tune_repair_passes_total", &[]).unwrap_or(0.0);
+    let (m, ok) = agent.wait_for(TWO_PERIODS, |m| {
+        m.get("roce_tune_repair_passes_total", &[]) >= Some(passes + 2.0)
+    });
+    assert!(ok, "{}", m.text);
+    let said = format!("QoS of the rails on {} (not a VF)", B.0);
+    assert_eq!(agent.log().matches(&said).count(), 1, "{}", agent.log());
     use roce_tune::build_info::{REVISION, VERSION};
     assert_eq!(
         m.get(

@@ -12,8 +12,9 @@ use crate::common::*;
 use roce_tune::agent::health::Health;
 use roce_tune::agent::http::{routes, Limits, Published, Server};
 use roce_tune::agent::metrics::{
-    render, AgentSample, CniCounts, Command, Histogram, NriSample, PodSample, RailLabels,
-    RailSample, Reading, SettingCounts, SettingSample, Snapshot, CATALOGUE,
+    render, AgentSample, CniCounts, Command, Histogram, NriSample, PfPauseSample, PodSample,
+    QosSample, RailLabels, RailQosSample, RailSample, Reading, SettingCounts, SettingSample,
+    Snapshot, CATALOGUE,
 };
 use roce_tune::wire::exposition::CONTENT_TYPE;
 use std::io::{Read, Write};
@@ -107,6 +108,25 @@ fn snapshot() -> Snapshot {
             env_injected: 12,
             env_kept: 3,
         }),
+        qos: QosSample {
+            rails: vec![
+                RailQosSample {
+                    labels: rail("train-0", "net1", "mlx5_2", "0000:3b:00.2", "rdma-vf"),
+                    verdict: "ok",
+                    priority: "3".into(),
+                },
+                RailQosSample {
+                    labels: rail("we\"ird\\pod", "net2", "mlx5_3", "0000:3b:00.3", "r\nx"),
+                    verdict: "unknown",
+                    priority: String::new(),
+                },
+            ],
+            pfs: vec![PfPauseSample {
+                pf: "enp59s0f0np0".into(),
+                requests: [u64::MAX; 8],
+                indications: [0; 8],
+            }],
+        },
     }
 }
 

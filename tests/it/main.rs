@@ -38,6 +38,7 @@ mod nri_session;
 mod orphans;
 mod placement;
 mod podresources;
+mod qos;
 mod rdma_gid;
 mod rdma_lookup;
 mod rdma_traffic_class;

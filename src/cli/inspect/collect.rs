@@ -128,6 +128,58 @@ pub struct Iface {
     /// The PCI function of the device (the VF): the rail placed against
     /// the pod's GPUs.
     pub pci: Option<String>,
+    /// Where its class lands on its PF; `None` until asked from the host's
+    /// netns ([`qos_of`]), and where no device was found.
+    pub qos: Option<QosObs>,
+}
+
+/// A rail's QoS on its PF, as `rail_qos` judges it at ADD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QosObs {
+    /// `qosCheck: off`: the PF is not asked.
+    Off,
+    /// The class file holds no class (nor the ToS one): the class is the
+    /// application's, nothing to judge.
+    NoClass,
+    Judged {
+        /// The PF's netdev (or its PCI address), `None` without a PF.
+        pf: Option<String>,
+        verdict: crate::qos::Verdict,
+        class: u8,
+    },
+}
+
+/// Each rail's QoS, asked from this (the host's) netns: a PF stays there.
+/// One judge for all, so a PF shared by the pod's rails is asked once.
+pub fn qos_of(node: &NodeConfig, host: &View, interfaces: &mut [Iface]) {
+    use crate::rail_qos::{Judge, DCB_TIMEOUT, HOST_DCB};
+    let mut judge = Judge::new(&HOST_DCB);
+    for i in interfaces.iter_mut().filter(|i| i.device.is_ok()) {
+        let class = ["trafficClass", "rdmaCmTos"].iter().find_map(|k| {
+            match setting(&i.settings, k).map(|o| &o.state) {
+                Some(SettingState::Value(Some(v))) => u8::try_from(*v).ok(),
+                _ => None,
+            }
+        });
+        i.qos = Some(match (node.qos.check, class) {
+            (crate::qos::QosCheck::Off, _) => QosObs::Off,
+            (_, None) => QosObs::NoClass,
+            (_, Some(c)) => {
+                let j = judge.rail(
+                    host,
+                    i.pci.as_deref(),
+                    crate::qos::Class(c),
+                    node.qos.fabric,
+                    std::time::Instant::now() + DCB_TIMEOUT,
+                );
+                QosObs::Judged {
+                    pf: j.pf,
+                    verdict: j.verdict,
+                    class: c,
+                }
+            }
+        });
+    }
 }
 
 /// Which sysfs showed the pod's devices.
@@ -331,6 +383,8 @@ pub fn pod(
             )
         })
     });
+    let mut in_pod = in_pod;
+    qos_of(node_config, sysfs.host(), &mut in_pod.interfaces);
     let placement = placement_of(opts, sysfs.host(), node_config, ns.id(), &in_pod.interfaces);
     Ok(PodView {
         placement,
@@ -452,6 +506,7 @@ fn in_pod(opts: &Options, side: &mut PodSide, reach: Reach, ns: &NetNs) -> CniRe
             settings: read.unwrap_or_default(),
             sysctls,
             pci: port.as_ref().and_then(|p| p.pci.clone()),
+            qos: None,
         });
     }
     Ok(InPod {

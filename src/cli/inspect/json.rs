@@ -3,7 +3,9 @@
 //! print in; scripts read them by name.
 
 use super::args::Options;
-use super::collect::{DeviceSource, Iface, NodeView, Placement, PodView, SettingObs, SettingState};
+use super::collect::{
+    DeviceSource, Iface, NodeView, Placement, PodView, QosObs, SettingObs, SettingState,
+};
 use super::render::{pod_from, shown_gids, sysfs_text};
 use super::verdicts::{checked_address, exit_code, locate_in, sysctl_ok, Check};
 use crate::rdma::gid;
@@ -290,9 +292,63 @@ struct Interface<'a> {
     ifname: &'a str,
     port: u32,
     port_state: Option<&'a str>,
+    /// `null` when no device was found.
+    qos: Option<Qos>,
     /// `null` when no device was found: there is no setting to read.
     settings: Option<Settings<'a>>,
     sysctls: Vec<Sysctl<'a>>,
+}
+
+/// A rail's QoS on its PF: `asked` false with `qosCheck: off` or without a
+/// class (every other field null then).
+#[derive(Serialize)]
+struct Qos {
+    asked: bool,
+    class: Option<u8>,
+    dscp: Option<u8>,
+    ecn: Option<u8>,
+    /// Pause frames on that priority: (sent, received).
+    pause_received: Option<u64>,
+    pause_sent: Option<u64>,
+    pf: Option<String>,
+    pfc: Option<bool>,
+    priority: Option<u8>,
+    verdict: Option<&'static str>,
+    why: String,
+}
+
+fn qos(q: &QosObs) -> Qos {
+    let mut out = Qos {
+        asked: false,
+        class: None,
+        dscp: None,
+        ecn: None,
+        pause_received: None,
+        pause_sent: None,
+        pf: None,
+        pfc: None,
+        priority: None,
+        verdict: None,
+        why: super::render::qos_line(q),
+    };
+    if let QosObs::Judged { pf, verdict, class } = q {
+        let c = crate::qos::Class(*class);
+        let l = verdict.landing();
+        out = Qos {
+            asked: true,
+            class: Some(*class),
+            dscp: Some(c.dscp()),
+            ecn: Some(c.ecn()),
+            pause_received: l.and_then(|l| l.pause).map(|p| p.received),
+            pause_sent: l.and_then(|l| l.pause).map(|p| p.sent),
+            pf: pf.clone(),
+            pfc: l.and_then(|l| l.pfc),
+            priority: l.map(|l| l.priority),
+            verdict: Some(verdict.name()),
+            why: verdict.to_string(),
+        };
+    }
+    out
 }
 
 #[derive(Serialize)]
@@ -383,6 +439,7 @@ fn interface(i: &Iface, gid_index: u32) -> Interface<'_> {
         ifname: &i.ifname,
         port: i.port,
         port_state: i.port_state.as_deref(),
+        qos: i.qos.as_ref().map(qos),
         settings: i.device.is_ok().then_some(Settings(&i.settings)),
         sysctls: i
             .sysctls

@@ -3,8 +3,8 @@
 
 use super::args::Options;
 use super::collect::{
-    setting, DeviceSource, Iface, NodeView, Placement, PodFrom, PodSysfs, PodView, SettingObs,
-    SettingState, SysctlObs,
+    setting, DeviceSource, Iface, NodeView, Placement, PodFrom, PodSysfs, PodView, QosObs,
+    SettingObs, SettingState, SysctlObs,
 };
 use super::verdicts::{checked_address, is_link_local, locate_in, sysctl_ok, Check, NO_DEVICE_FIX};
 use crate::rdma::gid::{self, GidEntry};
@@ -253,6 +253,37 @@ fn placement_text(p: &Placement) -> String {
     out
 }
 
+/// The rail's QoS line: the class, its DSCP and ECN bits, the priority
+/// it lands on, that priority's PFC and pause counts, the verdict and why.
+pub fn qos_line(q: &QosObs) -> String {
+    match q {
+        QosObs::Off => "qos: not asked (qosCheck is off)".into(),
+        QosObs::NoClass => "qos: no class set on the rail: nothing to judge".into(),
+        QosObs::Judged { pf, verdict, class } => {
+            let c = crate::qos::Class(*class);
+            let mut out = format!(
+                "qos: class={class} dscp={} ecn={} pf={}",
+                c.dscp(),
+                c.ecn(),
+                dash(pf.as_deref())
+            );
+            if let Some(l) = verdict.landing() {
+                let pfc = match l.pfc {
+                    Some(true) => "on",
+                    Some(false) => "off",
+                    None => "n/a",
+                };
+                let _ = write!(out, " priority={} pfc={pfc}", l.priority);
+                if let Some(p) = l.pause {
+                    let _ = write!(out, " pause_sent={} pause_received={}", p.sent, p.received);
+                }
+            }
+            let _ = write!(out, " verdict={}: {verdict}", verdict.name());
+            out
+        }
+    }
+}
+
 /// The rail line, then its address, GID and sysctl tables.
 fn iface_text(i: &Iface, gid_index: u32) -> String {
     let ips: Vec<String> = i
@@ -287,6 +318,9 @@ fn iface_text(i: &Iface, gid_index: u32) -> String {
         );
     }
     out.push('\n');
+    if let Some(q) = &i.qos {
+        let _ = writeln!(out, "  {}", qos_line(q));
+    }
     let want = checked_address(&i.addrs).map(|(g, _)| g);
     let rows: Vec<Vec<String>> = i
         .addrs

@@ -3,7 +3,7 @@
 
 use super::args::{parse_args, Options, Parsed};
 use super::collect::{
-    DeviceSource, Iface, NodeDevice, NodeView, PodSysfs, PodView, SettingObs, SettingState,
+    DeviceSource, Iface, NodeDevice, NodeView, PodSysfs, PodView, QosObs, SettingObs, SettingState,
     SysctlObs, Topology,
 };
 use super::json;
@@ -108,6 +108,7 @@ fn rail(device: Result<(String, DeviceSource), String>) -> Iface {
         settings,
         sysctls: vec![sysctl("net.ipv4.conf.net1.arp_ignore", "1", "1")],
         pci: Some("0000:0c:00.2".into()),
+        qos: None,
     }
 }
 
@@ -689,4 +690,62 @@ fn placement_passes_clean_fails_starved_and_is_silent_when_not_judged() {
         json!([{"id": "MIG-x", "why": "a MIG UUID"}])
     );
     assert_eq!(v["placement"]["verdict"]["rails"][0]["best"], "SYS");
+}
+
+#[test]
+fn each_rail_has_a_qos_line_in_text_and_json() {
+    use crate::netlink::dcb::tests::{ack, answer_of, dscp_table, mlx5_answer};
+    use crate::qos::{verdict, Class, Fabric};
+    let pf = answer_of(
+        &[
+            mlx5_answer(0x08, &dscp_table(|d| Some((d >> 3) as u8))),
+            ack(),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    let fabric = Fabric {
+        priority: Some(3),
+        lossless: true,
+    };
+    let o = opts("--netns /p");
+    let mut wrong = rail(by_netlink());
+    wrong.qos = Some(QosObs::Judged {
+        pf: Some("enp12s0f0np0".into()),
+        verdict: verdict(Class(41), Some(&pf), fabric),
+        class: 41,
+    });
+    let mut off = rail(by_netlink());
+    off.ifname = "net2".into();
+    off.qos = Some(QosObs::Off);
+    let pod = pod_with(vec![wrong, off], vec![]);
+    let text = pod_text(&pod, &o, &[]);
+    assert!(
+        text.contains("  qos: class=41 dscp=10 ecn=1 pf=enp12s0f0np0 priority=1 pfc=off pause_sent=1001 pause_received=2001 verdict=wrong_priority: class 41"),
+        "{text}"
+    );
+    assert!(text.contains("qos: not asked (qosCheck is off)"), "{text}");
+    let j = serde_json::to_value(json::pod(&pod, &o, &[])).unwrap();
+    let q = &j["interfaces"][0]["qos"];
+    assert_eq!(
+        (
+            &q["verdict"],
+            &q["priority"],
+            &q["dscp"],
+            &q["ecn"],
+            &q["pfc"]
+        ),
+        (
+            &json!("wrong_priority"),
+            &json!(1),
+            &json!(10),
+            &json!(1),
+            &json!(false)
+        )
+    );
+    assert_eq!(
+        (&q["pause_sent"], &q["pf"]),
+        (&json!(1001), &json!("enp12s0f0np0"))
+    );
+    assert_eq!(j["interfaces"][1]["qos"]["asked"], json!(false));
 }
