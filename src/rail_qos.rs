@@ -21,11 +21,11 @@
 //!   an RTM_GETDCB inside the request's own system call (rtnetlink is
 //!   synchronous), so the bound only matters for a kernel in trouble.
 
-use crate::netlink::dcb::Answer;
 use crate::netlink::{dcb_state_within, DcbQueryError, Protocol, Socket};
 use crate::qos::{self, Class, Fabric, QosCheck, Unknown, Verdict};
 use crate::rdma::is_safe_component;
 use crate::sysfs::View;
+use crate::wire::dcb::Answer;
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Mutex;
@@ -286,9 +286,9 @@ pub(crate) mod tests {
     //! the codec's own `Exchange`, as the socket's do.
 
     use super::*;
-    use crate::netlink::dcb::tests::{ack, dscp_table, mlx5_answer, nla, refusal, reply_with};
-    use crate::netlink::dcb::{DcbError, Exchange};
     use crate::qos::Pause;
+    use crate::wire::dcb::tests::{ack, dscp_table, mlx5_answer, nla, refusal, reply_with};
+    use crate::wire::dcb::{DcbError, Exchange};
     use std::cell::RefCell;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -315,7 +315,7 @@ pub(crate) mod tests {
         fn ask(&self, netdev: &str, _: Duration) -> Result<Answer, DcbQueryError> {
             self.asked.fetch_add(1, Ordering::Relaxed);
             let Some((_, bytes)) = self.answers.iter().find(|(n, _)| n == netdev) else {
-                return Ok(Answer::NoDcb(crate::netlink::dcb::NoDcb::NoDevice));
+                return Ok(Answer::NoDcb(crate::wire::dcb::NoDcb::NoDevice));
             };
             let mut ex = Exchange::new(0x0a0b_0c0d);
             match ex.feed(bytes).map_err(DcbQueryError::Dcb)? {
@@ -444,7 +444,7 @@ pub(crate) mod tests {
         // a reply of that size, refused before any attribute is read).
         let entries = |n: u32| -> Vec<u8> {
             (0..n)
-                .flat_map(|i| crate::netlink::dcb::tests::app(5, 3, (i % 64) as u16))
+                .flat_map(|i| crate::wire::dcb::tests::app(5, 3, (i % 64) as u16))
                 .collect()
         };
         let thousand = reply_with(

@@ -7,12 +7,12 @@
 //! not every pass.
 
 use super::metrics::{PfPauseSample, QosSample, RailLabels, RailQosSample};
-use crate::netlink::dcb::Answer;
 use crate::node::NodeConfig;
 use crate::qos::{Class, QosCheck, Unknown, Verdict};
 use crate::rail_qos::{DcbSource, Judge, DCB_TIMEOUT};
 use crate::state::Entry;
 use crate::sysfs::View;
+use crate::wire::dcb::Answer;
 use std::time::Instant;
 
 /// The verdicts of `live` (each with its metric labels) and their PFs'
@@ -72,9 +72,9 @@ pub fn sample(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::netlink::dcb::tests::{ack, dscp_table, mlx5_answer, refusal};
     use crate::rail_qos::tests::{tree, Recorded};
     use crate::state::RailRecord;
+    use crate::wire::dcb::tests::{ack, dscp_table, mlx5_answer, refusal};
     use std::sync::atomic::Ordering;
 
     fn entry(ifname: &str, pci: Option<&str>, class: Option<u8>) -> Entry {

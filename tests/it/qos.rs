@@ -4,17 +4,17 @@
 //! drivers/net/veth.c: EOPNOTSUPP), through the binary; the verdicts a PF
 //! with DCB gives are driven through `commands::add::tune` itself, with the
 //! DCB source the caller chooses fed answers built by the codec's encoder
-//! and read back by its decoder (`netlink::dcb::Exchange`), as the socket
+//! and read back by its decoder (`wire::dcb::Exchange`), as the socket
 //! reads the kernel's. Real netns, real veths (root).
 
 use crate::common::*;
 use roce_tune::commands::add::{self, AddExtras, Expect};
-use roce_tune::netlink::dcb::{encode_answer, Answer, App, DcbError, DcbState, Exchange, Pfc};
 use roce_tune::netlink::DcbQueryError;
 use roce_tune::netns::{Lookup, NetNs};
 use roce_tune::node::NodeConfig;
 use roce_tune::rail_qos::DcbSource;
 use roce_tune::state::StateDir;
+use roce_tune::wire::dcb::{encode_answer, Answer, App, DcbError, DcbState, Exchange, Pfc};
 use serde_json::json;
 use std::time::Duration;
 

@@ -694,8 +694,8 @@ fn placement_passes_clean_fails_starved_and_is_silent_when_not_judged() {
 
 #[test]
 fn each_rail_has_a_qos_line_in_text_and_json() {
-    use crate::netlink::dcb::tests::{ack, answer_of, dscp_table, mlx5_answer};
     use crate::qos::{verdict, Class, Fabric};
+    use crate::wire::dcb::tests::{ack, answer_of, dscp_table, mlx5_answer};
     let pf = answer_of(
         &[
             mlx5_answer(0x08, &dscp_table(|d| Some((d >> 3) as u8))),
