@@ -9,20 +9,11 @@
 //! period: a file that never parses would otherwise fill the log. What was
 //! said is forgotten with the rail, so a new pod's rail is told again.
 
-use super::exposition::{Value, Writer};
-use super::metrics::{self, Metric, RailSample};
+use super::metrics::HwCounter;
 use crate::node::RailCounters;
 use crate::rdma::counters;
 use crate::rdma::RdmaPort;
 use crate::sysfs::View;
-
-/// One counter of one rail: the port, the kernel's file name, its value.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct HwCounter {
-    pub port: u32,
-    pub name: String,
-    pub value: u64,
-}
 
 /// What was said about which rail: (container ID, ifname, what).
 #[derive(Debug, Default)]
@@ -94,29 +85,4 @@ pub fn sample(
             value,
         })
         .collect()
-}
-
-/// The family's samples, rails in the order given (sorted, deduplicated).
-pub fn render(w: &mut Writer, rails: &[&RailSample]) {
-    let f = metrics::family(Metric::RailHwCounter);
-    w.family(f.name, f.kind, f.help, f.labels);
-    for r in rails {
-        let l = &r.labels;
-        for c in &r.hw_counters {
-            let port = c.port.to_string();
-            w.sample(
-                &[
-                    &l.namespace,
-                    &l.pod,
-                    &l.interface,
-                    &l.rdma_device,
-                    &l.pci_address,
-                    &l.network,
-                    &port,
-                    &c.name,
-                ],
-                Value::Uint(c.value),
-            );
-        }
-    }
 }

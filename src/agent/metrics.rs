@@ -365,7 +365,16 @@ pub struct RailSample {
     /// `None`: the topology is unknown (no GPU found for the pod).
     pub placement_near: Option<bool>,
     /// The port's counters `railCounters` picks (`agent::counters`).
-    pub hw_counters: Vec<super::counters::HwCounter>,
+    pub hw_counters: Vec<HwCounter>,
+}
+
+/// One RDMA counter of a live rail: its port, the kernel's file name, the
+/// value the file holds.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HwCounter {
+    pub port: u32,
+    pub name: String,
+    pub value: u64,
 }
 
 /// One owned setting of a live rail, by its key (`Setting::key()`).
@@ -638,7 +647,14 @@ pub fn render(s: &Snapshot) -> String {
         }
     }
 
-    super::counters::render(&mut w, &rails);
+    open(&mut w, Metric::RailHwCounter);
+    for r in &rails {
+        for c in &r.hw_counters {
+            let [a, b, c2, d, e, f] = r.labels.values();
+            let port = c.port.to_string();
+            w.sample(&[a, b, c2, d, e, f, &port, &c.name], Value::Uint(c.value));
+        }
+    }
 
     open(&mut w, Metric::PodStarvedGpus);
     let mut pods: Vec<&PodSample> = s.pods.iter().collect();
@@ -756,7 +772,7 @@ pub(crate) mod tests {
                     ],
                     gid_index: Some(Reading::Value(3)),
                     placement_near: Some(true),
-                    hw_counters: vec![super::super::counters::HwCounter {
+                    hw_counters: vec![HwCounter {
                         port: 1,
                         name: "out_of_sequence".into(),
                         value: 11_649,

@@ -9,13 +9,12 @@
 //! integration/setup.sh (`needs!(promtool)`).
 
 use crate::common::*;
-use roce_tune::agent::counters::HwCounter;
 use roce_tune::agent::exposition::CONTENT_TYPE;
 use roce_tune::agent::health::Health;
 use roce_tune::agent::http::{routes, Limits, Published, Server};
 use roce_tune::agent::metrics::{
-    render, AgentSample, CniCounts, Command, Histogram, NriSample, PodSample, RailLabels,
-    RailSample, Reading, SettingCounts, SettingSample, Snapshot, CATALOGUE,
+    render, AgentSample, CniCounts, Command, Histogram, HwCounter, NriSample, PodSample,
+    RailLabels, RailSample, Reading, SettingCounts, SettingSample, Snapshot, CATALOGUE,
 };
 use std::io::{Read, Write};
 use std::net::TcpStream;
