@@ -318,3 +318,95 @@ fn a_bad_rail_counters_key_refuses_the_node_config_naming_it() {
         assert!(rail.state.entries().is_empty(), "{extra}");
     }
 }
+
+/// `inspect --counters`: the counters the agent exports, read twice, with
+/// their rates beside the rail's pod and class, in the node view (every
+/// device, the rail's marked with its pod) and the pod view, as text and
+/// JSON.
+#[test]
+fn inspect_counters_shows_the_rates_beside_the_rails_pod_and_class() {
+    needs!(root);
+    let tree = Tree::new();
+    let state = StateDirPath::new();
+    node_with(
+        &state,
+        &tree,
+        json!({"railCounters": ["sent_pkts", "rcvd_seq_err"]}),
+    );
+    let pod = Pod::new("net1", Some(&format!("{IP}/16")));
+    tree.add_device(PCI, DEV, "Global tclass=106\n");
+    tree.set_ipv4_gids(DEV, IP);
+    let hw = counters_dir(&tree.root, DEV, "hw_counters");
+    std::fs::write(hw.join("sent_pkts"), "1000\n").unwrap();
+    std::fs::write(hw.join("rcvd_seq_err"), "3\n").unwrap();
+    // A device no pod uses: shown in the node view, without a pod.
+    tree.add_device("0000:0c:00.5", "mlx5_5", "");
+    std::fs::write(
+        counters_dir(&tree.root, "mlx5_5", "hw_counters").join("sent_pkts"),
+        "7\n",
+    )
+    .unwrap();
+    let c = rail(&tree, &pod, "net1", PCI, IP, json!({"trafficClass": 41}));
+    cni(&state, "ADD", "t0", &pod, "net1", "train-0", &c).ok();
+    let inspect = |args: &[&str]| {
+        let file = hw.join("sent_pkts");
+        // The kernel counts while inspect waits between its two reads.
+        let counting = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            kernel_write(&file, "3000\n");
+        });
+        let run = Exec::new(BIN)
+            .args(["inspect", "--sysfs-root"])
+            .arg(&tree.root)
+            .arg("--node-config")
+            .arg(node_config(&state))
+            .args(args)
+            .run();
+        counting.join().unwrap();
+        kernel_write(&hw.join("sent_pkts"), "1000\n");
+        run.ok();
+        run.stdout
+    };
+    let text = inspect(&["--netns", &pod.path(), "--counters=1"]);
+    assert!(
+        text.contains(&format!(
+            "{DEV} port 1  pod {NAMESPACE}/train-0 net1  class 41  qos -"
+        )),
+        "{text}"
+    );
+    let line = |name: &str| -> String {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name}: {text}"))
+            .to_owned()
+    };
+    let sent = line("sent_pkts");
+    let fields: Vec<&str> = sent.split_whitespace().collect();
+    assert_eq!(fields[1], "3000", "{text}");
+    // 2000 over a second and a little: the rate is a second's share.
+    let rate: f64 = fields[2].trim_end_matches("/s").parse().unwrap();
+    assert!((1500.0..=2000.0).contains(&rate), "{text}");
+    assert!(line("rcvd_seq_err").ends_with("3  0.0/s"), "{text}");
+    assert!(
+        !text.contains("mlx5_5"),
+        "the pod view is the pod's rails: {text}"
+    );
+
+    let node = inspect(&["--counters=0.5", "--json"]);
+    let v: Value = serde_json::from_str(&node).unwrap();
+    assert_eq!(v["view"], "node");
+    let ports = v["ports"].as_array().unwrap();
+    let rail = ports.iter().find(|p| p["device"] == DEV).unwrap();
+    assert_eq!(rail["rail"]["pod"], "train-0", "{node}");
+    assert_eq!(rail["rail"]["class"], 41);
+    assert!(rail["qos"].is_null(), "the verdict's spot");
+    let sent = &rail["counters"][1];
+    assert_eq!(
+        (sent["name"].as_str(), sent["first"].as_u64()),
+        (Some("sent_pkts"), Some(1000))
+    );
+    assert_eq!(sent["second"], 3000);
+    let idle = ports.iter().find(|p| p["device"] == "mlx5_5").unwrap();
+    assert!(idle["rail"].is_null(), "{node}");
+    assert_eq!(idle["counters"][0]["second"], 7);
+}
