@@ -39,10 +39,6 @@ OTHER_NAMES = ["rx_write_requests", "rx_read_requests", "rx_atomic_requests",
                "rx_icrc_encapsulated"]
 
 
-def sh(cmd, stdin=None):
-    subprocess.run(cmd, input=stdin, check=True, text=True, stdout=subprocess.DEVNULL)
-
-
 class Node(harness.Bench):
     """The pod netns (made by bench.sh, filled here), the tree (harness.Bench's, for RAILS
     rails), the rails ADDed, the counters planted."""
@@ -54,13 +50,7 @@ class Node(harness.Bench):
         self.out = os.path.join(work, "stdout")
         self.err = os.path.join(work, "stderr")
         self.node = {}
-        tag = "rta%d" % (os.getpid() % 100000)
-        root = "".join(f"link add {tag}h{i} type veth peer name {tag}p{i}\n"
-                       f"link set {tag}p{i} netns {ns}\n" for i in range(1, RAILS + 1))
-        sh(["ip", "-batch", "-"], root)
-        pod = "".join(f"link set {tag}p{i} name net{i}\nlink set net{i} up\n"
-                      f"addr add {self.addr(i)}/24 dev net{i}\n" for i in range(1, RAILS + 1))
-        sh(["ip", "-n", ns, "-batch", "-"], pod)
+        harness.pod_veths(ns, RAILS, "rta%d" % (os.getpid() % 100000), self.addr)
         self.tree = os.path.join(work, "tree")
         self.make_tree()
         for i in range(1, RAILS + 1):

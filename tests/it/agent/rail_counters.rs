@@ -368,6 +368,13 @@ fn inspect_counters_shows_the_rates_beside_the_rails_pod_and_class() {
         run.stdout
     };
     let text = inspect(&["--netns", &pod.path(), "--counters=1"]);
+    // docs/inspect.md's "--counters" run is pasted from this one.
+    if std::env::var_os("INSPECT_SHOW").is_some() {
+        eprintln!(
+            "$ roce-tune inspect --netns {} --counters=1\n{text}[exit 0]",
+            pod.path()
+        );
+    }
     assert!(
         text.contains(&format!(
             "{DEV} port 1  pod {NAMESPACE}/train-0 net1  class 41  qos -"
