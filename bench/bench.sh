@@ -14,7 +14,8 @@
 #   - fresh copies of roce-tune, the baseline and `tuning`, on the root filesystem too.
 # Then bench/harness.py runs everything interleaved and writes bench/results/, and
 # bench/nri.py times the NRI plugin's CreateContainer under nri-sim (../shared/nri), and
-# bench/nri_dra.py its RunPodSandbox of a 64-rail pod under one deadline.
+# bench/nri_dra.py its RunPodSandbox of a 64-rail pod under one deadline, and bench/agent_pass.py
+# an agent pass over 128 live rails and their RDMA counters.
 #
 # Environment knobs (defaults in brackets):
 #   BENCH_RUNS [1000]       timed runs of each single-process case (interleaved rounds)
@@ -30,6 +31,8 @@
 #   BENCH_RESULTS [bench/results]  where latest.md and raw/ go (experiments elsewhere)
 #   BENCH_DRA_ROUNDS [10]   RunPodSandbox rounds of the 64-rail DRA pod, each case
 #                           (bench/nri_dra.py; BENCH_DRA_RAILS [64] its rails)
+#   BENCH_AGENT_PASSES [20] agent passes timed, each case (bench/agent_pass.py;
+#                           BENCH_AGENT_RAILS [128] its live rails)
 #   BENCH_PLACEMENT [1]     rows 6 and 7: the 16-rail pod with placementCheck warn and off
 #                           against the fake kubelet, and an ADD against a kubelet that never
 #                           stops sending (the fake's python: integration/.build/venv-grpc,
@@ -96,6 +99,7 @@ cleanup() {
     ip netns del "$ns" 2>/dev/null || true
     ip netns del "${ns}o" 2>/dev/null || true
     ip netns del "${ns}d" 2>/dev/null || true
+    ip netns del "${ns}a" 2>/dev/null || true
     for i in $(seq 1 "$rails"); do
         ip link del "${tag}h$i" 2>/dev/null || true
     done
@@ -163,3 +167,8 @@ python3 "$here/nri.py" "$agent_bin" "/run/netns/$ns" "/run/netns/${ns}o" "$state
 # whose veths it makes (the trap's netns deletion takes them).
 ip netns add "${ns}d"
 python3 "$here/nri_dra.py" "$agent_bin" "${ns}d" "$statebase" "${BENCH_RESULTS:-$here/results}"
+
+# One agent pass over 128 live rails and their RDMA counters (bench/agent_pass.py): a netns of
+# its own, whose veths it makes (the trap's netns deletion takes them).
+ip netns add "${ns}a"
+python3 "$here/agent_pass.py" "$bin" "$agent_bin" "${ns}a" "$statebase" "${BENCH_RESULTS:-$here/results}"

@@ -88,6 +88,20 @@ def rail_sysctls(ifname):
     return [(k.replace("{if}", ifname), v) for k, v in RAIL_TARGET]
 
 
+def pod_veths(ns, rails, tag, addr):
+    """`rails` veth pairs, the pod's end of each moved into `ns`, renamed net<i>, up, with
+    addr(i)/24; the netns's deletion takes both ends."""
+    def batch(cmd, text):
+        subprocess.run(cmd, input=text, check=True, text=True, stdout=subprocess.DEVNULL)
+    batch(["ip", "-batch", "-"], "".join(f"link add {tag}h{i} type veth peer name {tag}p{i}\n"
+                                         f"link set {tag}p{i} netns {ns}\n"
+                                         for i in range(1, rails + 1)))
+    batch(["ip", "-n", ns, "-batch", "-"], "".join(f"link set {tag}p{i} name net{i}\n"
+                                                   f"link set net{i} up\n"
+                                                   f"addr add {addr(i)}/24 dev net{i}\n"
+                                                   for i in range(1, rails + 1)))
+
+
 # ---------------------------------------------------------------- statistics
 
 def pct(xs, p):

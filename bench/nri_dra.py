@@ -40,10 +40,6 @@ TIMEOUT_MS = 2000
 BOUND_MS = TIMEOUT_MS * 0.75 + 100
 
 
-def sh(cmd, stdin=None):
-    subprocess.run(cmd, input=stdin, check=True, text=True, stdout=subprocess.DEVNULL)
-
-
 class Node(harness.Bench):
     """The pod netns (made by bench.sh, filled here), the tree (harness.Bench's, for RAILS
     rails: net<i> on mlx5_<i>, 8 VFs a PCI device, GIDs of 10.10.<i>.2 at 2 and 3), the
@@ -53,15 +49,7 @@ class Node(harness.Bench):
         self.ns, self.work = ns, work
         self.nspath = f"/run/netns/{ns}"
         self.a = types.SimpleNamespace(rails=RAILS)
-        tag = "rtd%d" % (os.getpid() % 100000)
-        # One veth pair per rail, the pod's end moved in and renamed; the netns's deletion
-        # (bench.sh's trap) takes both ends.
-        root = "".join(f"link add {tag}h{i} type veth peer name {tag}p{i}\n"
-                       f"link set {tag}p{i} netns {ns}\n" for i in range(1, RAILS + 1))
-        sh(["ip", "-batch", "-"], root)
-        pod = "".join(f"link set {tag}p{i} name net{i}\nlink set net{i} up\n"
-                      f"addr add {self.addr(i)}/24 dev net{i}\n" for i in range(1, RAILS + 1))
-        sh(["ip", "-n", ns, "-batch", "-"], pod)
+        harness.pod_veths(ns, RAILS, "rtd%d" % (os.getpid() % 100000), self.addr)
         self.tree = os.path.join(work, "tree")
         self.make_tree()
         self.state = os.path.join(state_base, "nri-dra-state")

@@ -8,6 +8,7 @@
 #                      (TCG) with soft-RoCE, every scenario of integration/kernel/scenarios.sh
 #                      (6 to 8 minutes on 2 busy cores). KERNEL_SCENARIOS="lookup ipv6" runs only
 #                      those; KERNEL_EXPECT_RDMA_CM_TOS=1 makes a binary without rdmaCmTos fail.
+#                      Then integration/lane_rules.py over rxe-counters' readings (promtool).
 #   make demo-kernel   the demo's chain on that real RDMA stack, explained step by step
 #   make kernel-clean  remove what the lane left on the host (KERNEL_CLEAN=--all: downloads too)
 #
@@ -31,9 +32,17 @@ setup: kernel-setup
 kernel-probes:
 	$(CARGO) build --locked --example dcb_probe
 
+# After the lane, scenario rxe-counters' readings (when it ran) are held to the shipped loss
+# alert: integration/lane_rules.py builds promtool series from them (RoceTuneRailLossRising fires
+# for the lossy run, not the clean one). Its 77 (no rule file) is a loud skip like the lane's.
+LANE_READINGS := integration/.build/kernel-logs/kernel-lane/rxe-counters.readings
+
 kernel-lane: setup e2e-build kernel-probes
-	@rc=0; integration/kernel/run.sh --name kernel-lane integration/kernel/scenarios.sh || rc=$$?; \
-	if [ $$rc = 77 ]; then echo "kernel-lane: SKIPPED (see the banner above)"; exit 0; fi; exit $$rc
+	@rm -f $(LANE_READINGS); rc=0; integration/kernel/run.sh --name kernel-lane integration/kernel/scenarios.sh || rc=$$?; \
+	if [ $$rc = 77 ]; then echo "kernel-lane: SKIPPED (see the banner above)"; exit 0; fi; \
+	if [ -s $(LANE_READINGS) ]; then r=0; python3 integration/lane_rules.py $(LANE_READINGS) || r=$$?; \
+	  if [ $$r = 77 ]; then echo "kernel-lane: the loss alert's check SKIPPED (see above)"; \
+	  elif [ $$r != 0 ]; then rc=1; fi; fi; exit $$rc
 
 demo-kernel: setup e2e-build
 	@rc=0; integration/kernel/run.sh --name demo-kernel integration/kernel/demo.sh || rc=$$?; \

@@ -96,6 +96,9 @@ pub struct NodeConfig {
     /// `railPriority`, `railLossless`, `qosCheck`: what the fabric expects
     /// of a rail's class on its PF, and what a verdict other than ok does.
     pub qos: crate::qos::QosConfig,
+    /// `railCounters` and `railCountersMax`: which RDMA counters of each
+    /// live rail the agent exports, and how many at most per rail.
+    pub rail_counters: RailCounters,
 }
 
 /// Which pods the NRI plugin gives the job environment at CreateContainer.
@@ -202,6 +205,7 @@ impl NodeConfig {
             job_env_omit: Vec::new(),
             dra_rails: None,
             qos: crate::qos::QosConfig::default(),
+            rail_counters: RailCounters::default(),
         }
     }
 
@@ -355,6 +359,8 @@ impl NodeConfig {
             "jobEnvFamilies",
             "jobEnvOmit",
             "draRails",
+            "railCounters",
+            "railCountersMax",
         ];
         let known = |k: &str| KEYS.contains(&k) || crate::qos::NODE_KEYS.contains(&k);
         if let Some(k) = obj.keys().find(|k| !known(k)) {
@@ -478,6 +484,7 @@ impl NodeConfig {
                 Some(v.clone())
             }
         };
+        node.rail_counters = RailCounters::from_node_config(obj).map_err(&bad)?;
         node.sysctl_allowlist = match obj.get("sysctlAllowlist") {
             None | Some(Value::Null) => None,
             Some(Value::Array(a)) if a.len() <= MAX_PATTERNS => Some(
@@ -501,6 +508,140 @@ impl NodeConfig {
     pub fn is_test_tree(&self) -> bool {
         self.sysfs_root != Path::new(DEFAULT_SYSFS_ROOT)
     }
+}
+
+/// Which counter files of a rail's port the agent exports (`railCounters`)
+/// and how many at most per rail (`railCountersMax`): docs/agent.md,
+/// "RDMA counters".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RailCounters {
+    pub pick: CounterPick,
+    /// Series per rail at most; past it the first ones by name are exported
+    /// and the rail's line says how many were left out.
+    pub max: usize,
+}
+
+/// The names `railCounters` picks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CounterPick {
+    /// No key: the loss, retransmission and congestion counters of mlx5
+    /// and rxe (`DEFAULT_RAIL_COUNTERS`).
+    Default,
+    /// `"*"`: every file but `lifespan` (a setting, not a counter).
+    All,
+    /// The names listed.
+    Named(Vec<String>),
+}
+
+/// The default `railCounters`: mlx5's and rxe's counters of loss,
+/// retransmission and congestion (docs/design.md, "RDMA counters"). One
+/// list for every driver, not one per driver: the two drivers' names meet
+/// only in `duplicate_request` (the same event for both), so this list
+/// filtered by the files a device has is that driver's list, without asking
+/// which driver it is, and a third driver gets whichever of these it names
+/// alike.
+pub const DEFAULT_RAIL_COUNTERS: &[&str] = &[
+    // mlx5 (drivers/infiniband/hw/mlx5/counters.c)
+    "out_of_sequence",
+    "packet_seq_err",
+    "implied_nak_seq_err",
+    "local_ack_timeout_err",
+    "duplicate_request",
+    "rnr_nak_retry_err",
+    "out_of_buffer",
+    "req_transport_retries_exceeded",
+    "roce_adp_retrans",
+    "np_cnp_sent",
+    "np_ecn_marked_roce_packets",
+    "rp_cnp_handled",
+    // rxe (drivers/infiniband/sw/rxe/rxe_hw_counters.c)
+    "out_of_seq_request",
+    "rcvd_seq_err",
+    "completer_retry_err",
+    "retry_exceeded_err",
+    "rcvd_rnr_err",
+    "send_err",
+    "sent_pkts",
+    "rcvd_pkts",
+];
+pub const DEFAULT_RAIL_COUNTERS_MAX: usize = 64;
+/// The most `railCountersMax` may be: a port of mlx5 has about 60 counter
+/// files, and every series is one more per rail on a node of 128 rails.
+pub const MAX_RAIL_COUNTERS_MAX: usize = 1024;
+/// The most names `railCounters` may list.
+pub const MAX_RAIL_COUNTER_NAMES: usize = 256;
+const MAX_COUNTER_NAME: usize = 64;
+
+impl Default for RailCounters {
+    fn default() -> Self {
+        RailCounters {
+            pick: CounterPick::Default,
+            max: DEFAULT_RAIL_COUNTERS_MAX,
+        }
+    }
+}
+
+impl RailCounters {
+    fn from_node_config(obj: &Map<String, Value>) -> Result<RailCounters, String> {
+        let mut out = RailCounters::default();
+        match obj.get("railCounters") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if s == "*" => out.pick = CounterPick::All,
+            Some(Value::Array(a)) if a.len() <= MAX_RAIL_COUNTER_NAMES => {
+                let mut names: Vec<String> = Vec::new();
+                for v in a {
+                    let name = v.as_str().unwrap_or_default();
+                    if !is_counter_name(name) {
+                        return Err(format!(
+                            "railCounters: {} is not a counter's file name: 1 to {MAX_COUNTER_NAME} letters, digits, '_' or '-' (no '/', no '..'), as the kernel names them under hw_counters/",
+                            crate::quote::input_json(v)
+                        ));
+                    }
+                    if name == "lifespan" {
+                        return Err("railCounters: lifespan is a setting of the counters (how long a read may be answered from the last query), not a counter; leave it out".into());
+                    }
+                    if !names.iter().any(|n| n == name) {
+                        names.push(name.to_owned());
+                    }
+                }
+                out.pick = CounterPick::Named(names);
+            }
+            Some(_) => {
+                return Err(format!(
+                    "railCounters must be \"*\" (every counter) or a list of at most {MAX_RAIL_COUNTER_NAMES} counter names, e.g. [\"out_of_sequence\", \"packet_seq_err\"]"
+                ))
+            }
+        }
+        match obj.get("railCountersMax") {
+            None | Some(Value::Null) => {}
+            Some(v) => match v.as_u64() {
+                Some(n) if (1..=MAX_RAIL_COUNTERS_MAX as u64).contains(&n) => out.max = n as usize,
+                _ => {
+                    return Err(format!(
+                        "railCountersMax must be a whole number of series per rail from 1 to {MAX_RAIL_COUNTERS_MAX}"
+                    ))
+                }
+            },
+        }
+        Ok(out)
+    }
+
+    /// Whether the file `name` of a port's counter directory is picked.
+    pub fn picks(&self, name: &str) -> bool {
+        match &self.pick {
+            CounterPick::Default => DEFAULT_RAIL_COUNTERS.contains(&name),
+            CounterPick::All => name != "lifespan",
+            CounterPick::Named(names) => names.iter().any(|n| n == name),
+        }
+    }
+}
+
+/// A counter file's name as `railCounters` may list it.
+fn is_counter_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= MAX_COUNTER_NAME
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
 }
 
 /// `jobEnvFamilies` and `jobEnvOmit`: names from the lists above only, so a
@@ -889,6 +1030,144 @@ mod tests {
                 e.0
             );
         }
+    }
+
+    #[test]
+    fn rail_counters_keys() {
+        let n = parse("{}").unwrap();
+        assert_eq!(n.rail_counters, RailCounters::default());
+        assert!(n.rail_counters.picks("out_of_sequence") && n.rail_counters.picks("sent_pkts"));
+        assert!(!n.rail_counters.picks("rx_write_requests") && !n.rail_counters.picks("lifespan"));
+        let n = parse(r#"{"railCounters":"*","railCountersMax":1024}"#).unwrap();
+        assert_eq!(n.rail_counters.pick, CounterPick::All);
+        assert_eq!(n.rail_counters.max, 1024);
+        assert!(n.rail_counters.picks("rx_write_requests") && !n.rail_counters.picks("lifespan"));
+        let n =
+            parse(r#"{"railCounters":["a_b","a_b","VL15_dropped"],"railCountersMax":1}"#).unwrap();
+        assert_eq!(
+            n.rail_counters.pick,
+            CounterPick::Named(vec!["a_b".into(), "VL15_dropped".into()])
+        );
+        assert!(n.rail_counters.picks("VL15_dropped") && !n.rail_counters.picks("sent_pkts"));
+        assert_eq!(
+            parse(r#"{"railCounters":[]}"#).unwrap().rail_counters.pick,
+            CounterPick::Named(vec![])
+        );
+        for text in [
+            r#"{"railCounters":"all"}"#,
+            r#"{"railCounters":{"sent_pkts":1}}"#,
+            r#"{"railCounters":5}"#,
+            r#"{"railCounters":["../../etc/shadow"]}"#,
+            r#"{"railCounters":["a/b"]}"#,
+            r#"{"railCounters":[".."]}"#,
+            r#"{"railCounters":[""]}"#,
+            r#"{"railCounters":[7]}"#,
+            r#"{"railCounters":["lifespan"]}"#,
+            r#"{"railCountersMax":0}"#,
+            r#"{"railCountersMax":1025}"#,
+            r#"{"railCountersMax":"64"}"#,
+            r#"{"railCountersMax":2.5}"#,
+        ] {
+            let e = parse(text).unwrap_err();
+            let key = if text.contains("Max") {
+                "railCountersMax"
+            } else {
+                "railCounters"
+            };
+            assert!(e.0.contains(key), "{text}: {}", e.0);
+        }
+        let long: Vec<String> = (0..=MAX_RAIL_COUNTER_NAMES)
+            .map(|i| format!("c{i}"))
+            .collect();
+        let text = serde_json::json!({ "railCounters": long }).to_string();
+        assert!(parse(&text).unwrap_err().0.contains("railCounters"));
+    }
+
+    /// The one default list, filtered by what each driver has, is that
+    /// driver's list: the names of docs/design.md's "RDMA counters".
+    #[test]
+    fn the_default_is_each_drivers_list() {
+        let rxe = [
+            "sent_pkts",
+            "rcvd_pkts",
+            "duplicate_request",
+            "out_of_seq_request",
+            "rcvd_rnr_err",
+            "send_rnr_err",
+            "rcvd_seq_err",
+            "ack_deferred",
+            "retry_exceeded_err",
+            "retry_rnr_exceeded_err",
+            "completer_retry_err",
+            "send_err",
+            "link_downed",
+            "rdma_sends",
+            "rdma_recvs",
+            "lifespan",
+        ];
+        let mlx5 = [
+            "rx_write_requests",
+            "rx_read_requests",
+            "rx_atomic_requests",
+            "out_of_buffer",
+            "out_of_sequence",
+            "duplicate_request",
+            "rnr_nak_retry_err",
+            "packet_seq_err",
+            "implied_nak_seq_err",
+            "local_ack_timeout_err",
+            "resp_local_length_error",
+            "req_remote_access_errors",
+            "req_transport_retries_exceeded",
+            "roce_adp_retrans",
+            "roce_adp_retrans_to",
+            "roce_slow_restart",
+            "rp_cnp_ignored",
+            "rp_cnp_handled",
+            "np_ecn_marked_roce_packets",
+            "np_cnp_sent",
+            "rx_icrc_encapsulated",
+            "lifespan",
+        ];
+        let d = RailCounters::default();
+        let picked = |names: &[&str]| -> Vec<String> {
+            let mut v: Vec<String> = names
+                .iter()
+                .filter(|n| d.picks(n))
+                .map(|n| n.to_string())
+                .collect();
+            v.sort();
+            v
+        };
+        let mut want_rxe = vec![
+            "out_of_seq_request",
+            "duplicate_request",
+            "rcvd_seq_err",
+            "completer_retry_err",
+            "retry_exceeded_err",
+            "rcvd_rnr_err",
+            "send_err",
+            "sent_pkts",
+            "rcvd_pkts",
+        ];
+        want_rxe.sort();
+        assert_eq!(picked(&rxe), want_rxe);
+        let mut want_mlx5 = vec![
+            "out_of_sequence",
+            "packet_seq_err",
+            "implied_nak_seq_err",
+            "local_ack_timeout_err",
+            "duplicate_request",
+            "rnr_nak_retry_err",
+            "out_of_buffer",
+            "req_transport_retries_exceeded",
+            "roce_adp_retrans",
+            "np_cnp_sent",
+            "np_ecn_marked_roce_packets",
+            "rp_cnp_handled",
+        ];
+        want_mlx5.sort();
+        assert_eq!(picked(&mlx5), want_mlx5);
     }
 
     #[test]

@@ -1212,11 +1212,16 @@ s_nri_dra() {
 # carries rxe traffic only there: rxe's UDP socket lives in init_net, rxe_net.c
 # `rxe_net_ipv4_init`). Two runs of ibv_rc_pingpong, clean and under netem loss; then what
 # RTM_GETDCB answers for the netdevs, through roce-tune's own DCB codec (examples/dcb_probe.rs).
-# For now the scenario reads the files itself: the agent's per-rail export
-# (`roce_tune_rail_hw_counter_total`) and `roce-tune inspect --counters` plug in at the marked
-# places once they exist.
+# The scenario reads the files itself (with `read`: exact before and after each run), and
+# `roce-tune inspect --counters` reads them too, around each run: its rates show sent_pkts rising
+# and, under loss, the retransmission counters. Every reading goes to $LOG_DIR/rxe-counters.readings
+# with its time; on the host, integration/lane_rules.py builds promtool series from them and
+# checks that the shipped RoceTuneRailLossRising fires for the lossy run and not the clean one.
 RC_IPS=(192.168.213.1 192.168.213.2)
 RC_ITERS="${KERNEL_RXE_ITERS:-200}"
+# inspect's interval: longer than a run takes (clean 2 to 4.3 s, lossy 5.4 to 8.7 s on TCG), so its
+# two readings hold the whole run whatever its process start-up costs.
+RC_INSPECT_S="${KERNEL_RXE_INSPECT_S:-12}"
 # The counters that tell loss and retransmission on rxe (rxe_hw_counters.c): compared between
 # the clean and the lossy run, summed over both devices (each is requester and responder).
 RC_LOSS_COUNTERS=(completer_retry_err duplicate_request out_of_seq_request rcvd_seq_err)
@@ -1225,13 +1230,17 @@ RC_LOSS_COUNTERS=(completer_retry_err duplicate_request out_of_seq_request rcvd_
 # left out (a setting: the milliseconds a read may be served from the last query, sysfs.c
 # `set_stats_lifespan`). With `read`, not a process per file: under TCG each costs about a second.
 declare -A RC_BEFORE_a RC_BEFORE_b RC_AFTER_a RC_AFTER_b
+# rc_read <dev> <array> <run> <phase>: also one line per counter to the readings file,
+# "READING <run> <phase> <unix ms> <dev> <name> <value>".
+RC_READINGS="$LOG_DIR/rxe-counters.readings"
 rc_read() {
     local -n into="$2"
-    local f v
+    local f v at="${EPOCHREALTIME/./}"
     into=()
     for f in "/sys/class/infiniband/$1/ports/1/hw_counters/"*; do
         [ "${f##*/}" = lifespan ] && continue
         read -r v <"$f" && into["${f##*/}"]="$v"
+        echo "READING $3 $4 $((at / 1000)) $1 ${f##*/} $v" >>"$RC_READINGS"
     done
 }
 # rc_delta <a|b> <name>: RC_D, how much one counter of device a or b rose in the last run (a
@@ -1256,9 +1265,12 @@ rc_gid_index() {
 # rc_run <label>: one ibv_rc_pingpong between the two devices; fills RC_BEFORE_a/b and
 # RC_AFTER_a/b, sets RC_MS, RC_OUT and RC_DELTAS ("a.name+N ...").
 rc_run() {
-    local label="$1" port=$((18515 + RANDOM % 1000)) t0 srv rc
-    rc_read "$RC_A" RC_BEFORE_a; rc_read "$RC_B" RC_BEFORE_b
-    # -> `roce-tune inspect --counters` reads here (its first reading).
+    local label="$1" port=$((18515 + RANDOM % 1000)) t0 srv rc insp
+    rc_read "$RC_A" RC_BEFORE_a "$label" before; rc_read "$RC_B" RC_BEFORE_b "$label" before
+    # roce-tune inspect --counters: its first reading now, its second RC_INSPECT_S later, which
+    # the run falls within (2 to 9 s under TCG: docs/design.md, "RDMA counters").
+    "$BIN" inspect --counters="$RC_INSPECT_S" --json >"$KL_TMP/rc-$label.inspect" 2>"$KL_TMP/rc-$label.inspect.err" &
+    insp=$!
     t0="${EPOCHREALTIME/./}"
     timeout 120 ibv_rc_pingpong -d "$RC_B" -g "$RC_GB" -s 1024 -m 1024 -n "$RC_ITERS" -p "$port" \
         >"$KL_TMP/rc-$label.server" 2>&1 &
@@ -1271,9 +1283,11 @@ rc_run() {
     rc=$?
     wait "$srv"; local src=$?
     RC_MS=$(( (${EPOCHREALTIME/./} - t0) / 1000 ))
-    rc_read "$RC_A" RC_AFTER_a; rc_read "$RC_B" RC_AFTER_b
-    # -> `roce-tune inspect --counters` reads here (its second reading), and the agent's next
-    #    pass exports RC_AFTER_* as roce_tune_rail_hw_counter_total.
+    rc_read "$RC_A" RC_AFTER_a "$label" after; rc_read "$RC_B" RC_AFTER_b "$label" after
+    wait "$insp"; local irc=$?
+    RC_INSPECT="$(cat "$KL_TMP/rc-$label.inspect")"
+    fact "$label: roce-tune inspect --counters=$RC_INSPECT_S (rc $irc): $(jq -c '[.ports[] | {d: .device, c: [.counters[] | select(.second > .first) | "\(.name)+\(.second - .first)"]}]' <<<"$RC_INSPECT" 2>&1) $(head -c 300 "$KL_TMP/rc-$label.inspect.err")"
+    [ "$irc" = 0 ] || { fail "$label: roce-tune inspect --counters failed (rc $irc): $(cat "$KL_TMP/rc-$label.inspect.err")"; return 1; }
     fact "$label run: client rc $rc, server rc $src, ${RC_MS} ms: ${RC_OUT//$'\n'/ }"
     [ "$rc" = 0 ] && [ "$src" = 0 ] \
         || { fail "$label: ibv_rc_pingpong failed (client rc $rc, server rc $src): ${RC_OUT//$'\n'/ } / $(cat "$KL_TMP/rc-$label.server")"; return 1; }
@@ -1284,6 +1298,19 @@ rc_run() {
         for n in $(printf '%s\n' "${!after[@]}" | sort); do rc_delta "$d" "$n"; RC_DELTAS+=" $d.$n+$RC_D"; done
     done
     fact "$label deltas:$RC_DELTAS"
+}
+# rc_inspect_rise <dev> <name>: RC_D, how much inspect's two readings of one counter differ.
+rc_inspect_rise() {
+    RC_D="$(jq -r --arg d "$1" --arg n "$2" \
+        '[.ports[] | select(.device == $d) | .counters[] | select(.name == $n) | .second - .first] | add // 0' <<<"$RC_INSPECT")"
+}
+# rc_inspect_loss: RC_ILOSS, the loss counters' rise between inspect's readings, both devices.
+rc_inspect_loss() {
+    local d n
+    RC_ILOSS=0
+    for d in "$RC_A" "$RC_B"; do
+        for n in "${RC_LOSS_COUNTERS[@]}"; do rc_inspect_rise "$d" "$n"; RC_ILOSS=$(( RC_ILOSS + RC_D )); done
+    done
 }
 # rc_loss_sum: RC_LOSS, the loss counters' rise in the last run, summed over both devices.
 rc_loss_sum() {
@@ -1305,6 +1332,7 @@ rc_restore() {
 
 s_rxe_counters() {
     trap 'rc_restore; scen_cleanup' EXIT
+    : >"$RC_READINGS"
     local t; for t in ibv_rc_pingpong tc ss; do
         command -v "$t" >/dev/null || { fail "$t is missing: integration/kernel/setup.sh installs ibverbs-utils and ibverbs-providers (rxe's provider) on the host"; return 1; }
     done
@@ -1373,6 +1401,10 @@ s_rxe_counters() {
     [ "$RC_D" -ge "$RC_ITERS" ] || { fail "clean run: rcvd_pkts of $RC_B rose by $RC_D, fewer than the $RC_ITERS messages sent"; return 1; }
     rc_loss_sum
     local clean_loss="$RC_LOSS" clean_ms="$RC_MS"
+    # What roce-tune itself read: inspect's rates show sent_pkts rising on A.
+    rc_inspect_rise "$RC_A" sent_pkts
+    [ "$RC_D" -gt 0 ] || { fail "clean run: roce-tune inspect --counters saw sent_pkts of $RC_A rise by $RC_D: $RC_INSPECT"; return 1; }
+    rc_inspect_loss; local clean_iloss="$RC_ILOSS"
 
     # ---- 4. traffic, 5% loss each way
     tc qdisc add dev "$a" root netem loss 5% && tc qdisc add dev "$b" root netem loss 5% \
@@ -1380,6 +1412,7 @@ s_rxe_counters() {
     rc_run lossy || return 1
     rc_loss_sum
     local lossy_loss="$RC_LOSS" lossy_ms="$RC_MS"
+    rc_inspect_loss; local lossy_iloss="$RC_ILOSS"
     fact "netem on $a: $(tc -s qdisc show dev "$a" | tr '\n' ' ' | cut -c1-200)"
     tc qdisc del dev "$a" root; tc qdisc del dev "$b" root
     fact "loss counters (${RC_LOSS_COUNTERS[*]}, both devices): clean +$clean_loss in $clean_ms ms, lossy +$lossy_loss in $lossy_ms ms"
@@ -1387,6 +1420,9 @@ s_rxe_counters() {
     # little without loss too, so zero is never asserted).
     [ "$lossy_loss" -ge $(( 2 * clean_loss + 5 )) ] \
         || { fail "under 5% loss the loss counters rose by $lossy_loss, not well above the clean run's $clean_loss"; return 1; }
+    fact "loss counters as roce-tune inspect --counters read them: clean +$clean_iloss, lossy +$lossy_iloss"
+    [ "$lossy_iloss" -ge $(( 2 * clean_iloss + 5 )) ] \
+        || { fail "roce-tune inspect --counters: under 5% loss the loss counters rose by $lossy_iloss, not well above the clean run's $clean_iloss"; return 1; }
 
     # ---- 5. DCB: what RTM_GETDCB answers for these netdevs, through roce-tune's codec
     local nic dev missing="kl${SIDX}none" devs=("$a" "$b")

@@ -50,6 +50,7 @@ pub enum Metric {
     RailRdmaCmTosWanted,
     RailGidIndex,
     RailPlacementNear,
+    RailHwCounter,
     PodStarvedGpus,
     Drift,
     DriftRepairs,
@@ -84,6 +85,17 @@ pub const RAIL: &[&str] = &[
     "rdma_device",
     "pci_address",
     "network",
+];
+/// A rail's RDMA counter: the rail's labels, its port, the kernel's name.
+pub const RAIL_COUNTER: &[&str] = &[
+    "namespace",
+    "pod",
+    "interface",
+    "rdma_device",
+    "pci_address",
+    "network",
+    "port",
+    "counter",
 ];
 pub const POD: &[&str] = &["namespace", "pod"];
 pub const SETTING: &[&str] = &["setting"];
@@ -205,6 +217,13 @@ pub const CATALOGUE: &[Family] = &[
         kind: Kind::Gauge,
         labels: RAIL,
         help: "1 when the rail's VF is near one of the pod's GPUs (within gdrLevel: PXB, behind the same PCIe switches, by default), 0 when far.",
+    },
+    Family {
+        metric: Metric::RailHwCounter,
+        name: "roce_tune_rail_hw_counter_total",
+        kind: Kind::Counter,
+        labels: RAIL_COUNTER,
+        help: "An RDMA counter of the rail's device port as the kernel's file holds it (hw_counters/ or counters/ of the port; counter is the file name), for the names railCounters picks.",
     },
     Family {
         metric: Metric::PodStarvedGpus,
@@ -375,6 +394,17 @@ pub struct RailSample {
     pub gid_index: Option<Reading>,
     /// `None`: the topology is unknown (no GPU found for the pod).
     pub placement_near: Option<bool>,
+    /// The port's counters `railCounters` picks (`agent::counters`).
+    pub hw_counters: Vec<HwCounter>,
+}
+
+/// One RDMA counter of a live rail: its port, the kernel's file name, the
+/// value the file holds.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HwCounter {
+    pub port: u32,
+    pub name: String,
+    pub value: u64,
 }
 
 /// One owned setting of a live rail, by its key (`Setting::key()`).
@@ -701,6 +731,15 @@ pub fn render(s: &Snapshot) -> String {
         }
     }
 
+    open(&mut w, Metric::RailHwCounter);
+    for r in &rails {
+        for c in &r.hw_counters {
+            let [a, b, c2, d, e, f] = r.labels.values();
+            let port = c.port.to_string();
+            w.sample(&[a, b, c2, d, e, f, &port, &c.name], Value::Uint(c.value));
+        }
+    }
+
     open(&mut w, Metric::PodStarvedGpus);
     let mut pods: Vec<&PodSample> = s.pods.iter().collect();
     pods.sort_by(|x, y| (&x.namespace, &x.pod).cmp(&(&y.namespace, &y.pod)));
@@ -818,6 +857,11 @@ pub(crate) mod tests {
                     ],
                     gid_index: Some(Reading::Value(3)),
                     placement_near: Some(true),
+                    hw_counters: vec![HwCounter {
+                        port: 1,
+                        name: "out_of_sequence".into(),
+                        value: 11_649,
+                    }],
                     ..rail("train-0", "net1", "mlx5_2", "0000:3b:00.2")
                 },
                 RailSample {
@@ -986,6 +1030,10 @@ pub(crate) mod tests {
             format!("roce_tune_rail_gid_index{net1} 3"),
             format!("roce_tune_rail_gid_index{net2} -1"),
             format!("roce_tune_rail_placement_near{net2} 0"),
+            format!(
+                "roce_tune_rail_hw_counter_total{},port=\"1\",counter=\"out_of_sequence\"}} 11649",
+                net1.trim_end_matches('}')
+            ),
             "roce_tune_pod_starved_gpus{namespace=\"team-a\",pod=\"train-0\"} 1".into(),
             "roce_tune_drift_total{setting=\"traffic_class\"} 2".into(),
             "roce_tune_drift_total{setting=\"rdma_cm_tos\"} 0".into(),

@@ -11,6 +11,8 @@
 //! - `metrics`: the catalogue and the snapshot's text (the format is
 //!   `crate::wire::exposition`); `http` the server a scrape reaches (it
 //!   never waits on a pass: a scrape reads the last published text);
+//! - `counters`: each live rail's RDMA counters (`rdma::counters`), their
+//!   family and the lines said once per rail;
 //! - `health`: what `/healthz` answers the kubelet's liveness probe: stale
 //!   passes or an ended NRI plugin thread are 503;
 //! - `stop`: SIGTERM, as the one stop every thread of the agent heeds.
@@ -20,6 +22,7 @@
 //! exposition, republished within a second of a change (docs/design.md,
 //! "NRI").
 
+pub mod counters;
 pub mod health;
 pub mod http;
 pub mod metrics;

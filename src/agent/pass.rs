@@ -53,6 +53,8 @@ pub struct Totals {
     /// map: a node has a few dozen rails, and another map type is code in
     /// the static binary.
     pub seen: Vec<Seen>,
+    /// What was said once of each rail's counters.
+    pub counters_said: super::counters::Said,
 }
 
 /// A drifted value counted: (container ID, ifname, setting key, value).
@@ -107,12 +109,15 @@ pub fn run(node: &NodeConfig, totals: &mut Totals, stop: &Stop) -> Snapshot {
                 live.iter()
                     .any(|e| &e.container_id == cid && &e.ifname == ifname)
             });
+            totals.counters_said.keep(|cid, ifname| {
+                live.iter()
+                    .any(|e| e.container_id == cid && e.ifname == ifname)
+            });
             for e in &live {
                 if stop.requested() {
                     break;
                 }
-                snap.rails
-                    .extend(rail(place, e, &live, node.drift_policy, totals));
+                snap.rails.extend(rail(place, e, &live, node, totals));
             }
             snap.pods = pods(&live);
             let labelled: Vec<_> = live.iter().map(|e| (*e, labels(e))).collect();
@@ -149,9 +154,10 @@ fn rail(
     place: Place,
     entry: &Entry,
     live: &[&Entry],
-    policy: DriftPolicy,
+    node: &NodeConfig,
     totals: &mut Totals,
 ) -> Option<RailSample> {
+    let policy = node.drift_policy;
     let ns = NetNs::still(Path::new(&entry.netns), entry.netns_id)
         .ok()
         .flatten()?;
@@ -174,6 +180,14 @@ fn rail(
     let mut sample = RailSample {
         labels: labels(entry),
         placement_near: entry.placement.as_ref().map(|p| p.near),
+        // Without the lock: the kernel's counters are no file roce-tune writes.
+        hw_counters: super::counters::sample(
+            device_view,
+            &port,
+            &node.rail_counters,
+            (&entry.container_id, &entry.ifname),
+            &mut totals.counters_said,
+        ),
         ..RailSample::default()
     };
     // One lock for all the rail's settings. A rail whose lock is held is

@@ -2,6 +2,7 @@
 //! file and its GID table. Every path here is relative to a `sysfs::View`
 //! (the host's sysfs, a pod's, or a test tree standing for both).
 
+pub mod counters;
 pub mod device;
 pub mod gid;
 pub mod lookup;

@@ -1617,3 +1617,5 @@ fn healthz_is_503_when_the_nri_thread_has_ended() {
     assert!(ok, "the passes go on: {}", m.text);
     assert_eq!(health_until(&agent, 200, Duration::ZERO).0, 503);
 }
+
+mod rail_counters;

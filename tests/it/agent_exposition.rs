@@ -12,9 +12,9 @@ use crate::common::*;
 use roce_tune::agent::health::Health;
 use roce_tune::agent::http::{routes, Limits, Published, Server};
 use roce_tune::agent::metrics::{
-    render, AgentSample, CniCounts, Command, Histogram, NriSample, PfPauseSample, PodSample,
-    QosSample, RailLabels, RailQosSample, RailSample, Reading, SettingCounts, SettingSample,
-    Snapshot, CATALOGUE,
+    render, AgentSample, CniCounts, Command, Histogram, HwCounter, NriSample, PfPauseSample,
+    PodSample, QosSample, RailLabels, RailQosSample, RailSample, Reading, SettingCounts,
+    SettingSample, Snapshot, CATALOGUE,
 };
 use roce_tune::wire::exposition::CONTENT_TYPE;
 use std::io::{Read, Write};
@@ -54,6 +54,18 @@ fn snapshot() -> Snapshot {
                 ],
                 gid_index: Some(Reading::Value(3)),
                 placement_near: Some(true),
+                hw_counters: vec![
+                    HwCounter {
+                        port: 1,
+                        name: "out_of_sequence".into(),
+                        value: 11_649,
+                    },
+                    HwCounter {
+                        port: 1,
+                        name: "np_cnp_sent".into(),
+                        value: u64::MAX,
+                    },
+                ],
             },
             RailSample {
                 // Values only a validator upstream keeps out; the writer
@@ -68,6 +80,11 @@ fn snapshot() -> Snapshot {
                 settings: vec![owned("trafficClass", Some(Reading::Unset), 41)],
                 gid_index: Some(Reading::Unset),
                 placement_near: Some(false),
+                hw_counters: vec![HwCounter {
+                    port: 2,
+                    name: "sent_pkts".into(),
+                    value: 0,
+                }],
             },
         ],
         pods: vec![PodSample {

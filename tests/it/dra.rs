@@ -420,6 +420,13 @@ fn a_lost_stop_pod_sandbox_is_finished_by_the_agent_within_two_periods() {
     needs!(root);
     let sims: NriSims = needs!(nri_sim);
     let mut node = Node::new(2, profile(), true);
+    // The kernel's counters of rail 1's device: a DRA rail's are exported too.
+    let hw = node
+        .tree
+        .dev_dir(&node.vfs[0].dev)
+        .join("ports/1/hw_counters");
+    std::fs::create_dir_all(&hw).unwrap();
+    std::fs::write(hw.join("out_of_sequence"), "17\n").unwrap();
     let plugin = node.plugin(&["agent", "--every", "1", "--nri"]);
     let sandbox = unique("sb");
     let result = node.run(
@@ -457,7 +464,13 @@ fn a_lost_stop_pod_sandbox_is_finished_by_the_agent_within_two_periods() {
     loop {
         let metrics = scrape(&addr);
         let both = ["\"mlx5_2\"", "\"mlx5_3\""].map(|d| class(&metrics, d));
-        if both == [Some("41".to_owned()), Some("41".to_owned())] {
+        let counted = metrics.lines().any(|l| {
+            l.starts_with("roce_tune_rail_hw_counter_total{")
+                && l.contains("rdma_device=\"mlx5_2\"")
+                && l.contains("counter=\"out_of_sequence\"")
+                && l.ends_with(" 17")
+        });
+        if both == [Some("41".to_owned()), Some("41".to_owned())] && counted {
             break;
         }
         assert!(

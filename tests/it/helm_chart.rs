@@ -287,6 +287,30 @@ const PROBES: &[(&str, &str, Verdict)] = &[
     ("draRails", r#"{"sysctl": "net.x"}"#, Refused),
     ("draRails", "[]", Refused),
     ("draRails", r#""enforce""#, Refused),
+    ("railCounters", r#""*""#, Accepted),
+    (
+        "railCounters",
+        r#"["out_of_sequence", "VL15_dropped", "rx-x"]"#,
+        Accepted,
+    ),
+    ("railCounters", "[]", Accepted),
+    ("railCounters", "null", Accepted),
+    ("railCounters", r#""all""#, Refused),
+    ("railCounters", r#""sent_pkts""#, Refused),
+    ("railCounters", r#"{"sent_pkts": 1}"#, Refused),
+    ("railCounters", r#"["../x"]"#, Refused),
+    ("railCounters", r#"["a/b"]"#, Refused),
+    ("railCounters", r#"["a.b"]"#, Refused),
+    ("railCounters", r#"[""]"#, Refused),
+    ("railCounters", r#"["lifespan"]"#, Refused),
+    ("railCounters", "[1]", Refused),
+    ("railCountersMax", "1", Accepted),
+    ("railCountersMax", "1024", Accepted),
+    ("railCountersMax", "null", Accepted),
+    ("railCountersMax", "0", Refused),
+    ("railCountersMax", "1025", Refused),
+    ("railCountersMax", "2.5", Refused),
+    ("railCountersMax", r#""64""#, Refused),
     ("statedir", r#""/run/cni/x""#, Refused),
 ];
 
@@ -309,6 +333,22 @@ fn built_probes() -> Vec<(&'static str, String, Verdict)> {
     let long = |n: usize| json!([format!("net.{}", "a".repeat(n - 4))]);
     let part = |n: usize| json!([format!("{}/gpu", "a".repeat(n))]);
     vec![
+        (
+            "railCounters",
+            json!((0..256).map(|i| format!("c{i}")).collect::<Vec<_>>()).to_string(),
+            Accepted,
+        ),
+        (
+            "railCounters",
+            json!((0..257).map(|i| format!("c{i}")).collect::<Vec<_>>()).to_string(),
+            Refused,
+        ),
+        (
+            "railCounters",
+            json!(["a".repeat(64)]).to_string(),
+            Accepted,
+        ),
+        ("railCounters", json!(["a".repeat(65)]).to_string(), Refused),
         ("sysctlAllowlist", patterns(256).to_string(), Accepted),
         ("sysctlAllowlist", patterns(257).to_string(), Refused),
         ("sysctlAllowlist", long(256).to_string(), Accepted),

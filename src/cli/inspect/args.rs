@@ -14,6 +14,9 @@ roce-tune inspect [--netns PATH | --pid PID] [--ifname NAME] [--device DEV]
                   [--pod NAMESPACE/NAME] [--gdr-level LEVEL]
                   [--sysfs-root DIR] [--node-config PATH] [--json]
 roce-tune inspect (--netns PATH | --pid PID) --env [--node-config PATH] [--json]
+roce-tune inspect [--netns PATH | --pid PID] --counters[=SECONDS] [--ifname NAME]
+                  [--device DEV] [--port N] [--sysfs-root DIR]
+                  [--node-config PATH] [--json]
 
 Without --netns/--pid: the node view. Every RDMA device under
 <sysfs-root>/class/infiniband with its PCI function, the PF of a VF, its
@@ -43,6 +46,14 @@ and the UCX_* variables when the node config's jobEnvFamilies names \"ucx\",
 computed from what each rail's ADD recorded in the state dir (the node
 config's stateDir) for this netns. Why a variable is absent goes to stderr.
 Exit 0 with the lines, 1 when the pod gets nothing (the reason on stderr).
+
+With --counters: each rail's RDMA counters (the node config's railCounters:
+the files of the port's hw_counters/ and counters/ the agent exports as
+roce_tune_rail_hw_counter_total) read twice, SECONDS apart (default 1, at most
+60; a decimal is fine), with their rate per second, beside the rail's pod and
+class. Node view: every RDMA device's ports, a rail's marked with its pod. Pod
+view: the rails the state dir records for that netns. A rail whose device lives
+in its pod (exclusive mode) is read in the pod's sysfs. Exit 0.
 
 Options:
   --netns PATH         the pod's network namespace (e.g. /var/run/netns/<id>)
@@ -74,6 +85,7 @@ Options:
                        whose absence means the defaults); a file named here
                        or there must exist, and one refused stops inspect
   --env                pod view: only the job environment (above)
+  --counters[=SECONDS] only the RDMA counters and their rates (above)
   --json               one JSON object on stdout instead of the tables:
                        {view, mode, netns_mode, devices | interfaces
                         (each with settings: {<config key>: {path, state,
@@ -117,6 +129,8 @@ pub struct Options {
     pub env: bool,
     /// `--node-config`; `None`: ROCE_TUNE_NODE_CONFIG, else the default.
     pub node_config: Option<PathBuf>,
+    /// `--counters[=SECONDS]`: the interval between the two reads.
+    pub counters: Option<std::time::Duration>,
 }
 
 /// The port when nothing says which: the first, and on a VF the only one.
@@ -154,6 +168,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     let mut gdr_level = None;
     let mut env = false;
     let mut node_config = None;
+    let mut counters = None;
 
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -171,6 +186,14 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
             "--env" if inline.is_some() => return Err("--env takes no value".into()),
             "--env" => {
                 env = true;
+                continue;
+            }
+            // Its value only after '=': `--counters --json` is two options.
+            "--counters" => {
+                if counters.is_some() {
+                    return Err("--counters is given twice".into());
+                }
+                counters = Some(interval(inline.as_deref())?);
                 continue;
             }
             "--netns" | "--pid" | "--ifname" | "--device" | "--gid-index" | "--traffic-class"
@@ -273,7 +296,7 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
     if !in_pod && (pod.is_some() || gdr_level.is_some()) {
         return Err("--pod and --gdr-level need --netns or --pid: the placement is a pod's".into());
     }
-    if !in_pod && ifname.is_some() {
+    if !in_pod && ifname.is_some() && counters.is_none() {
         return Err("--ifname needs --netns or --pid: interfaces belong to a pod".into());
     }
     if !in_pod && gid_index.is_some() {
@@ -281,6 +304,20 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
             "--gid-index needs --netns or --pid: the GID to expect comes from a pod's address"
                 .into(),
         );
+    }
+    if counters.is_some() {
+        let checks = [
+            ("--env", env),
+            ("--gid-index", gid_index.is_some()),
+            ("--traffic-class", traffic_class.is_some()),
+            ("--pod", pod.is_some()),
+            ("--gdr-level", gdr_level.is_some()),
+        ];
+        if let Some((name, _)) = checks.iter().find(|(_, given)| *given) {
+            return Err(format!(
+                "--counters takes no {name}: it shows counters, no check"
+            ));
+        }
     }
     if env {
         if !in_pod {
@@ -316,7 +353,24 @@ pub fn parse_args(args: &[String]) -> Result<Parsed, String> {
         gdr_level,
         env,
         node_config,
+        counters,
     })))
+}
+
+/// `--counters`' interval: SECONDS after '=' (a decimal, more than 0 and at
+/// most 60), 1 s without.
+fn interval(value: Option<&str>) -> Result<std::time::Duration, String> {
+    let Some(v) = value else {
+        return Ok(std::time::Duration::from_secs(1));
+    };
+    match v.parse::<f64>() {
+        Ok(s) if s > 0.0 && s <= 60.0 && v.bytes().all(|b| b.is_ascii_digit() || b == b'.') => {
+            Ok(std::time::Duration::from_secs_f64(s))
+        }
+        _ => Err(format!(
+            "--counters={v:?}: the seconds between the two reads, more than 0 and at most 60 (e.g. --counters=2.5)"
+        )),
+    }
 }
 
 /// `NAMESPACE/NAME`, each a Kubernetes name (as CNI_ARGS' must be).

@@ -6,7 +6,9 @@
 //! - pod (`--netns`/`--pid`): each RDMA interface of the pod with its
 //!   addresses, GID table, rail sysctls and traffic class, and a PASS/FAIL
 //!   line per check with the reason and the fix; with `--env`, only the
-//!   pod's job environment (`env`, from the state entries: `job_env`).
+//!   pod's job environment (`env`, from the state entries: `job_env`);
+//!   with `--counters`, only each rail's RDMA counters and their rates
+//!   (`counters`).
 //!
 //! A run is four steps, one module each:
 //! - `args`: the options, all validated before anything is read;
@@ -20,6 +22,7 @@
 
 mod args;
 mod collect;
+mod counters;
 mod env;
 mod json;
 mod render;
@@ -60,6 +63,9 @@ pub fn run(args: &[String]) -> i32 {
     if opts.env {
         return job_env(&opts, &node);
     }
+    if let Some(every) = opts.counters {
+        return rail_counters(&opts, &node, every);
+    }
     match inspect(&opts, &node) {
         Ok((out, checks)) => {
             print!("{}", terminal_safe(&out));
@@ -80,6 +86,21 @@ fn job_env(opts: &Options, node: &NodeConfig) -> i32 {
                 eprintln!("roce-tune inspect: {}", crate::log::escape(&n));
             }
             code
+        }
+        Err(e) => stopped(opts, &e),
+    }
+}
+
+/// `--counters`: each rail's counters read twice, and their rates.
+fn rail_counters(opts: &Options, node: &NodeConfig, every: std::time::Duration) -> i32 {
+    match counters::collect(opts, node, every) {
+        Ok(rates) => {
+            let out = match opts.json {
+                true => json::text(&rates),
+                false => counters::render(&rates),
+            };
+            print!("{}", terminal_safe(&out));
+            0
         }
         Err(e) => stopped(opts, &e),
     }

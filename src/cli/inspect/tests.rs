@@ -749,3 +749,31 @@ fn each_rail_has_a_qos_line_in_text_and_json() {
     );
     assert_eq!(j["interfaces"][1]["qos"]["asked"], json!(false));
 }
+
+#[test]
+fn counters_takes_its_seconds_after_an_equals_sign_only() {
+    use std::time::Duration;
+    assert_eq!(opts("--counters").counters, Some(Duration::from_secs(1)));
+    assert_eq!(
+        opts("--counters=2.5 --json").counters,
+        Some(Duration::from_millis(2500))
+    );
+    let o = opts("--counters --json --netns /run/netns/x --ifname net1");
+    assert!(o.json && o.counters.is_some());
+    let err = |s: &str| {
+        let args: Vec<String> = s.split_whitespace().map(str::to_owned).collect();
+        parse_args(&args).unwrap_err()
+    };
+    for bad in [
+        "--counters=0",
+        "--counters=61",
+        "--counters=-1",
+        "--counters=1e1",
+        "--counters=x",
+    ] {
+        assert!(err(bad).contains("--counters"), "{bad}");
+    }
+    assert!(err("--counters --counters").contains("twice"));
+    assert!(err("--counters --traffic-class 41").contains("--traffic-class"));
+    assert!(err("--counters --netns /run/netns/x --env").contains("--env"));
+}
