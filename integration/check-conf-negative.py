@@ -258,9 +258,6 @@ CASES = [
     ("dashboard-panel-without-targets",
      edit(DASH, '"targets": [', '"targetz": ['),
      DASH, ["no targets"]),
-    ("catalogue-exports-a-name-still-listed-as-not-yet-exported",
-     edit(CATALOGUE, 'name: "roce_tune_idle_vfs_holding_class"', 'name: "roce_tune_rail_qos"'),
-     DASH, ["roce_tune_rail_qos exported now", "delete them from integration/check-conf.py's NOT_YET_EXPORTED"]),
     ("metrics-servicemonitor-renames-the-rails-pods",
      edit(METRICS + "servicemonitor.yaml", "      honorLabels: true\n", ""),
      "conf/deploy/components/metrics with kubernetes ", ["honorLabels must be true"]),
@@ -432,8 +429,9 @@ def run_case(crd_dir, name, mutate, label, messages):
         # The namespace labels the chart's install must give (docs/deploy.md).
         os.makedirs(os.path.join(tmp, "docs"))
         shutil.copy(os.path.join(repo, "docs", "deploy.md"), os.path.join(tmp, "docs", "deploy.md"))
-        # roce-tune's default nriSocket, which the docs' NRI snippets must name (src/node.rs).
-        shutil.copy(os.path.join(repo, "src", "node.rs"), os.path.join(tmp, "src", "node.rs"))
+        # roce-tune's default nriSocket, which the docs' NRI snippets must name (src/node/mod.rs).
+        os.makedirs(os.path.join(tmp, "src", "node"), exist_ok=True)
+        shutil.copy(os.path.join(repo, "src", "node", "mod.rs"), os.path.join(tmp, "src", "node", "mod.rs"))
         try:
             mutate(tmp)
         except AssertionError as e:

@@ -95,7 +95,7 @@
 8. The snippets of README.md and docs/*.md (integration/docs_snippets.py says the rules):
    every ```json, ```yaml and ```toml block parses; a runtime's NRI table (containerd's,
    CRI-O's, an OpenShift MachineConfig's CRI-O drop-in) keeps NRI on at roce-tune's nriSocket
-   (src/node.rs, NODE_RS) and sits in a section that says it was not run here; a document of
+   (src/node/mod.rs, NODE_RS) and sits in a section that says it was not run here; a document of
    a kind with a CRD schema is checked as the files of conf/ are (2 and 3).
 9. conf/alerts/*.rules.yaml, Prometheus rule files: `promtool check rules`, and every
    roce_tune_* name and label as the dashboard's (6, without the node variable); `up` only of
@@ -108,7 +108,7 @@ Usage: check-conf.py CONF_DIR CRD_DIR    (one line per file or build; exit 1 on 
 Environment: KUBECTL (default: kubectl on PATH), CARGO_TOML (default: CONF_DIR/../Cargo.toml),
 METRICS_RS (default: CONF_DIR/../src/agent/metrics.rs), PROMTOOL (the dashboards' PromQL
 check; check-conf.sh sets it), HELM (default: helm on PATH; check-conf.sh sets it), DEPLOY_MD
-(default: CONF_DIR/../docs/deploy.md), NODE_RS (default: CONF_DIR/../src/node.rs).
+(default: CONF_DIR/../docs/deploy.md), NODE_RS (default: CONF_DIR/../src/node/mod.rs).
 """
 import copy
 import functools
@@ -161,7 +161,7 @@ ROCE_KEYS = {
 CHART = os.path.join("helm", "roce-tune")
 NODE_CONFIG_SCHEMA = {}
 NODE_CONFIG_DEFAULTS = {"stateDir": "/run/cni/roce-tune", "sysfsRoot": "/sys",
-                        # src/node.rs DEFAULT_NRI_SOCKET
+                        # src/node/mod.rs DEFAULT_NRI_SOCKET
                         "nriSocket": "/var/run/nri/nri.sock",
                         # src/agent/http.rs DEFAULT_ADDRESS
                         "metricsAddress": "127.0.0.1:9662"}
@@ -637,9 +637,9 @@ def check_node_config(text):
                 errs.append("node.json: sysctlAllowlist must be a list of strings")
                 continue
             if len(v) > 256:
-                errs.append("node.json: sysctlAllowlist holds more than 256 patterns (src/node.rs refuses it)")
+                errs.append("node.json: sysctlAllowlist holds more than 256 patterns (src/node/mod.rs refuses it)")
             for pat in v:
-                # src/node.rs validate_pattern: components of letters, digits, _ - and *;
+                # src/node/mod.rs validate_pattern: components of letters, digits, _ - and *;
                 # and a pattern outside net. can never match (network sysctls stay under net.).
                 if (len(pat) > 256 or pat.split(".")[0] != "net"
                         or not all(NODE_PATTERN_COMPONENT.match(c) for c in pat.split("."))):
@@ -1595,22 +1595,8 @@ PROM_LABELS = {"node", "instance", "job"}
 PANEL_TYPES = {"row", "text", "timeseries", "stat", "table", "gauge", "bargauge", "heatmap", "piechart"}
 
 
-# Families the rail-health work adds to src/agent/metrics.rs in branches of their own, which the
-# dashboard and conf/alerts already query: checked here as if exported, with the labels the
-# shared contract gives them (the rail labels of RAIL, and their own). Emptied when those
-# exporters land: load_catalogue refuses a name that is in both, so the merge that brings an
-# exporter deletes its line here.
-NOT_YET_EXPORTED = {
-    "roce_tune_rail_hw_counter_total": ("Counter", ["namespace", "pod", "interface", "rdma_device",
-                                                    "pci_address", "network", "port", "counter"]),
-    "roce_tune_rail_qos": ("Gauge", ["namespace", "pod", "interface", "rdma_device", "pci_address",
-                                     "network", "verdict", "priority"]),
-    "roce_tune_pf_pfc_pause_total": ("Counter", ["pf", "priority", "direction"]),
-}
-
-
 def load_catalogue(path):
-    """({name: (kind, [labels])}, error): CATALOGUE's families, and NOT_YET_EXPORTED's."""
+    """({name: (kind, [labels])}, error): CATALOGUE's families."""
     try:
         with open(path) as f:
             text = f.read()
@@ -1634,11 +1620,6 @@ def load_catalogue(path):
         cat[name] = (kind, lists[labels])
     if not cat:
         return None, "%s: CATALOGUE is empty" % path
-    landed = sorted(set(cat) & set(NOT_YET_EXPORTED))
-    if landed:
-        return None, ("%s exported now (%s): delete them from integration/check-conf.py's "
-                      "NOT_YET_EXPORTED" % (", ".join(landed), path))
-    cat.update(NOT_YET_EXPORTED)
     return cat, None
 
 
@@ -1994,10 +1975,10 @@ def main(argv):
     # The docs' snippets (module docstring, 8).
     try:
         nri_socket = docs_snippets.default_nri_socket(
-            os.environ.get("NODE_RS") or os.path.join(repo, "src", "node.rs"))
+            os.environ.get("NODE_RS") or os.path.join(repo, "src", "node", "mod.rs"))
     except (OSError, ValueError) as e:
         nri_socket = None
-        report("src/node.rs (roce-tune's default nriSocket, for the docs' snippets)", [str(e)])
+        report("src/node/mod.rs (roce-tune's default nriSocket, for the docs' snippets)", [str(e)])
 
     def crd_check(doc):
         return check_yaml_doc(doc, crds)[0] if check_crd_doc(doc, crds) is not None else None

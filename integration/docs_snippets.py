@@ -12,7 +12,7 @@ DaemonSet expects and say that they were not run:
 * containerd's NRI table, `[plugins."io.containerd.nri.v1.nri"]` (config version 2) or
   `[plugins.'io.containerd.nri.v1.nri']` (version 3), keeps NRI on (`disable = false`), lets
   an external plugin connect (`disable_connections` not true), and its `socket_path`, when
-  given, is roce-tune's default `nriSocket` (src/node.rs `DEFAULT_NRI_SOCKET`), whose
+  given, is roce-tune's default `nriSocket` (src/node/mod.rs `DEFAULT_NRI_SOCKET`), whose
   directory the DaemonSet mounts; CRI-O's `[crio.nri]` the same with `enable_nri = true`,
   `nri_disable_connections` and `nri_listen`;
 * an OpenShift MachineConfig's file under /etc/crio/crio.conf.d/ is a `data:` URL whose
@@ -234,7 +234,7 @@ def check(path, nri_socket, crd_check):
 
 
 def default_nri_socket(node_rs):
-    """roce-tune's default nriSocket, from src/node.rs (`pub const DEFAULT_NRI_SOCKET`)."""
+    """roce-tune's default nriSocket, from src/node/mod.rs (`pub const DEFAULT_NRI_SOCKET`)."""
     with open(node_rs) as f:
         m = re.search(r'pub const DEFAULT_NRI_SOCKET: &str = "([^"]+)";', f.read())
     if not m:

@@ -28,6 +28,7 @@ pub mod http;
 pub mod metrics;
 mod pass;
 mod qos;
+pub mod samples;
 pub mod stop;
 
 use crate::node::NodeConfig;

@@ -40,7 +40,7 @@ fn roce_tune_keys() -> BTreeSet<String> {
         .expect_err("an unknown key is refused");
     let msg = err.to_string();
     let (_, list) = msg.split_once("the keys are ").unwrap_or_else(|| {
-        panic!("src/node.rs no longer names its keys when it refuses one: {msg}")
+        panic!("src/node/mod.rs no longer names its keys when it refuses one: {msg}")
     });
     list.split(", ").map(str::to_owned).collect()
 }
@@ -76,15 +76,15 @@ fn schema_holds_the_node_config_keys_roce_tune_accepts() {
     let extra: Vec<_> = schema.difference(&ours).collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
-        "conf/helm/roce-tune/values.schema.json's nodeConfig and src/node.rs differ: keys \
+        "conf/helm/roce-tune/values.schema.json's nodeConfig and src/node/mod.rs differ: keys \
          roce-tune accepts that the schema lacks: {missing:?} (add each, typed and bounded as \
-         src/node.rs parses it, with its probes in tests/it/helm_chart.rs PROBES); keys the \
+         src/node/mod.rs parses it, with its probes in tests/it/helm_chart.rs PROBES); keys the \
          schema has that roce-tune refuses: {extra:?}"
     );
     assert_eq!(
         documented_keys(),
         ours,
-        "docs/config.md's node config table and src/node.rs's keys differ"
+        "docs/config.md's node config table and src/node/mod.rs's keys differ"
     );
 }
 
@@ -101,7 +101,7 @@ enum Verdict {
 use Verdict::*;
 
 /// (key, value as JSON, verdict): each key in and out of its type, at and
-/// past its bounds (src/node.rs).
+/// past its bounds (src/node/mod.rs).
 const PROBES: &[(&str, &str, Verdict)] = &[
     ("stateDir", r#""/run/cni/x""#, Accepted),
     ("stateDir", "null", Accepted),

@@ -43,14 +43,14 @@ would orphan the pods, an annotation of the chart's would be rendered twice. */}
 {{- end }}
 
 {{/* node.json's stateDir, of a pool's nodeConfig: the DaemonSet mounts the same host path
-(src/node.rs default). */}}
+(src/node/mod.rs default). */}}
 {{- define "roce-tune.stateDir" -}}
 {{ .stateDir | default "/run/cni/roce-tune" }}
 {{- end }}
 
 {{/*
 Whether the metrics objects are rendered: not during an uninstall, where no agent runs.
-Every pool's agent address must be loopback: kube-rbac-proxy is the only way in (src/node.rs
+Every pool's agent address must be loopback: kube-rbac-proxy is the only way in (src/node/mod.rs
 DEFAULT_METRICS_ADDRESS; check-conf refuses any other address).
 */}}
 {{- define "roce-tune.metrics" -}}

@@ -21,6 +21,11 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
+mod patterns;
+mod rail_counters;
+pub use patterns::{pattern_matches, validate_pattern};
+pub use rail_counters::*;
+
 pub const DEFAULT_PATH: &str = "/etc/cni/roce-tune/node.json";
 pub const PATH_ENV: &str = "ROCE_TUNE_NODE_CONFIG";
 pub const DEFAULT_STATE_DIR: &str = "/run/cni/roce-tune";
@@ -510,140 +515,6 @@ impl NodeConfig {
     }
 }
 
-/// Which counter files of a rail's port the agent exports (`railCounters`)
-/// and how many at most per rail (`railCountersMax`): docs/agent.md,
-/// "RDMA counters".
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RailCounters {
-    pub pick: CounterPick,
-    /// Series per rail at most; past it the first ones by name are exported
-    /// and the rail's line says how many were left out.
-    pub max: usize,
-}
-
-/// The names `railCounters` picks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CounterPick {
-    /// No key: the loss, retransmission and congestion counters of mlx5
-    /// and rxe (`DEFAULT_RAIL_COUNTERS`).
-    Default,
-    /// `"*"`: every file but `lifespan` (a setting, not a counter).
-    All,
-    /// The names listed.
-    Named(Vec<String>),
-}
-
-/// The default `railCounters`: mlx5's and rxe's counters of loss,
-/// retransmission and congestion (docs/design.md, "RDMA counters"). One
-/// list for every driver, not one per driver: the two drivers' names meet
-/// only in `duplicate_request` (the same event for both), so this list
-/// filtered by the files a device has is that driver's list, without asking
-/// which driver it is, and a third driver gets whichever of these it names
-/// alike.
-pub const DEFAULT_RAIL_COUNTERS: &[&str] = &[
-    // mlx5 (drivers/infiniband/hw/mlx5/counters.c)
-    "out_of_sequence",
-    "packet_seq_err",
-    "implied_nak_seq_err",
-    "local_ack_timeout_err",
-    "duplicate_request",
-    "rnr_nak_retry_err",
-    "out_of_buffer",
-    "req_transport_retries_exceeded",
-    "roce_adp_retrans",
-    "np_cnp_sent",
-    "np_ecn_marked_roce_packets",
-    "rp_cnp_handled",
-    // rxe (drivers/infiniband/sw/rxe/rxe_hw_counters.c)
-    "out_of_seq_request",
-    "rcvd_seq_err",
-    "completer_retry_err",
-    "retry_exceeded_err",
-    "rcvd_rnr_err",
-    "send_err",
-    "sent_pkts",
-    "rcvd_pkts",
-];
-pub const DEFAULT_RAIL_COUNTERS_MAX: usize = 64;
-/// The most `railCountersMax` may be: a port of mlx5 has about 60 counter
-/// files, and every series is one more per rail on a node of 128 rails.
-pub const MAX_RAIL_COUNTERS_MAX: usize = 1024;
-/// The most names `railCounters` may list.
-pub const MAX_RAIL_COUNTER_NAMES: usize = 256;
-const MAX_COUNTER_NAME: usize = 64;
-
-impl Default for RailCounters {
-    fn default() -> Self {
-        RailCounters {
-            pick: CounterPick::Default,
-            max: DEFAULT_RAIL_COUNTERS_MAX,
-        }
-    }
-}
-
-impl RailCounters {
-    fn from_node_config(obj: &Map<String, Value>) -> Result<RailCounters, String> {
-        let mut out = RailCounters::default();
-        match obj.get("railCounters") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) if s == "*" => out.pick = CounterPick::All,
-            Some(Value::Array(a)) if a.len() <= MAX_RAIL_COUNTER_NAMES => {
-                let mut names: Vec<String> = Vec::new();
-                for v in a {
-                    let name = v.as_str().unwrap_or_default();
-                    if !is_counter_name(name) {
-                        return Err(format!(
-                            "railCounters: {} is not a counter's file name: 1 to {MAX_COUNTER_NAME} letters, digits, '_' or '-' (no '/', no '..'), as the kernel names them under hw_counters/",
-                            crate::quote::input_json(v)
-                        ));
-                    }
-                    if name == "lifespan" {
-                        return Err("railCounters: lifespan is a setting of the counters (how long a read may be answered from the last query), not a counter; leave it out".into());
-                    }
-                    if !names.iter().any(|n| n == name) {
-                        names.push(name.to_owned());
-                    }
-                }
-                out.pick = CounterPick::Named(names);
-            }
-            Some(_) => {
-                return Err(format!(
-                    "railCounters must be \"*\" (every counter) or a list of at most {MAX_RAIL_COUNTER_NAMES} counter names, e.g. [\"out_of_sequence\", \"packet_seq_err\"]"
-                ))
-            }
-        }
-        match obj.get("railCountersMax") {
-            None | Some(Value::Null) => {}
-            Some(v) => match v.as_u64() {
-                Some(n) if (1..=MAX_RAIL_COUNTERS_MAX as u64).contains(&n) => out.max = n as usize,
-                _ => {
-                    return Err(format!(
-                        "railCountersMax must be a whole number of series per rail from 1 to {MAX_RAIL_COUNTERS_MAX}"
-                    ))
-                }
-            },
-        }
-        Ok(out)
-    }
-
-    /// Whether the file `name` of a port's counter directory is picked.
-    pub fn picks(&self, name: &str) -> bool {
-        match &self.pick {
-            CounterPick::Default => DEFAULT_RAIL_COUNTERS.contains(&name),
-            CounterPick::All => name != "lifespan",
-            CounterPick::Named(names) => names.iter().any(|n| n == name),
-        }
-    }
-}
-
-/// A counter file's name as `railCounters` may list it.
-fn is_counter_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= MAX_COUNTER_NAME
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'))
-}
-
 /// `jobEnvFamilies` and `jobEnvOmit`: names from the lists above only, so a
 /// typo cannot leave in a variable another NRI plugin sets (the runtime then
 /// fails the container: two plugins adjusting one variable).
@@ -771,76 +642,9 @@ fn is_resource_name(s: &str) -> bool {
     ok(domain) && ok(name)
 }
 
-/// A pattern is a dotted sysctl key whose components may hold `*` (any run of
-/// characters within that one component) or be `IFNAME` (the pod's interface).
-/// Globs rather than regular expressions: a key is a list of components, a
-/// component-wise match cannot spill across a dot the way an unescaped `.` in
-/// a regex does (`net.ipv4.conf..*` matches far more than it reads), and it
-/// costs no dependency.
-pub fn validate_pattern(p: &str) -> Result<(), String> {
-    let ok = !p.is_empty()
-        && p.len() <= 256
-        && p.split('.').all(|c| {
-            !c.is_empty()
-                && c.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'*'))
-        });
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "sysctlAllowlist pattern {:?} is not a dotted key of letters, digits, '_', '-' and '*' (e.g. net.ipv4.conf.*.arp_ignore)",
-            p
-        ))
-    }
-}
-
-/// Whether `key` (as configured, `IFNAME` placeholder included) is allowed by
-/// `pattern` for the interface `ifname`.
-pub fn pattern_matches(pattern: &str, key: &str, ifname: &str) -> bool {
-    let resolve = |c: &str| {
-        if c == "IFNAME" {
-            ifname.to_owned()
-        } else {
-            c.to_owned()
-        }
-    };
-    let key: Vec<String> = key.split('.').map(resolve).collect();
-    let pat: Vec<&str> = pattern.split('.').collect();
-    pat.len() == key.len()
-        && pat.iter().zip(&key).all(|(p, k)| {
-            if *p == "IFNAME" {
-                k == ifname
-            } else {
-                glob(p.as_bytes(), k.as_bytes())
-            }
-        })
-}
-
-/// `*` matches any run of bytes (iterative, linear backtracking on the last star).
-fn glob(p: &[u8], s: &[u8]) -> bool {
-    let (mut pi, mut si) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while si < s.len() {
-        if pi < p.len() && p[pi] == b'*' {
-            star = Some((pi, si));
-            pi += 1;
-        } else if pi < p.len() && p[pi] == s[si] {
-            pi += 1;
-            si += 1;
-        } else if let Some((sp, ss)) = star {
-            pi = sp + 1;
-            si = ss + 1;
-            star = Some((sp, ss + 1));
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&b| b == b'*')
-}
-
 #[cfg(test)]
 mod tests {
+    use super::patterns::glob;
     use super::*;
 
     fn parse(s: &str) -> NodeResult<NodeConfig> {
