@@ -415,5 +415,39 @@ fn inspect_counters_shows_the_rates_beside_the_rails_pod_and_class() {
     assert_eq!(sent["second"], 3000);
     let idle = ports.iter().find(|p| p["device"] == "mlx5_5").unwrap();
     assert!(idle["rail"].is_null(), "{node}");
+
+    // A name is not an identity: the rail's device renamed (mlx5_2 to
+    // mlx5_7) and the other device now under its old name. The node view
+    // marks the rail's device, found by its PCI function and GUID, and
+    // leaves the device that took the name without a pod.
+    let ib = |pci: &str| tree.root.join(format!("bus/pci/devices/{pci}/infiniband"));
+    std::fs::rename(tree.dev_dir(DEV), tree.dev_dir("mlx5_7")).unwrap();
+    std::fs::rename(ib(PCI).join(DEV), ib(PCI).join("mlx5_7")).unwrap();
+    std::fs::rename(tree.dev_dir("mlx5_5"), tree.dev_dir(DEV)).unwrap();
+    std::fs::rename(
+        ib("0000:0c:00.5").join("mlx5_5"),
+        ib("0000:0c:00.5").join(DEV),
+    )
+    .unwrap();
+    let run = Exec::new(BIN)
+        .args(["inspect", "--sysfs-root"])
+        .arg(&tree.root)
+        .arg("--node-config")
+        .arg(node_config(&state))
+        .args(["--counters=0.1", "--json"])
+        .run();
+    run.ok();
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let port = |dev: &str| {
+        v["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["device"] == dev)
+            .unwrap_or_else(|| panic!("no {dev}: {}", run.stdout))
+            .clone()
+    };
+    assert_eq!(port("mlx5_7")["rail"]["pod"], "train-0", "{}", run.stdout);
+    assert!(port(DEV)["rail"].is_null(), "{}", run.stdout);
     assert_eq!(idle["counters"][0]["second"], 7);
 }
