@@ -152,8 +152,7 @@ pub enum QosObs {
 /// Each rail's QoS, asked from this (the host's) netns: a PF stays there.
 /// One judge for all, so a PF shared by the pod's rails is asked once.
 pub fn qos_of(node: &NodeConfig, host: &View, interfaces: &mut [Iface]) {
-    use crate::rail_qos::{Judge, DCB_TIMEOUT, HOST_DCB};
-    let mut judge = Judge::new(&HOST_DCB);
+    let mut judge = crate::rail_qos::Judge::new(&crate::rail_qos::HOST_DCB);
     for i in interfaces.iter_mut().filter(|i| i.device.is_ok()) {
         let class = ["trafficClass", "rdmaCmTos"].iter().find_map(|k| {
             match setting(&i.settings, k).map(|o| &o.state) {
@@ -161,24 +160,36 @@ pub fn qos_of(node: &NodeConfig, host: &View, interfaces: &mut [Iface]) {
                 _ => None,
             }
         });
-        i.qos = Some(match (node.qos.check, class) {
-            (crate::qos::QosCheck::Off, _) => QosObs::Off,
-            (_, None) => QosObs::NoClass,
-            (_, Some(c)) => {
-                let j = judge.rail(
-                    host,
-                    i.pci.as_deref(),
-                    crate::qos::Class(c),
-                    node.qos.fabric,
-                    std::time::Instant::now() + DCB_TIMEOUT,
-                );
-                QosObs::Judged {
-                    pf: j.pf,
-                    verdict: j.verdict,
-                    class: c,
-                }
+        i.qos = Some(judge_rail(node, &mut judge, host, i.pci.as_deref(), class));
+    }
+}
+
+/// One rail's QoS: the class `class` on the PCI function `pci`, judged
+/// against the node config's fabric unless `qosCheck` is off.
+pub fn judge_rail(
+    node: &NodeConfig,
+    judge: &mut crate::rail_qos::Judge,
+    host: &View,
+    pci: Option<&str>,
+    class: Option<u8>,
+) -> QosObs {
+    match (node.qos.check, class) {
+        (crate::qos::QosCheck::Off, _) => QosObs::Off,
+        (_, None) => QosObs::NoClass,
+        (_, Some(c)) => {
+            let j = judge.rail(
+                host,
+                pci,
+                crate::qos::Class(c),
+                node.qos.fabric,
+                std::time::Instant::now() + crate::rail_qos::DCB_TIMEOUT,
+            );
+            QosObs::Judged {
+                pf: j.pf,
+                verdict: j.verdict,
+                class: c,
             }
-        });
+        }
     }
 }
 

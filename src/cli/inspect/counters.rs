@@ -12,11 +12,13 @@
 //! device, and a pod's view in the shared mode has no counters.
 
 use super::args::Options;
-use super::collect;
+use super::collect::{self, QosObs};
 use crate::netns::{Lookup, NetNs};
 use crate::node::NodeConfig;
 use crate::ownership::is_live;
+use crate::rail_qos::{Judge, HOST_DCB};
 use crate::rdma::counters::{self, Port};
+use crate::rdma::device::{self, Resolved};
 use crate::rdma::reach::{Reach, Sysfs};
 use crate::rdma::RdmaPort;
 use crate::state::{Entry, StateDir};
@@ -58,8 +60,8 @@ pub struct PortRates {
     pub device: String,
     pub port: u32,
     pub rail: Option<RailOf>,
-    /// Where another part of inspect puts the rail's QoS verdict (where its
-    /// class lands on the PF's priorities); `None` until it does.
+    /// The rail's QoS verdict (where its class lands on the PF's
+    /// priorities), short; `None` for a port no live rail uses.
     pub qos: Option<String>,
     pub counters: Vec<Counter>,
     pub notes: Vec<String>,
@@ -86,12 +88,27 @@ pub fn collect(opts: &Options, node: &NodeConfig, every: Duration) -> Result<Rat
     }
     let started = Instant::now();
     std::thread::sleep(every);
+    let mut judge = Judge::new(&HOST_DCB);
     let mut ports = Vec::new();
     for r in reads {
         let view = r.view.as_ref().unwrap_or(sysfs.host());
         let second = counters::read(view, &r.port, &node.rail_counters);
         let secs = started.elapsed().as_secs_f64();
-        ports.push(rates(r, &second, secs));
+        // The PF is the host's, whichever view read the counters.
+        let qos = r.rail.as_ref().map(|rail| {
+            let q = collect::judge_rail(
+                node,
+                &mut judge,
+                sysfs.host(),
+                r.port.pci.as_deref(),
+                rail.class.and_then(|c| u8::try_from(c).ok()),
+            );
+            qos_spot(&q)
+        });
+        ports.push(PortRates {
+            qos,
+            ..rates(r, &second, secs)
+        });
     }
     Ok(Rates {
         view: if opts.netns_path().is_some() {
@@ -154,6 +171,17 @@ fn rail_read(sysfs: &Sysfs, e: &Entry) -> Read {
 /// the rails whose devices live in their pods.
 fn node_ports(sysfs: &Sysfs, live: &[Entry], opts: &Options) -> Vec<Read> {
     let host = sysfs.host();
+    // Each shared-mode rail where its device is now, found by its identity
+    // (PCI function, GUID) as DEL finds it: a name may since belong to
+    // another device.
+    let owners: Vec<(RdmaPort, &Entry)> = live
+        .iter()
+        .filter(|e| e.reach == Reach::Host)
+        .filter_map(|e| match device::resolve(host, e.identity()) {
+            Resolved::Here(at) => Some((at, e)),
+            _ => None,
+        })
+        .collect();
     let mut out = Vec::new();
     let devices = host.list(Path::new("class/infiniband")).unwrap_or_default();
     for dev in devices {
@@ -167,12 +195,14 @@ fn node_ports(sysfs: &Sysfs, live: &[Entry], opts: &Options) -> Vec<Read> {
             if opts.port.is_some_and(|want| want != p) {
                 continue;
             }
-            let rail = live
+            let port = RdmaPort::identify(host, &dev, p);
+            let rail = owners
                 .iter()
-                .find(|e| e.reach == Reach::Host && e.device == dev && e.port == p);
+                .find(|(at, _)| at.device == port.device && at.port == port.port)
+                .map(|(_, e)| rail_of(e));
             out.push(Read {
-                port: RdmaPort::identify(host, &dev, p),
-                rail: rail.map(rail_of),
+                port,
+                rail,
                 view: None,
                 first: Port::default(),
             });
@@ -200,6 +230,20 @@ fn pod_ports(sysfs: &Sysfs, live: &[Entry], path: &Path, opts: &Options) -> Resu
         .filter(|e| opts.device.as_ref().is_none_or(|d| *d == e.device))
         .map(|e| rail_read(sysfs, e))
         .collect())
+}
+
+/// The verdict's short form beside a port's counters: its name and the
+/// priority the class lands on; `inspect` without `--counters` gives the
+/// whole line.
+fn qos_spot(q: &QosObs) -> String {
+    match q {
+        QosObs::Off => "off".into(),
+        QosObs::NoClass => "-".into(),
+        QosObs::Judged { verdict, .. } => match verdict.landing() {
+            Some(l) => format!("{} (priority {})", verdict.name(), l.priority),
+            None => verdict.name().into(),
+        },
+    }
 }
 
 fn rates(r: Read, second: &Port, secs: f64) -> PortRates {

@@ -377,7 +377,7 @@ fn inspect_counters_shows_the_rates_beside_the_rails_pod_and_class() {
     }
     assert!(
         text.contains(&format!(
-            "{DEV} port 1  pod {NAMESPACE}/train-0 net1  class 41  qos -"
+            "{DEV} port 1  pod {NAMESPACE}/train-0 net1  class 41  qos unknown"
         )),
         "{text}"
     );
@@ -406,7 +406,9 @@ fn inspect_counters_shows_the_rates_beside_the_rails_pod_and_class() {
     let rail = ports.iter().find(|p| p["device"] == DEV).unwrap();
     assert_eq!(rail["rail"]["pod"], "train-0", "{node}");
     assert_eq!(rail["rail"]["class"], 41);
-    assert!(rail["qos"].is_null(), "the verdict's spot");
+    // The test tree's VF has no PF (no `physfn`): a verdict that cannot
+    // vouch, beside the class.
+    assert_eq!(rail["qos"], "unknown", "{node}");
     let sent = &rail["counters"][1];
     assert_eq!(
         (sent["name"].as_str(), sent["first"].as_u64()),
@@ -415,6 +417,7 @@ fn inspect_counters_shows_the_rates_beside_the_rails_pod_and_class() {
     assert_eq!(sent["second"], 3000);
     let idle = ports.iter().find(|p| p["device"] == "mlx5_5").unwrap();
     assert!(idle["rail"].is_null(), "{node}");
+    assert!(idle["qos"].is_null(), "no rail, no verdict: {node}");
 
     // A name is not an identity: the rail's device renamed (mlx5_2 to
     // mlx5_7) and the other device now under its old name. The node view
