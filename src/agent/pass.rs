@@ -30,7 +30,9 @@ use crate::rdma::setting::{self, PodIface, Setting, Views};
 use crate::rdma::RdmaPort;
 use crate::settings::SETTINGS;
 use crate::state::{Entry, LockWait, StateDir, StateError};
+use crate::sysfs::View;
 use std::collections::BTreeMap;
+use std::net::Ipv6Addr;
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -113,12 +115,7 @@ pub fn run(node: &NodeConfig, totals: &mut Totals, stop: &Stop) -> Snapshot {
                 live.iter()
                     .any(|e| e.container_id == cid && e.ifname == ifname)
             });
-            for e in &live {
-                if stop.requested() {
-                    break;
-                }
-                snap.rails.extend(rail(place, e, &live, node, totals));
-            }
+            snap.rails = rails(place, &live, node, totals, stop);
             snap.pods = pods(&live);
             let labelled: Vec<_> = live.iter().map(|e| (*e, labels(e))).collect();
             snap.qos =
@@ -147,25 +144,122 @@ pub fn run(node: &NodeConfig, totals: &mut Totals, stop: &Stop) -> Snapshot {
     snap
 }
 
-/// One live rail: its drift judged (and repaired), its state read. `None`
-/// when its device is not where the entry says (gone or invisible: not
-/// drift, the identity rules decide at release).
+/// The live rails of one netns (a pod's), and what is made once for all
+/// of them: the netns opened, and in the exclusive mode the sysfs of its
+/// side.
+struct PodRails<'e> {
+    ns: NetNs,
+    pod_view: Option<View>,
+    /// Each rail's place in the state dir's order, and its entry.
+    entries: Vec<(usize, &'e Entry)>,
+}
+
+/// A rail's GID to find, from inside its pod's netns, once its drift is
+/// judged.
+struct GidAsk {
+    rail: usize,
+    port: RdmaPort,
+    want: Ipv6Addr,
+    in_pod_view: bool,
+}
+
+/// Every live rail, pod by pod: a rail's GID is read from a thread inside
+/// its pod's netns, and one thread reads all the pod's rails (a thread a
+/// rail was 128 threads a pass on a node of 128 rails), as the exclusive
+/// mode's sysfs is made once a pod. The samples keep the state dir's order.
+fn rails(
+    place: Place,
+    live: &[&Entry],
+    node: &NodeConfig,
+    totals: &mut Totals,
+    stop: &Stop,
+) -> Vec<RailSample> {
+    let mut pods: Vec<PodRails> = Vec::new();
+    for (i, e) in live.iter().enumerate() {
+        let Some(ns) = NetNs::still(Path::new(&e.netns), e.netns_id).ok().flatten() else {
+            continue;
+        };
+        match pods.iter_mut().find(|p| p.ns.id() == ns.id()) {
+            Some(p) => p.entries.push((i, *e)),
+            None => pods.push(PodRails {
+                ns,
+                pod_view: None,
+                entries: vec![(i, *e)],
+            }),
+        }
+    }
+    let mut out: Vec<(usize, RailSample)> = Vec::new();
+    for pod in &mut pods {
+        if stop.requested() {
+            break;
+        }
+        if pod.entries.iter().any(|(_, e)| e.reach == Reach::Pod) {
+            pod.pod_view = place.sysfs.pod_side_of(&pod.ns).ok().flatten();
+        }
+        let pod = &*pod;
+        let mut asks = Vec::new();
+        for &(i, entry) in &pod.entries {
+            if stop.requested() {
+                break;
+            }
+            let in_pod_view = entry.reach == Reach::Pod && pod.pod_view.is_some();
+            let device_view = match &pod.pod_view {
+                Some(v) if in_pod_view => v,
+                _ => place.sysfs.host(),
+            };
+            let Some((sample, ask)) = rail(place, entry, live, node, totals, &pod.ns, device_view)
+            else {
+                continue;
+            };
+            asks.extend(ask.map(|(port, want)| GidAsk {
+                rail: out.len(),
+                port,
+                want,
+                in_pod_view,
+            }));
+            out.push((i, sample));
+        }
+        if asks.is_empty() {
+            continue;
+        }
+        // Where each pod's RoCE v2 GID is now, read from inside the pod
+        // netns (MLNX_OFED shows zeros for a GID whose netdev is in
+        // another netns).
+        let host = place.sysfs.host();
+        let found = pod.ns.run(|| {
+            asks.iter()
+                .map(|a| {
+                    let view = match (&pod.pod_view, a.in_pod_view) {
+                        (Some(v), true) => v,
+                        _ => host,
+                    };
+                    gid::locate(view, &a.port, &a.want)
+                })
+                .collect::<Vec<_>>()
+        });
+        for (k, a) in asks.iter().enumerate() {
+            let at = found.as_ref().ok().and_then(|f| f[k]);
+            out[a.rail].1.gid_index = Some(at.map_or(Reading::Unset, Reading::Value));
+        }
+    }
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, s)| s).collect()
+}
+
+/// One live rail: its drift judged (and repaired), its state read, and the
+/// GID to find for it in its pod. `None` when its device is not where the
+/// entry says (gone or invisible: not drift, the identity rules decide at
+/// release).
 fn rail(
     place: Place,
     entry: &Entry,
     live: &[&Entry],
     node: &NodeConfig,
     totals: &mut Totals,
-) -> Option<RailSample> {
+    ns: &NetNs,
+    device_view: &View,
+) -> Option<(RailSample, Option<(RdmaPort, Ipv6Addr)>)> {
     let policy = node.drift_policy;
-    let ns = NetNs::still(Path::new(&entry.netns), entry.netns_id)
-        .ok()
-        .flatten()?;
-    let pod_view = match entry.reach {
-        Reach::Pod => place.sysfs.pod_side_of(&ns).ok().flatten(),
-        Reach::Host => None,
-    };
-    let device_view = pod_view.as_ref().unwrap_or(place.sysfs.host());
     let Resolved::Here(port) = device::resolve(device_view, entry.identity()) else {
         return None;
     };
@@ -173,7 +267,7 @@ fn rail(
         device: device_view,
         host: place.sysfs.host(),
         pod: Some(PodIface {
-            netns: &ns,
+            netns: ns,
             ifname: &entry.ifname,
         }),
     };
@@ -206,7 +300,7 @@ fn rail(
                 port.device,
                 port.port
             );
-            return Some(sample);
+            return Some((sample, None));
         }
     };
     for s in SETTINGS {
@@ -223,16 +317,12 @@ fn rail(
         });
     }
     drop(lock);
-    // Where the pod's RoCE v2 GID is now, read from inside the pod netns
-    // (MLNX_OFED shows zeros for a GID whose netdev is in another netns).
-    if let Some(want) = entry.gid.as_deref().and_then(|g| g.parse().ok()) {
-        let found = ns
-            .run(|| gid::locate(device_view, &port, &want))
-            .ok()
-            .flatten();
-        sample.gid_index = Some(found.map_or(Reading::Unset, Reading::Value));
-    }
-    Some(sample)
+    let ask = entry
+        .gid
+        .as_deref()
+        .and_then(|g| g.parse().ok())
+        .map(|want| (port, want));
+    Some((sample, ask))
 }
 
 /// What the file holds now and what it should hold (`None`: unreadable),
