@@ -359,3 +359,109 @@ fn the_line_counter_counts_code_and_knows_a_test_module() {
     assert!(is_test_module(&src_dir, &m.join("b.rs"), "#![cfg(test)]\n"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Where a file's unit tests are, or `Err` naming what breaks the one
+/// convention (docs/contributing.md, "Layout"): a `#[cfg(test)]` module is
+/// named `tests`, and an inline one is the file's last item.
+fn test_home(text: &str) -> Result<(), String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i] != "#[cfg(test)]" {
+            i += 1;
+            continue;
+        }
+        let Some((at, item)) = lines[i + 1..]
+            .iter()
+            .enumerate()
+            .find(|(_, l)| !l.trim().is_empty() && !l.starts_with("#[") && !l.starts_with("//"))
+        else {
+            return Ok(());
+        };
+        let at = i + 1 + at;
+        let item = item
+            .trim_start_matches("pub(crate) ")
+            .trim_start_matches("pub(super) ")
+            .trim_start_matches("pub ");
+        let Some(name) = item.strip_prefix("mod ") else {
+            // A test-only item at the top of a file (a helper the tests
+            // share): not a module, no home to check.
+            i = at + 1;
+            continue;
+        };
+        let name = name.trim_end_matches([';', '{', ' ']);
+        if name != "tests" {
+            return Err(format!(
+                "line {}: a test module named `{name}`, not `tests`",
+                at + 1
+            ));
+        }
+        if item.ends_with('{') {
+            let Some(end) = lines[at..].iter().position(|l| *l == "}") else {
+                return Err(format!("line {}: `mod tests {{` never closes", at + 1));
+            };
+            let after = lines[at + end + 1..]
+                .iter()
+                .position(|l| !l.trim().is_empty() && !l.trim_start().starts_with("//"));
+            if let Some(k) = after {
+                return Err(format!(
+                    "line {}: code after the inline test module, which must be the file's \
+                     last item",
+                    at + end + 2 + k
+                ));
+            }
+            return Ok(());
+        }
+        i = at + 1;
+    }
+    Ok(())
+}
+
+#[test]
+fn unit_tests_live_in_one_place() {
+    let src = repo().join("src");
+    let mut files = Vec::new();
+    files_under(&src, &mut files);
+    let mut wrong = Vec::new();
+    for f in files
+        .iter()
+        .filter(|f| f.extension().is_some_and(|x| x == "rs"))
+    {
+        let text = std::fs::read_to_string(f).unwrap();
+        let name = f.strip_prefix(repo()).unwrap().display().to_string();
+        if is_test_module(&src, f, &text) {
+            if f.file_name().is_some_and(|n| n != "tests.rs") {
+                wrong.push(format!("{name}: a test-only file not named tests.rs"));
+            }
+            continue;
+        }
+        if let Err(e) = test_home(&text) {
+            wrong.push(format!("{name}: {e}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "unit tests out of their one place (docs/contributing.md: a file's own at its end in \
+         `#[cfg(test)] mod tests {{ ... }}`, a folder's in its tests.rs):\n  {}",
+        wrong.join("\n  ")
+    );
+}
+
+#[test]
+fn the_test_home_reader_finds_each_misplaced_module() {
+    let ok = "fn a() {}\n#[cfg(test)]\nmod tests {\n    fn t() {}\n}\n";
+    assert_eq!(test_home(ok), Ok(()));
+    assert_eq!(
+        test_home("mod a;\n#[cfg(test)]\nmod tests;\nfn b() {}\n"),
+        Ok(())
+    );
+    let named = "fn a() {}\n#[cfg(test)]\nmod unit {\n}\n";
+    assert!(test_home(named).unwrap_err().contains("named `unit`"));
+    let after = "#[cfg(test)]\nmod tests {\n}\n\nfn late() {}\n";
+    assert!(test_home(after).unwrap_err().contains("line 5: code after"));
+    // A test-only helper above the code is no module.
+    assert_eq!(
+        test_home("#[cfg(test)]\nfn helper() {}\nfn a() {}\n"),
+        Ok(())
+    );
+}
