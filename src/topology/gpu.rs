@@ -278,7 +278,7 @@ pub fn resolve_in(gpus: &[GpuEntry], id: &GpuId) -> Result<Bdf, Unmapped> {
 }
 
 #[cfg(test)]
-mod unit {
+mod tests {
     use super::*;
 
     #[test]

@@ -158,7 +158,7 @@ pub fn gdr(path: PathType, level: PathType) -> bool {
 }
 
 #[cfg(test)]
-mod unit {
+mod tests {
     use super::*;
 
     #[test]

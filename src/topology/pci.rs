@@ -699,7 +699,7 @@ fn fuse_bcm(chain: &mut Vec<Switch>) -> Vec<Bdf> {
 }
 
 #[cfg(test)]
-mod unit {
+mod tests {
     use super::*;
 
     #[test]
