@@ -469,16 +469,21 @@ fn a_circle(edges: &Graph) -> Option<Vec<String>> {
         .find_map(|k| visit(k, edges, &mut Vec::new(), &mut done))
 }
 
-#[test]
-fn the_files_of_a_module_import_each_other_in_no_circle() {
+/// Every file of src/, by its module path, with its text.
+fn src_files() -> Vec<(Vec<String>, String)> {
     let src = repo().join("src");
     let mut paths = Vec::new();
     rust_files(&src, &mut paths);
     paths.sort();
-    let files: Vec<(Vec<String>, String)> = paths
+    paths
         .iter()
         .map(|p| (module_path(&src, p), std::fs::read_to_string(p).unwrap()))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn the_files_of_a_module_import_each_other_in_no_circle() {
+    let files = src_files();
     let edges = sibling_edges(&files);
     let inside: usize = edges
         .iter()
@@ -667,14 +672,7 @@ fn edge_crossings(files: &[(Vec<String>, String)]) -> Vec<String> {
 
 #[test]
 fn no_edge_uses_another_edges_files() {
-    let src = repo().join("src");
-    let mut paths = Vec::new();
-    rust_files(&src, &mut paths);
-    paths.sort();
-    let files: Vec<(Vec<String>, String)> = paths
-        .iter()
-        .map(|p| (module_path(&src, p), std::fs::read_to_string(p).unwrap()))
-        .collect();
+    let files = src_files();
     assert!(
         files
             .iter()
