@@ -34,6 +34,7 @@ pub mod podresources;
 pub mod process;
 pub mod qos;
 pub mod quote;
+pub mod rail;
 pub mod rail_qos;
 pub mod rdma;
 pub mod safe_dir;

@@ -1,7 +1,7 @@
 //! Judging a rail's QoS on the node: from the rail's PCI function to its PF
 //! (`physfn`), the PF's netdevs (`net/`), their DCB state asked from the
 //! calling thread's netns (the host's: a PF stays there), and the pure
-//! verdict of `qos`. ADD (`commands::add::tune`, so a DRA rail's
+//! verdict of `qos`. ADD (`rail::tune`, so a DRA rail's
 //! RunPodSandbox too), the agent's pass and `inspect` all judge through
 //! [`Judge`].
 //!

@@ -1,12 +1,12 @@
 //! CHECK: report drift of what roce-tune set: each sysctl, each owned
 //! setting (the traffic class, the rdma_cm ToS) and the GID. One trip into the pod netns; success prints nothing.
 
-use super::add::wanted_index;
 use crate::cni::config::{GidCheck, NetConf};
 use crate::cni::env::CniEnv;
 use crate::cni::result::NetResult;
 use crate::cni::{code, CniError, CniResult};
 use crate::node::NodeConfig;
+use crate::rail::{self, gid_mismatch, locate, ns_error, pod_link, wanted_index};
 use crate::rdma::gid::{self, Verdict};
 use crate::rdma::reach::{PodSide, Reach};
 use crate::rdma::setting::{show, PodIface, Views};
@@ -23,7 +23,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
     let sysctls = sysctl::resolve(&conf.sysctls, ifname);
     let netns = super::open_netns(env)?;
     let sysfs = if conf.needs_rdma() {
-        Some(super::sysfs(node)?)
+        Some(rail::sysfs(node)?)
     } else {
         None
     };
@@ -37,8 +37,8 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
         let reach = sysfs.reach();
         let label = format!("<sysfs of netns {}>", netns.path().display());
         let mut side = PodSide::new(sysfs, netns.id(), label);
-        let link = super::pod_link(ifname)?;
-        let port = super::locate(conf, &mut side, reach, &link)?.port;
+        let link = pod_link(ifname)?;
+        let port = locate(conf, &mut side, reach, &link)?.port;
         let view = match reach {
             Reach::Pod => side
                 .view()
@@ -89,7 +89,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
         if let Verdict::Mismatch { found, located } =
             gid::wait_for(view, &port, at, &want, Duration::ZERO)
         {
-            let err = super::gid_mismatch(&port, at, &want, &addr, found.as_ref(), located);
+            let err = gid_mismatch(&port, at, &want, &addr, found.as_ref(), located);
             if conf.gid_check != GidCheck::Warn {
                 return Err(err);
             }
@@ -100,8 +100,6 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
     // Through `run_there`: the one instance of the netns machinery ADD's
     // trips share.
     let mut out = Ok(());
-    netns
-        .run_there(&mut || out = body())
-        .map_err(super::ns_error)?;
+    netns.run_there(&mut || out = body()).map_err(ns_error)?;
     out
 }

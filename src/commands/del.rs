@@ -76,7 +76,7 @@ pub fn run(env: &CniEnv, node: &NodeConfig) -> CniResult<()> {
     #[cfg(feature = "fault-injection")]
     crate::fault::point("del-after-read-state");
     let done = match Sysfs::open(&node.sysfs_root) {
-        Ok(sysfs) => release_entry(super::place(&state, &sysfs, node), &entry),
+        Ok(sysfs) => release_entry(crate::rail::place(&state, &sysfs, node), &entry),
         Err(e) => Done::Kept(format!("sysfs root {}: {e}", node.sysfs_root.display())),
     };
     match &done {

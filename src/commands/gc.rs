@@ -20,7 +20,7 @@ pub fn run(conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
     };
     let sysfs = crate::rdma::reach::Sysfs::open(&node.sysfs_root)
         .map_err(|e| CniError::io(format!("sysfs root {}", node.sysfs_root.display()), e))?;
-    let place = super::place(&state, &sysfs, node);
+    let place = crate::rail::place(&state, &sysfs, node);
     let is_valid = |cid: &str, ifname: &str| {
         valid
             .iter()

@@ -2,8 +2,7 @@
 //! `00`) moved into a pod at RunPodSandbox, which no CNI chain runs for,
 //! tuned with the node config's `draRails` profile exactly as a CNI ADD
 //! tunes a rail: the same lookup from inside the pod netns, the same
-//! `commands::add::tune` (sysctls, class, ToS, GID check, state entry,
-//! undo), and given back at StopPodSandbox by the same `release_entry` a
+//! `rail::tune` (sysctls, class, ToS, GID check, state entry, undo), and given back at StopPodSandbox by the same `release_entry` a
 //! DEL uses (docs/design.md, "DRA rails").
 //!
 //! The runtime holds one lock across every plugin's answer and drops a
@@ -16,11 +15,11 @@
 
 use crate::cni::config::{GidCheck, NetConf};
 use crate::cni::{code, CniError};
-use crate::commands::add::{self, AddExtras, Expect, Rail};
 use crate::netlink::Netlink;
 use crate::netns::{Lookup, NetNs, NsId};
 use crate::node::NodeConfig;
 use crate::ownership::{self, Done, Place};
+use crate::rail::{self, Expect, Failure, Rail, TuneExtras};
 use crate::rdma::lookup::{self, CrossCheck, LookupError, Names};
 use crate::rdma::reach::{PodSide, Sysfs};
 use crate::rdma::RdmaPort;
@@ -218,7 +217,7 @@ impl DraRails {
         let fail = |e: CniError| Failed::nothing(format!("{who}: {}: nothing was changed", e.msg));
         let conf = NetConf::from_profile(&self.profile, DRA_NETWORK, class).map_err(fail)?;
         let state = StateDir::create(&self.node.state_dir).map_err(|e| fail(e.into()))?;
-        let sysfs = crate::commands::sysfs(&self.node).map_err(fail)?;
+        let sysfs = rail::sysfs(&self.node).map_err(fail)?;
         let held = sandbox_entries(&state, &pod.id);
         let (rails, held) = candidates(&conf, &netns, &sysfs, &held, &who).map_err(fail)?;
         if rails.is_empty() {
@@ -236,7 +235,7 @@ impl DraRails {
         }
         let rails = free_first(&state, rails);
         let record = pod_record(pod);
-        let mut tuned: Vec<add::Tuned> = Vec::new();
+        let mut tuned: Vec<rail::Tuned> = Vec::new();
         let mut left: Vec<&str> = Vec::new();
         let lock_held_fails = stage == Stage::Answer && conf.gid_check == GidCheck::Enforce;
         for (r, was_held) in &rails {
@@ -274,7 +273,7 @@ impl DraRails {
                 deadline: Some(until),
                 dcb: &crate::rail_qos::HOST_DCB,
             };
-            match add::tune(&rail, AddExtras::default()) {
+            match rail::tune(&rail, TuneExtras::default()) {
                 Ok(t) => {
                     crate::info!(
                         "{who}: DRA rail {} on {} port {} tuned (class {}, ToS {}, GID index {})",
@@ -292,7 +291,7 @@ impl DraRails {
                 }
                 // Its device's lock was held past the deadline: nothing of
                 // this rail was changed.
-                Err(e) if e.code == code::TRY_AGAIN_LATER && !lock_held_fails => {
+                Err(e) if e.failure == Failure::Busy && !lock_held_fails => {
                     crate::info!("{who}: DRA rail {} not tuned yet: {}", r.ifname, e.msg);
                     left.push(&r.ifname);
                 }
@@ -346,7 +345,7 @@ impl DraRails {
         state: &StateDir,
         sysfs: &Sysfs,
         netns: &NetNs,
-        tuned: Vec<add::Tuned>,
+        tuned: Vec<rail::Tuned>,
         who: &str,
         why: String,
         until: Instant,
@@ -652,7 +651,7 @@ fn candidates(
     let mut found = Ok((Vec::new(), 0));
     netns
         .run_there(&mut || found = scan(conf, netns, sysfs, held, who))
-        .map_err(crate::commands::ns_error)?;
+        .map_err(rail::ns_error)?;
     let (found, held) = found?;
     for (i, a) in found.iter().enumerate() {
         if let Some(b) = found[i + 1..]

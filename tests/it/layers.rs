@@ -469,16 +469,21 @@ fn a_circle(edges: &Graph) -> Option<Vec<String>> {
         .find_map(|k| visit(k, edges, &mut Vec::new(), &mut done))
 }
 
-#[test]
-fn the_files_of_a_module_import_each_other_in_no_circle() {
+/// Every file of src/, by its module path, with its text.
+fn src_files() -> Vec<(Vec<String>, String)> {
     let src = repo().join("src");
     let mut paths = Vec::new();
     rust_files(&src, &mut paths);
     paths.sort();
-    let files: Vec<(Vec<String>, String)> = paths
+    paths
         .iter()
         .map(|p| (module_path(&src, p), std::fs::read_to_string(p).unwrap()))
-        .collect();
+        .collect()
+}
+
+#[test]
+fn the_files_of_a_module_import_each_other_in_no_circle() {
+    let files = src_files();
     let edges = sibling_edges(&files);
     let inside: usize = edges
         .iter()
@@ -626,4 +631,89 @@ fn the_wire_rule_sees_an_import_out_of_wire() {
         .map(|p| p.join("::"))
         .collect();
     assert_eq!(outside, ["log::escape"]);
+}
+
+/// Which paths of `files` break the edges' rule: a file of `src/commands/`
+/// that names another command's file (`super::add::…` from check.rs), or a
+/// file of `src/nri/`, `src/agent/` or `src/cli/` that names `crate::commands`
+/// at all. What two edges share lives below them both (`rail`, one rail's
+/// tuning); `commands/mod.rs` is the CNI commands' shared face and may be used
+/// by each of them.
+fn edge_crossings(files: &[(Vec<String>, String)]) -> Vec<String> {
+    let commands: BTreeSet<String> = files
+        .iter()
+        .filter(|(m, _)| m.len() == 2 && m[0] == "commands")
+        .map(|(m, _)| m[1].clone())
+        .collect();
+    let mut bad = Vec::new();
+    for (me, text) in files {
+        let code = strip_comments(text);
+        let Some(top) = me.first() else {
+            continue;
+        };
+        for path in named_paths(&code, me) {
+            if path.first().map(String::as_str) != Some("commands") {
+                continue;
+            }
+            let crosses = match top.as_str() {
+                "commands" => path
+                    .get(1)
+                    .is_some_and(|c| commands.contains(c) && me.get(1) != Some(c)),
+                "nri" | "agent" | "cli" => true,
+                _ => false,
+            };
+            if crosses {
+                bad.push(format!("{} uses {}", me.join("::"), path.join("::")));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn no_edge_uses_another_edges_files() {
+    let files = src_files();
+    assert!(
+        files
+            .iter()
+            .any(|(m, _)| m.first().is_some_and(|t| t == "commands")),
+        "no file of src/commands/ read"
+    );
+    let bad = edge_crossings(&files);
+    assert!(
+        bad.is_empty(),
+        "an edge that uses another edge's files (move the shared piece below both, \
+         into `rail` or its own module):\n  {}",
+        bad.join("\n  ")
+    );
+}
+
+#[test]
+fn the_edge_reader_sees_a_crossing_and_lets_the_face_be() {
+    let file = |m: &[&str], text: &str| {
+        (
+            m.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            text.to_string(),
+        )
+    };
+    let files = [
+        file(&["commands", "add"], "use super::open_netns;\n"),
+        file(
+            &["commands", "check"],
+            "use super::{add::wanted_index, open_netns};\n// crate::commands::del in a comment\n",
+        ),
+        file(&["commands", "del"], "use crate::commands::del::x;\n"),
+        file(&["nri", "dra"], "let s = crate::commands::sysfs(&n);\n"),
+        file(
+            &["plugin"],
+            "commands::add::run(); crate::commands::add::run();\n",
+        ),
+    ];
+    assert_eq!(
+        edge_crossings(&files),
+        [
+            "commands::check uses commands::add::wanted_index",
+            "nri::dra uses commands::sysfs"
+        ]
+    );
 }

@@ -2,16 +2,16 @@
 //! test machine has no DCB-capable netdev, so the real kernel is asked about
 //! a real veth standing for the VF's PF (veth has no `dcbnl_ops`,
 //! drivers/net/veth.c: EOPNOTSUPP), through the binary; the verdicts a PF
-//! with DCB gives are driven through `commands::add::tune` itself, with the
+//! with DCB gives are driven through `rail::tune` itself (what ADD and a DRA rail tune with), with the
 //! DCB source the caller chooses fed answers built by the codec's encoder
 //! and read back by its decoder (`wire::dcb::Exchange`), as the socket
 //! reads the kernel's. Real netns, real veths (root).
 
 use crate::common::*;
-use roce_tune::commands::add::{self, AddExtras, Expect};
 use roce_tune::netlink::DcbQueryError;
 use roce_tune::netns::{Lookup, NetNs};
 use roce_tune::node::NodeConfig;
+use roce_tune::rail::{self, Expect, TuneExtras};
 use roce_tune::rail_qos::DcbSource;
 use roce_tune::state::StateDir;
 use roce_tune::wire::dcb::{encode_answer, Answer, App, DcbError, DcbState, Exchange, Pfc};
@@ -121,8 +121,9 @@ impl DcbSource for Built {
     }
 }
 
-/// `add::tune` for rail 0 of `rail` with the class of its config and the
-/// node config it names, its PF answering `source`.
+/// `rail::tune` for rail 0 of `rail` with the class of its config and the
+/// node config it names, its PF answering `source`; a failure as the CNI
+/// edge answers it (`rail::Error::into_cni`).
 fn tune(rail: &Rail, source: &dyn DcbSource) -> Result<(), (u32, String)> {
     let node = NodeConfig::load_from(&node_config(&rail.state)).unwrap();
     let conf = roce_tune::cni::config::NetConf::from_profile(
@@ -136,8 +137,8 @@ fn tune(rail: &Rail, source: &dyn DcbSource) -> Result<(), (u32, String)> {
         panic!("no netns")
     };
     let state = StateDir::create(&node.state_dir).unwrap();
-    let sysfs = roce_tune::commands::sysfs(&node).unwrap();
-    let r = add::Rail {
+    let sysfs = rail::sysfs(&node).unwrap();
+    let r = rail::Rail {
         conf: &conf,
         node: &node,
         network: "rdma-vf",
@@ -151,9 +152,12 @@ fn tune(rail: &Rail, source: &dyn DcbSource) -> Result<(), (u32, String)> {
         deadline: None,
         dcb: source,
     };
-    add::tune(&r, AddExtras::default())
+    rail::tune(&r, TuneExtras::default())
         .map(|_| ())
-        .map_err(|e| (e.code, e.msg))
+        .map_err(|e| {
+            let e = e.into_cni();
+            (e.code, e.msg)
+        })
 }
 
 #[test]
