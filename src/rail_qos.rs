@@ -58,9 +58,33 @@ pub struct HostDcb;
 
 impl DcbSource for HostDcb {
     fn ask(&self, netdev: &str, timeout: Duration) -> Result<Answer, DcbQueryError> {
+        #[cfg(feature = "fault-injection")]
+        if let Some(answer) = planted_answer(netdev) {
+            return answer;
+        }
         let mut sock = Socket::open(Protocol::Route).map_err(DcbQueryError::Netlink)?;
         dcb_state_within(&mut sock, netdev, timeout)
     }
+}
+
+/// Test-only (the fault-injection build): the kernel's answer for
+/// `netdev` from the file of that name in the directory
+/// ROCE_TUNE_DCB_ANSWERS names, the datagram the socket would have read
+/// (`wire::dcb::encode_answer`), decoded as the socket's are. No netdev of
+/// the test machines (veth, e1000e, rxe) has DCB, and a DRA rail's verdict
+/// is judged in the agent's process, beyond a test's `DcbSource`.
+#[cfg(feature = "fault-injection")]
+fn planted_answer(netdev: &str) -> Option<Result<Answer, DcbQueryError>> {
+    let dir = std::env::var_os("ROCE_TUNE_DCB_ANSWERS")?;
+    let bytes = std::fs::read(Path::new(&dir).join(netdev)).ok()?;
+    // nlmsg_seq of the answer's first message, bytes 8..12 of its header.
+    let seq = u32::from_ne_bytes(bytes.get(8..12)?.try_into().ok()?);
+    Some(
+        crate::wire::dcb::Exchange::new(seq)
+            .feed(&bytes)
+            .map_err(DcbQueryError::Dcb)
+            .and_then(|a| a.ok_or(DcbQueryError::Dcb(crate::wire::dcb::DcbError::NoReply))),
+    )
 }
 
 /// What every command asks.

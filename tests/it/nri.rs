@@ -110,9 +110,22 @@ impl Plugin {
     /// The plugin on the node config of `state` (a node whose rails a test
     /// ADDed).
     pub(crate) fn on(state: StateDirPath, config: &Path, args: &[&str]) -> Plugin {
+        Plugin::on_bin(Path::new(AGENT_BIN), &[], state, config, args)
+    }
+
+    /// `on`, with the agent binary `bin` (the fault-injection build) and
+    /// the environment `env`.
+    pub(crate) fn on_bin(
+        bin: &Path,
+        env: &[(&str, &Path)],
+        state: StateDirPath,
+        config: &Path,
+        args: &[&str],
+    ) -> Plugin {
         let log = state.base().join("plugin.log");
-        let child = Command::new(AGENT_BIN)
+        let child = Command::new(bin)
             .env_clear()
+            .envs(env.iter().copied())
             .args(args)
             .arg("--node-config")
             .arg(config)

@@ -23,9 +23,14 @@ use std::time::Duration;
 const PF_PCI: &str = "0000:0c:00.0";
 
 fn give_pf(tree: &Tree, netdev: &str) {
+    give_pf_to(tree, PCI, netdev);
+}
+
+/// `give_pf` for the VF at `vf`.
+fn give_pf_to(tree: &Tree, vf: &str, netdev: &str) {
     let devices = tree.root.join("bus/pci/devices");
     std::fs::create_dir_all(devices.join(PF_PCI).join("net").join(netdev)).unwrap();
-    std::os::unix::fs::symlink(format!("../{PF_PCI}"), devices.join(PCI).join("physfn")).unwrap();
+    std::os::unix::fs::symlink(format!("../{PF_PCI}"), devices.join(vf).join("physfn")).unwrap();
 }
 
 /// A veth pair in the host's netns, deleted on drop.
@@ -205,5 +210,96 @@ fn enforce_refuses_a_definite_wrong_priority_with_108_and_puts_the_class_back() 
         tune(&rail, &Built::mlx5(pfc)).unwrap();
         assert_eq!(rail.tree.tc(DEV), "tclass=106");
         rail.del("c1").ok();
+    }
+}
+
+/// A DRA rail's RunPodSandbox judges its PF as ADD does: under `qosCheck:
+/// enforce`, class 41 (DSCP 10), which the PF's own DSCP entry puts on
+/// priority 1, fails the sandbox with the verdict and its fix, and the node
+/// is left as it was; under `warn` the pod starts, tuned, and the verdict
+/// is a line. The PF's answer is the kernel's bytes built by the codec's
+/// encoder, read by the fault build in place of its socket
+/// (`ROCE_TUNE_DCB_ANSWERS`, `rail_qos::planted_answer`): no netdev of this
+/// machine has DCB, and the verdict is judged in the agent's process.
+#[test]
+fn a_dra_rails_sandbox_is_refused_under_enforce_for_a_definite_wrong_priority() {
+    needs!(root);
+    let agent = needs!(fault_agent);
+    let sims: crate::common::need::NriSims = needs!(nri_sim);
+    use crate::dra::{registered, Node};
+    use crate::nri::{pod, steps, Plugin};
+    let says = "class 41 (DSCP 10) lands on priority 1";
+    for (name, sim) in sims.both() {
+        for check in ["enforce", "warn"] {
+            let mut node = Node::new(1, json!({"trafficClass": 41, "gidTimeoutMs": 800}), true);
+            give_pf_to(&node.tree, &node.vfs[0].pci, "p0");
+            let answers = node.config.parent().unwrap().join("dcb-answers");
+            std::fs::create_dir_all(&answers).unwrap();
+            std::fs::write(answers.join("p0"), Built::mlx5(0x08).0).unwrap();
+            node.config = write_node_config(
+                node.state.as_ref().unwrap(),
+                Some(&node.tree),
+                json!({"nriSocket": path_str(&node.sock),
+                       "draRails": {"trafficClass": 41, "gidTimeoutMs": 800},
+                       "metricsAddress": "127.0.0.1:0",
+                       "qosCheck": check, "railPriority": 3, "railLossless": true}),
+            );
+            let before = node.picture();
+            let state = node.state.take().unwrap();
+            let plugin = Plugin::on_bin(
+                &agent,
+                &[("ROCE_TUNE_DCB_ANSWERS", &answers)],
+                state,
+                &node.config,
+                &["nri"],
+            );
+            let sandbox = unique("sbq");
+            let result = node.run(
+                sim,
+                registered(json!([
+                    {"run_pod": pod(&sandbox, Some(&node.pod.path()), json!({}))}
+                ])),
+                &[],
+            );
+            let step = &steps(&result)[1];
+            if check == "enforce" {
+                assert_eq!(step["ok"], false, "{name}: {step}\n{}", plugin.log());
+                let error = step["error"].as_str().unwrap();
+                for needle in [says, "on PF p0", "not on priority 3", "dscp-prio 10:3"] {
+                    assert!(error.contains(needle), "{name} {needle}: {error}");
+                }
+                assert_eq!(
+                    error.matches("nothing was changed").count(),
+                    1,
+                    "{name}: said once: {error}"
+                );
+                let now = node.picture();
+                // The class was written, judged, then put back: the file
+                // was unset (empty) and holds the write that unsets it
+                // (`tclass=-1`, docs/design.md "The traffic class file"), which
+                // reads as unset; nothing else in the tree moved.
+                let class_file = node.tree.tc_path(&node.vfs[0].dev);
+                assert_eq!(
+                    snapshot_diff(&before.0, &now.0),
+                    vec![format!("changed {}", class_file.display())],
+                    "{name}: the tree as it was"
+                );
+                assert_eq!(
+                    node.tree.tc(&node.vfs[0].dev),
+                    "tclass=-1",
+                    "{name}: put back unset"
+                );
+                assert_eq!(before.1, now.1, "{name}: the sysctls as they were");
+                assert!(node.entries().is_empty(), "{name}: {:?}", node.entries());
+            } else {
+                assert_eq!(step["ok"], true, "{name}: {step}\n{}", plugin.log());
+                assert_eq!(node.tree.tc(&node.vfs[0].dev), "tclass=41", "{name}");
+                plugin.wait_log(
+                    "lands on priority 1, not on priority 3 (railPriority)",
+                    1,
+                    Duration::from_secs(10),
+                );
+            }
+        }
     }
 }
