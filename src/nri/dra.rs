@@ -296,10 +296,13 @@ impl DraRails {
                     left.push(&r.ifname);
                 }
                 Err(e) => {
-                    let why = format!(
-                        "{who}: DRA rail {}: {}: nothing was changed",
-                        r.ifname, e.msg
-                    );
+                    // Most rail errors already end by what was changed.
+                    let tail = if e.msg.contains("nothing was changed") {
+                        ""
+                    } else {
+                        ": nothing was changed"
+                    };
+                    let why = format!("{who}: DRA rail {}: {}{tail}", r.ifname, e.msg);
                     return Err(self.roll_back(&state, &sysfs, &netns, tuned, &who, why, until));
                 }
             }
