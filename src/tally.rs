@@ -48,32 +48,37 @@ pub const BUCKETS: [Duration; 16] = [
     Duration::from_secs(60),
 ];
 
-/// The codes a request can end with (0 is success), each a counter of its
-/// own; any other code counts as `OTHER` (u32::MAX).
-pub const CODES: [u32; 21] = [
-    0,
-    code::INCOMPATIBLE_VERSION,
-    code::UNSUPPORTED_FIELD,
-    code::CONTAINER_UNKNOWN,
-    code::INVALID_ENV,
-    code::IO_FAILURE,
-    code::DECODE_FAILED,
-    code::INVALID_CONFIG,
-    code::TRY_AGAIN_LATER,
-    code::NOT_READY,
-    code::NOT_READY_LIMITED,
-    code::RDMA_DEVICE,
-    code::GID_CHECK,
-    code::TRAFFIC_CLASS,
-    code::SYSCTL_DRIFT,
-    code::NODE_CONFIG,
-    code::RDMA_CM_TOS,
-    code::PLACEMENT,
-    code::UNTRUSTED_INPUT,
-    code::QOS_PRIORITY,
-    OTHER,
-];
+/// Counters per command for the codes a request ends with: success in the
+/// first, each code of `code::ALL` in the next by its order there, and
+/// every other code (`OTHER`) in the last. Fixed, with room to spare, so a
+/// code added to the table takes a free counter and the file's layout
+/// (its size, every counter's place) stays as it is.
+pub const CODE_SLOTS: usize = 64;
 pub const OTHER: u32 = u32::MAX;
+const _: () = assert!(
+    code::ALL.len() + 2 <= CODE_SLOTS,
+    "the tally needs a new layout"
+);
+
+/// The counter of `code` among a command's code counters.
+fn slot(code: u32) -> usize {
+    if code == 0 {
+        return 0;
+    }
+    code::ALL
+        .iter()
+        .position(|&(_, c)| c == code)
+        .map_or(CODE_SLOTS - 1, |i| i + 1)
+}
+
+/// The code a counter counts (`None`: a free one).
+fn code_of(slot: usize) -> Option<u32> {
+    match slot {
+        0 => Some(0),
+        s if s == CODE_SLOTS - 1 => Some(OTHER),
+        s => code::ALL.get(s - 1).map(|&(_, c)| c),
+    }
+}
 
 /// The commands' counters, in this order: the file's layout.
 pub const COMMANDS: [Command; 6] = Command::ALL;
@@ -82,17 +87,21 @@ pub const COMMANDS: [Command; 6] = Command::ALL;
 /// older than this rule re-laid out a file of another layout in place, so during
 /// a rollout they would cut a new layout's file short under the new
 /// processes that map it.
-const MAGIC: u64 = u64::from_le_bytes(*b"rt-tal01");
+const MAGIC: u64 = u64::from_le_bytes(*b"rt-tal02");
 /// Per command: one counter per code, then one per bucket (+Inf), then the
 /// sum of durations in nanoseconds.
-const PER_COMMAND: usize = CODES.len() + BUCKETS.len() + 1 + 1;
+const PER_COMMAND: usize = CODE_SLOTS + BUCKETS.len() + 1 + 1;
 const WORDS: usize = 1 + COMMANDS.len() * PER_COMMAND;
 const SIZE: usize = WORDS * 8;
 
 /// The tally file of a state dir.
 pub fn path(state_dir: &Path) -> std::path::PathBuf {
-    state_dir.join("tally")
+    state_dir.join(FILE_NAME)
 }
+
+/// The file's name, new with each layout (`MAGIC`): `tally` held the
+/// layout of 21 code counters, whose size changed with each new code.
+const FILE_NAME: &str = "tally-2";
 
 /// Count one request, as a CNI process exits. Never fails the request: a tally that cannot be had
 /// (no state dir yet, a refused file) is skipped.
@@ -104,18 +113,14 @@ pub fn count(state_dir: &Path, command: Command, code: u32, took: Duration) {
         return;
     };
     let base = 1 + c * PER_COMMAND;
-    let slot = CODES
-        .iter()
-        .position(|&x| x == code)
-        .unwrap_or(CODES.len() - 1);
     let bucket = BUCKETS
         .iter()
         .position(|b| took <= *b)
         .unwrap_or(BUCKETS.len());
-    map.add(base + slot, 1);
-    map.add(base + CODES.len() + bucket, 1);
+    map.add(base + slot(code), 1);
+    map.add(base + CODE_SLOTS + bucket, 1);
     map.add(
-        base + CODES.len() + BUCKETS.len() + 1,
+        base + CODE_SLOTS + BUCKETS.len() + 1,
         took.as_nanos().min(u64::MAX as u128) as u64,
     );
     // Left mapped: a CNI process counts once, as it exits, and the exit
@@ -143,16 +148,14 @@ pub fn read(state_dir: &Path) -> Option<Vec<(Command, Counts)>> {
             .enumerate()
             .map(|(c, &cmd)| {
                 let base = 1 + c * PER_COMMAND;
-                let by_code = CODES
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &code)| (code, map.get(base + i)))
+                let by_code = (0..CODE_SLOTS)
+                    .filter_map(|i| Some((code_of(i)?, map.get(base + i))))
                     .filter(|(_, n)| *n > 0)
                     .collect();
                 let buckets = (0..=BUCKETS.len())
-                    .map(|i| map.get(base + CODES.len() + i))
+                    .map(|i| map.get(base + CODE_SLOTS + i))
                     .collect();
-                let sum = Duration::from_nanos(map.get(base + CODES.len() + BUCKETS.len() + 1));
+                let sum = Duration::from_nanos(map.get(base + CODE_SLOTS + BUCKETS.len() + 1));
                 (
                     cmd,
                     Counts {
@@ -357,38 +360,52 @@ mod tests {
     #[test]
     fn the_layout_holds_its_slots_and_size() {
         // The file is shared by CNI processes of different versions until
-        // the node's next reboot: the codes' slots, their order and the
-        // size are its layout, the magic says which. Named codes took the
-        // slots that were kept for 107 and 108, nothing moved.
+        // the node's next reboot: each code's counter, their order and the
+        // size are its layout, the magic and the name say which. The codes
+        // of the table keep their places (a new one is appended: this
+        // prefix still holds), and the size does not depend on how many
+        // codes there are.
+        let values: Vec<u32> = code::ALL.iter().map(|&(_, c)| c).collect();
+        let pinned = [
+            1, 3, 4, 5, 6, 7, 11, 50, 100, 101, 102, 103, 104, 105, 106, 107, 108,
+        ];
+        assert_eq!(values[..pinned.len()], pinned);
+        for (i, c) in pinned.iter().enumerate() {
+            assert_eq!((slot(*c), code_of(i + 1)), (i + 1, Some(*c)), "{c}");
+        }
+        assert_eq!((slot(0), slot(OTHER), slot(999)), (0, 63, 63));
+        assert_eq!(code_of(pinned.len() + 1), None, "a free counter");
+        assert_eq!(SIZE, 8 * (1 + 6 * (64 + 16 + 2)));
+        assert_eq!(MAGIC, u64::from_le_bytes(*b"rt-tal02"));
         assert_eq!(
-            CODES,
-            [
-                0,
-                1,
-                2,
-                3,
-                4,
-                5,
-                6,
-                7,
-                11,
-                50,
-                51,
-                100,
-                101,
-                102,
-                103,
-                104,
-                105,
-                106,
-                107,
-                108,
-                u32::MAX
-            ]
+            path(Path::new("/run/roce-tune")),
+            Path::new("/run/roce-tune/tally-2")
         );
-        assert_eq!(code::QOS_PRIORITY, 108);
-        assert_eq!(SIZE, 8 * (1 + 6 * (21 + 16 + 2)));
-        assert_eq!(MAGIC, u64::from_le_bytes(*b"rt-tal01"));
+    }
+
+    #[test]
+    fn a_counter_no_code_holds_yet_is_never_read_as_another_code() {
+        // During a rollout a newer CNI binary counts a code appended to its
+        // table in a counter this binary's table leaves free: the agent of
+        // this version reads nothing there rather than another code, and no
+        // counter it knows moves.
+        let d = dir("append");
+        count(
+            &d,
+            Command::Add,
+            code::QOS_PRIORITY,
+            Duration::from_millis(1),
+        );
+        let map = Mapping::open(&path(&d), false).unwrap();
+        let add = 1 + COMMANDS.iter().position(|&c| c == Command::Add).unwrap() * PER_COMMAND;
+        let free = code::ALL.len() + 1;
+        map.add(add + free, 2);
+        std::mem::forget(map);
+        let all = read(&d).unwrap();
+        let counts = &all.iter().find(|(c, _)| *c == Command::Add).unwrap().1;
+        assert_eq!(counts.by_code, [(108, 1)], "a free counter is no code yet");
+        assert_eq!(code_of(free), None);
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]
@@ -470,7 +487,7 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
-        assert_eq!(names, ["tally"]);
+        assert_eq!(names, [FILE_NAME]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

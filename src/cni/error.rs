@@ -4,43 +4,56 @@
 use serde_json::{json, Value};
 use std::fmt;
 
-/// Well-known codes of the CNI spec (SPEC.md "Error") and roce-tune's own (100+).
-pub mod code {
-    pub const INCOMPATIBLE_VERSION: u32 = 1;
-    pub const UNSUPPORTED_FIELD: u32 = 2;
-    pub const CONTAINER_UNKNOWN: u32 = 3;
-    pub const INVALID_ENV: u32 = 4;
-    pub const IO_FAILURE: u32 = 5;
-    pub const DECODE_FAILED: u32 = 6;
-    pub const INVALID_CONFIG: u32 = 7;
-    pub const TRY_AGAIN_LATER: u32 = 11;
-    pub const NOT_READY: u32 = 50;
-    pub const NOT_READY_LIMITED: u32 = 51;
+/// Every code a request can end with, declared once: its name, its value
+/// and why it is given. A row here is the whole of a new code in the
+/// source; the tally gives each its counter by this order
+/// (`crate::tally`), so a new code is appended, never inserted, and
+/// docs/errors.md has a row for each (a test holds the two together).
+macro_rules! codes {
+    ($($(#[$doc:meta])* $name:ident = $value:literal;)*) => {
+        /// Well-known codes of the CNI spec (SPEC.md "Error") and roce-tune's own (100+).
+        pub mod code {
+            $($(#[$doc])* pub const $name: u32 = $value;)*
+            /// Every code above with its name, in the order written.
+            pub const ALL: &[(&str, u32)] = &[$((stringify!($name), $name)),*];
+        }
+    };
+}
+
+codes! {
+    INCOMPATIBLE_VERSION = 1;
+    CONTAINER_UNKNOWN = 3;
+    INVALID_ENV = 4;
+    IO_FAILURE = 5;
+    DECODE_FAILED = 6;
+    INVALID_CONFIG = 7;
+    TRY_AGAIN_LATER = 11;
+    NOT_READY = 50;
     /// RDMA device of the VF not found, ambiguous, or its address malformed.
-    pub const RDMA_DEVICE: u32 = 100;
+    RDMA_DEVICE = 100;
     /// GID index does not hold the RoCE v2 GID of the pod's address.
-    pub const GID_CHECK: u32 = 101;
+    GID_CHECK = 101;
     /// Traffic class could not be written or did not read back.
-    pub const TRAFFIC_CLASS: u32 = 102;
+    TRAFFIC_CLASS = 102;
     /// CHECK: a sysctl in the pod differs from the config.
-    pub const SYSCTL_DRIFT: u32 = 103;
+    SYSCTL_DRIFT = 103;
     /// The node config is refused: not a root-owned file closed to others,
     /// not JSON, or a bad key. A node admin's problem, never the tenant's.
-    pub const NODE_CONFIG: u32 = 104;
+    NODE_CONFIG = 104;
     /// The rdma_cm default ToS could not be written or did not read back.
-    pub const RDMA_CM_TOS: u32 = 105;
+    RDMA_CM_TOS = 105;
     /// `placementCheck: enforce`: a GPU of the pod has too few rails near it
     /// for GPUDirect RDMA (docs/placement.md).
-    pub const PLACEMENT: u32 = 106;
+    PLACEMENT = 106;
     /// `placementCheck: enforce`, and an input of the verdict is not one only
     /// root can provide (the kubelet socket's peer, the checkpoint, an NVIDIA
     /// `information` file): a node admin's problem, as 104 is, and not the
     /// pod's layout, which 106 says; nothing failed to be read, so not 5.
-    pub const UNTRUSTED_INPUT: u32 = 107;
+    UNTRUSTED_INPUT = 107;
     /// `qosCheck: enforce`: the rail's class lands, by its DSCP's own entry
     /// in the PF's DSCP map, on another priority than `railPriority`
     /// (docs/design.md, "DCB and the QoS verdict").
-    pub const QOS_PRIORITY: u32 = 108;
+    QOS_PRIORITY = 108;
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

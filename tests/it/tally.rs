@@ -64,7 +64,7 @@ fn six_hundred_dels_while_the_layout_changes_and_none_dies() {
         .mode(0o700)
         .create(&state.0)
         .unwrap();
-    let tally = state.0.join("tally");
+    let tally = roce_tune::tally::path(&state.0);
     del(&node, "first").ok();
     let size = std::fs::metadata(&tally).expect("DEL made the tally").len();
 
