@@ -494,3 +494,35 @@ fn the_command_reader_finds_binary_and_filter() {
         ]
     );
 }
+
+/// The table of error codes (`cni::error::code::ALL`, declared once in
+/// src/cni/error.rs) and the reader's tables agree: every code has its row
+/// in docs/errors.md and no row names a code the source cannot give; every
+/// code of roce-tune's own (100 and up) has its section in
+/// docs/troubleshooting.md ("### 108: ..."), where a runbook lands from the
+/// event. A code added without its docs, or a row left for a code gone,
+/// fails here.
+#[test]
+fn every_error_code_has_its_row_and_every_row_a_code() {
+    let root = repo();
+    let codes: BTreeSet<u32> = roce_tune::cni::error::code::ALL
+        .iter()
+        .map(|&(_, c)| c)
+        .collect();
+    let errors = std::fs::read_to_string(root.join("docs/errors.md")).unwrap();
+    let rows: BTreeSet<u32> = errors
+        .lines()
+        .filter_map(|l| l.strip_prefix("| ")?.split(" |").next()?.parse().ok())
+        .collect();
+    assert_eq!(rows, codes, "docs/errors.md's rows against code::ALL");
+    let fixes = std::fs::read_to_string(root.join("docs/troubleshooting.md")).unwrap();
+    let sections: BTreeSet<u32> = fixes
+        .lines()
+        .filter_map(|l| l.strip_prefix("### ")?.split(':').next()?.parse().ok())
+        .collect();
+    let own: BTreeSet<u32> = codes.iter().copied().filter(|&c| c >= 100).collect();
+    assert_eq!(
+        sections, own,
+        "docs/troubleshooting.md's code sections against code::ALL"
+    );
+}
