@@ -27,6 +27,13 @@ fn assert_gid_failure(r: &Run, tree: &Tree, state: &StateDirPath) -> String {
         msg.contains(DEV) && msg.contains("index 3"),
         "101 names the device and the index: {msg}"
     );
+    // The log says the failure once: the line that ends the request.
+    assert_eq!(
+        r.stderr.matches("GID check failed").count(),
+        1,
+        "one line for one failure:\n{}",
+        r.stderr
+    );
     msg
 }
 
