@@ -120,7 +120,7 @@ pub(super) fn check_gid(
                 );
                 Ok(located)
             } else {
-                crate::error!("{}", err.msg);
+                // Logged once, by the edge that ends the request with it.
                 Err(err)
             }
         }
