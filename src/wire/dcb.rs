@@ -500,6 +500,7 @@ pub(crate) mod tests {
     //! not made by this module's encoder.
 
     use super::*;
+    use crate::wire::unhex;
 
     const SEQ: u32 = 0x0a0b_0c0d;
     /// The reply carries the request's flags (`dcbnl_newmsg` is handed
@@ -697,13 +698,6 @@ pub(crate) mod tests {
         // EINVAL: no IFNAME (dcb_doit), or a command it does not know.
         assert_eq!(answer_of(&refusal(22)), Err(DcbError::Kernel(22)));
         assert!(DcbError::Kernel(22).to_string().contains("errno 22"));
-    }
-
-    fn unhex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
     }
 
     /// `dcb_doit`'s refusals as real kernels sent them (`examples/dcb_probe.rs`,

@@ -23,3 +23,12 @@ pub mod podresources;
 pub mod protobuf;
 pub mod rtnetlink;
 pub mod ttrpc;
+
+/// A captured message as the tests keep it: hex, two digits a byte.
+#[cfg(test)]
+pub(crate) fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}

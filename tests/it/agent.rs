@@ -1413,11 +1413,7 @@ fn exclusive_mode_drift_is_repaired_in_the_pods_view() {
     needs!(root);
     let pod = Pod::new("net1", Some(&format!("{IP}/16")));
     let tree = Tree::new();
-    std::fs::write(
-        tree.root.join("module/ib_core/parameters/netns_mode"),
-        "N\n",
-    )
-    .unwrap();
+    tree.set_exclusive(true);
     tree.add_device(PCI, DEV, "Global tclass=106\n");
     tree.set_ipv4_gids(DEV, IP);
     let state = StateDirPath::new();

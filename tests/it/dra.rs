@@ -769,11 +769,7 @@ fn in_exclusive_mode_stop_restores_through_the_view_that_shows_the_device_now() 
     needs!(root);
     let sims: NriSims = needs!(nri_sim);
     let mut node = Node::new(2, profile(), true);
-    std::fs::write(
-        node.tree.root.join("module/ib_core/parameters/netns_mode"),
-        "N\n",
-    )
-    .unwrap();
+    node.tree.set_exclusive(true);
     let ino = node.pod.ino();
     for vf in &node.vfs {
         node.tree.move_into(&node.pod, &vf.pci, &vf.dev);

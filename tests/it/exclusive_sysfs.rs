@@ -108,11 +108,7 @@ fn a_fresh_sysfs_shows_the_pod_and_mounts_nothing() {
 #[test]
 fn a_test_tree_gives_each_netns_its_own_view() {
     let tree = Tree::new();
-    std::fs::write(
-        tree.root.join("module/ib_core/parameters/netns_mode"),
-        "N\n",
-    )
-    .unwrap();
+    tree.set_exclusive(true);
     let sysfs = Sysfs::open(&tree.root).unwrap();
     assert_eq!(NetnsMode::read(sysfs.host()), NetnsMode::Exclusive);
     assert_eq!(sysfs.reach(), Reach::Pod, "the same reach as on the kernel");
@@ -143,11 +139,7 @@ fn a_test_tree_gives_each_netns_its_own_view() {
 /// rdma plugin does), and a config for `pod`.
 fn exclusive_tree(pod: &Pod, state: &StateDirPath) -> (Tree, Value) {
     let tree = Tree::new();
-    std::fs::write(
-        tree.root.join("module/ib_core/parameters/netns_mode"),
-        "N\n",
-    )
-    .unwrap();
+    tree.set_exclusive(true);
     tree.add_device("0000:0c:00.2", "mlx5_2", "Global tclass=106\n");
     tree.set_ipv4_gids("mlx5_2", "192.168.0.34");
     let c = rail_conf(&tree, state, "0000:0c:00.2", pod, 41, &["192.168.0.34/16"]);

@@ -41,21 +41,18 @@ fn lines_starting<'a>(r: &'a Run, prefix: &str) -> Vec<&'a str> {
     r.stdout.lines().filter(|l| l.starts_with(prefix)).collect()
 }
 
-/// A pod with net1 at `ip`/24 and a tree whose `dev` holds the seed's GIDs.
-fn seed_case(seed: &(&str, &str, [(&str, &str); 4]), netns_mode: &str) -> (Tree, Pod) {
+/// A pod with net1 at `ip`/24 and a tree whose `dev` holds the seed's GIDs, in the
+/// exclusive netns mode or the shared one.
+fn seed_case(seed: &(&str, &str, [(&str, &str); 4]), exclusive: bool) -> (Tree, Pod) {
     let (dev, ip, gids) = seed;
     let tree = Tree::new();
-    std::fs::write(
-        tree.root.join("module/ib_core/parameters/netns_mode"),
-        format!("{netns_mode}\n"),
-    )
-    .unwrap();
+    tree.set_exclusive(exclusive);
     tree.add_device("0000:0c:00.2", dev, "");
     for (i, (g, t)) in gids.iter().enumerate() {
         tree.set_gid(dev, i as u32, g, t);
     }
     let pod = Pod::new("net1", Some(&format!("{ip}/24")));
-    if netns_mode == "N" {
+    if exclusive {
         // Exclusive mode: the rdma plugin moved the device into the pod.
         tree.move_into(&pod, "0000:0c:00.2", dev);
     }
@@ -99,7 +96,7 @@ fn assert_seed_gids(r: &Run, gids: &[(&str, &str); 4]) {
 #[test]
 fn seed_shared_example_passes_gid_index_3() {
     needs!(root);
-    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    let (tree, pod) = seed_case(&SEED_SHARED, false);
     let path = pod.path();
     let r = inspect(&pod_args(&path, &tree, "mlx5_26"));
     assert!(
@@ -127,7 +124,7 @@ fn seed_shared_example_passes_gid_index_3() {
 #[test]
 fn seed_exclusive_example_is_reported_and_passes() {
     needs!(root);
-    let (tree, pod) = seed_case(&SEED_EXCLUSIVE, "N");
+    let (tree, pod) = seed_case(&SEED_EXCLUSIVE, true);
     set_recommended(&pod);
     let path = pod.path();
     let r = inspect(&pod_args(&path, &tree, "mlx5_31"));
@@ -156,7 +153,7 @@ fn single_failure(
     make_wrong: impl FnOnce(&Tree, &Pod),
 ) -> Option<(Run, String)> {
     needs!(root);
-    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    let (tree, pod) = seed_case(&SEED_SHARED, false);
     set_recommended(&pod);
     tree.set_tc("mlx5_26", "tclass=41");
     make_wrong(&tree, &pod);
@@ -255,7 +252,7 @@ fn wrong_sysctl_names_the_key() {
 /// The seed's shared rail as roce-tune leaves it: the sysctls set, class 41
 /// and rdma_cm ToS 106.
 fn right_rail() -> (Tree, Pod) {
-    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    let (tree, pod) = seed_case(&SEED_SHARED, false);
     set_recommended(&pod);
     tree.set_tc("mlx5_26", "tclass=41");
     set_tos(&tree, "mlx5_26", 106);
@@ -288,7 +285,7 @@ fn all_good_exits_0() {
 #[test]
 fn pid_reaches_the_same_netns() {
     needs!(root);
-    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    let (tree, pod) = seed_case(&SEED_SHARED, false);
     // `ip netns exec` execs the command: the child's pid is a process in the pod.
     let mut child = Command::new("ip")
         .args(["netns", "exec", &pod.ns, "sleep", "30"])
@@ -334,7 +331,7 @@ fn pid_reaches_the_same_netns() {
 #[test]
 fn json_carries_the_same_verdicts_as_the_table() {
     needs!(root);
-    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    let (tree, pod) = seed_case(&SEED_SHARED, false);
     // Two defects and one good check: GID at 5, class forced to 0.
     let v4 = v4_gid("192.168.0.34");
     tree.set_gid("mlx5_26", 2, ZERO_GID, "");
@@ -863,7 +860,7 @@ fn without_device_the_lookup_add_uses_finds_it_and_says_how() {
 #[test]
 fn pod_without_an_rdma_interface_fails_rdma_device() {
     needs!(root);
-    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    let (tree, pod) = seed_case(&SEED_SHARED, false);
     let path = pod.path();
     let root = tree.root.to_str().unwrap();
     // A veth has no parent device: discovery finds no rail and says why.
@@ -910,7 +907,7 @@ fn pod_without_an_rdma_interface_fails_rdma_device() {
 #[test]
 fn pod_chosen_names_are_escaped() {
     needs!(root);
-    let (tree, pod) = seed_case(&SEED_SHARED, "Y");
+    let (tree, pod) = seed_case(&SEED_SHARED, false);
     let evil = "\x1b[1A\x1b[2KPASS";
     let out = Command::new("ip")
         .args(["-n", &pod.ns, "link", "set", "net1", "name", evil])

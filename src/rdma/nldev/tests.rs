@@ -3,6 +3,7 @@
 
 use super::socket::*;
 use super::*;
+use crate::wire::unhex;
 use nix::errno::Errno;
 use std::io;
 
@@ -131,13 +132,6 @@ fn device(index: u32, name: &str, guid: u64) -> Device {
         protocol: Some(Name::Valid("roce".into())),
         parent: None,
     }
-}
-
-fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
 }
 
 // Datagrams captured from Debian 12's kernel 6.1.0-57-amd64 under qemu:

@@ -33,6 +33,21 @@ fn node_with(state: &StateDirPath, tree: &Tree, extra: Value) {
 }
 
 /// How many lines of the agent's log hold `needle`.
+/// The second rail's VF, device and address.
+const B: (&str, &str, &str) = ("0000:0c:00.3", "mlx5_3", "192.168.1.34");
+
+/// A pod with two rails, net1 on `DEV` and net2 on `B`, each device holding
+/// its rail's RoCE v2 GID.
+fn two_rails(tree: &Tree) -> Pod {
+    let pod = Pod::new("net1", Some(&format!("{IP}/16")));
+    pod.add_rail("net2", Some(&format!("{}/16", B.2)));
+    tree.add_device(PCI, DEV, "");
+    tree.set_ipv4_gids(DEV, IP);
+    tree.add_device(B.0, B.1, "");
+    tree.set_ipv4_gids(B.1, B.2);
+    pod
+}
+
 fn lines_with(agent: &Agent, needle: &str) -> usize {
     agent.log().lines().filter(|l| l.contains(needle)).count()
 }
@@ -40,16 +55,10 @@ fn lines_with(agent: &Agent, needle: &str) -> usize {
 #[test]
 fn each_live_rails_counters_are_exported_under_its_pods_labels_and_follow_the_files() {
     needs!(root);
-    const B: (&str, &str, &str) = ("0000:0c:00.3", "mlx5_3", "192.168.1.34");
     let tree = Tree::new();
     let state = StateDirPath::new();
     node_with(&state, &tree, json!({}));
-    let pod = Pod::new("net1", Some(&format!("{IP}/16")));
-    pod.add_rail("net2", Some(&format!("{}/16", B.2)));
-    tree.add_device(PCI, DEV, "");
-    tree.set_ipv4_gids(DEV, IP);
-    tree.add_device(B.0, B.1, "");
-    tree.set_ipv4_gids(B.1, B.2);
+    let pod = two_rails(&tree);
     // mlx5's names: the default picks these, not rx_write_requests.
     let hw = counters_dir(&tree.root, DEV, "hw_counters");
     for (n, v) in [
@@ -134,11 +143,7 @@ fn exclusive_mode_reads_the_counters_in_the_pods_view() {
     needs!(root);
     let pod = Pod::new("net1", Some(&format!("{IP}/16")));
     let tree = Tree::new();
-    std::fs::write(
-        tree.root.join("module/ib_core/parameters/netns_mode"),
-        "N\n",
-    )
-    .unwrap();
+    tree.set_exclusive(true);
     tree.add_device(PCI, DEV, "");
     tree.set_ipv4_gids(DEV, IP);
     std::fs::write(
@@ -173,7 +178,6 @@ fn exclusive_mode_reads_the_counters_in_the_pods_view() {
 #[test]
 fn bad_counter_files_are_skipped_with_one_line_and_never_stall_a_pass() {
     needs!(root);
-    const B: (&str, &str, &str) = ("0000:0c:00.3", "mlx5_3", "192.168.1.34");
     let tree = Tree::new();
     let state = StateDirPath::new();
     node_with(
@@ -181,12 +185,7 @@ fn bad_counter_files_are_skipped_with_one_line_and_never_stall_a_pass() {
         &tree,
         json!({"railCounters": "*", "railCountersMax": 100}),
     );
-    let pod = Pod::new("net1", Some(&format!("{IP}/16")));
-    pod.add_rail("net2", Some(&format!("{}/16", B.2)));
-    tree.add_device(PCI, DEV, "");
-    tree.set_ipv4_gids(DEV, IP);
-    tree.add_device(B.0, B.1, "");
-    tree.set_ipv4_gids(B.1, B.2);
+    let pod = two_rails(&tree);
     let hw = counters_dir(&tree.root, DEV, "hw_counters");
     std::fs::write(hw.join("a_good"), "7\n").unwrap();
     std::fs::write(hw.join("b_garbage"), "seven\n").unwrap();

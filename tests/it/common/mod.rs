@@ -205,6 +205,15 @@ impl Tree {
         Tree { root }
     }
 
+    /// The RDMA subsystem's netns mode, as `ib_core`'s `netns_mode`
+    /// parameter prints it: `true` is exclusive (`N`: each device lives in
+    /// one netns, a pod sees only its own), `false` shared (`Y`, the
+    /// default of a new tree).
+    pub fn set_exclusive(&self, exclusive: bool) {
+        let mode = if exclusive { "N\n" } else { "Y\n" };
+        std::fs::write(self.root.join("module/ib_core/parameters/netns_mode"), mode).unwrap();
+    }
+
     /// A VF at `pci` with RDMA device `dev`: tc file holding `tc` (empty =
     /// unset), 8 unused GIDs and the link-local pair at 0/1.
     pub fn add_device(&self, pci: &str, dev: &str, tc: &str) {
