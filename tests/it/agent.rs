@@ -1614,4 +1614,5 @@ fn healthz_is_503_when_the_nri_thread_has_ended() {
     assert_eq!(health_until(&agent, 200, Duration::ZERO).0, 503);
 }
 
+mod every_setting;
 mod rail_counters;
