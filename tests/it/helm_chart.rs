@@ -1283,6 +1283,35 @@ fn cases() -> Vec<Case> {
             vec![
                 on(),
                 ("metrics.prometheusRule.enabled", json!(true)),
+                (
+                    "metrics.prometheusRule.runbookBaseUrl",
+                    json!("https://github.com/example/roce-tune/blob/v0.1.0/"),
+                ),
+            ],
+            |d| {
+                // Every rule's link, and nothing else, is the published page.
+                let base = "https://github.com/example/roce-tune/blob/v0.1.0/";
+                let mut groups = rule_file_groups();
+                let mut links = 0;
+                for group in groups.as_array_mut().unwrap() {
+                    for rule in group["rules"].as_array_mut().unwrap() {
+                        let url = &mut rule["annotations"]["runbook_url"];
+                        if let Some(path) = url.as_str().filter(|u| u.starts_with("docs/")) {
+                            *url = json!(format!("{base}{path}"));
+                            links += 1;
+                        }
+                    }
+                }
+                let rule = named(d, "PrometheusRule", "roce-tune");
+                want(links > 0 && rule["spec"]["groups"] == groups, || {
+                    format!("{links} links; rendered {}", rule["spec"]["groups"])
+                })
+            },
+        ),
+        case(
+            vec![
+                on(),
+                ("metrics.prometheusRule.enabled", json!(true)),
                 ("uninstall.enabled", json!(true)),
             ],
             |d| {
@@ -1424,6 +1453,18 @@ fn values_that_cannot_work_are_refused() {
             vec![
                 ("metrics.enabled", json!(true)),
                 ("metrics.prometheusRule.labels", json!({"release": 1})),
+            ],
+            schema,
+        ),
+        // A base without its scheme or its closing "/" would make every
+        // link a dead one.
+        (
+            vec![
+                ("metrics.enabled", json!(true)),
+                (
+                    "metrics.prometheusRule.runbookBaseUrl",
+                    json!("docs.example.internal/roce-tune"),
+                ),
             ],
             schema,
         ),
