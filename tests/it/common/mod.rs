@@ -360,7 +360,13 @@ pub const TEST_BASE: &str = "/run/roce-tune-tests";
 /// kubelet answers (`pods/`, each gone with its pod's last rail). None is
 /// an attachment's state: "no state left" means nothing but these.
 pub fn is_state_infrastructure(name: &str) -> bool {
-    matches!(name, "locks" | "tally" | "pods")
+    matches!(name, "locks" | "pods") || is_tally(name)
+}
+
+/// The tally's file, by the name the plugin gives it (`tally::path`).
+fn is_tally(name: &str) -> bool {
+    let tally = roce_tune::tally::path(std::path::Path::new(""));
+    tally.file_name().is_some_and(|t| t == name)
 }
 
 /// A private dir for one test under `TEST_BASE`, removed on drop.
@@ -855,7 +861,10 @@ pub fn snapshot(root: &Path) -> BTreeMap<PathBuf, String> {
     }
     let mut out = BTreeMap::new();
     walk(root, &mut out);
-    out.retain(|p, _| p.file_name().is_none_or(|n| n != "tally"));
+    out.retain(|p, _| {
+        p.file_name()
+            .is_none_or(|n| !n.to_str().is_some_and(is_tally))
+    });
     out
 }
 
