@@ -187,7 +187,10 @@ mod tests {
         assert_eq!(Host::of_root(Path::new("/sys/class")).0, Kind::TestTree);
         let d = tree("root");
         assert_eq!(View::open(&d).unwrap().host().0, Kind::TestTree);
-        assert_eq!(View::open(Path::new("/sys")).unwrap().host().0, Kind::Kernel);
+        assert_eq!(
+            View::open(Path::new("/sys")).unwrap().host().0,
+            Kind::Kernel
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 
@@ -202,7 +205,10 @@ mod tests {
         );
         std::fs::create_dir_all(d.join("netns/4026532001/class/net/net1")).unwrap();
         std::fs::create_dir_all(d.join("netns/4026532002/class/net/other")).unwrap();
-        let pod = host.pod_view(&root, POD, "<pod>").unwrap().expect("its view");
+        let pod = host
+            .pod_view(&root, POD, "<pod>")
+            .unwrap()
+            .expect("its view");
         assert_eq!(pod.list(Path::new("class/net")).unwrap(), ["net1"]);
         assert_eq!(pod.host().0, Kind::TestTree, "the pod's view is the tree's");
         assert_eq!(
@@ -243,8 +249,7 @@ mod tests {
         // A `device/subsystem` link naming another bus is not read on a tree.
         std::fs::create_dir_all(d.join("devices/x")).unwrap();
         std::os::unix::fs::symlink("../../../devices/x", d.join(net).join("device")).unwrap();
-        std::os::unix::fs::symlink("../../bus/auxiliary", d.join("devices/x/subsystem"))
-            .unwrap();
+        std::os::unix::fs::symlink("../../bus/auxiliary", d.join("devices/x/subsystem")).unwrap();
         let view = View::open(&d).unwrap();
         let host = view.host();
         assert_eq!(host.parent_bus(&view, net).as_deref(), Some("pci"));
@@ -257,10 +262,7 @@ mod tests {
         );
         // The kernel's answers, for contrast: the link names the bus.
         let kernel = Host::kernel();
-        assert_eq!(
-            kernel.parent_bus(&view, net).as_deref(),
-            Some("auxiliary")
-        );
+        assert_eq!(kernel.parent_bus(&view, net).as_deref(), Some("auxiliary"));
         assert!(kernel.trusts_rtnetlink_parent());
         assert_eq!(kernel.root_note(), None);
         assert_ne!(kernel.pod_sysfs_words(true), kernel.pod_sysfs_words(false));

@@ -3,8 +3,8 @@
 
 use super::args::Options;
 use super::collect::{
-    setting, DeviceSource, Iface, NodeView, Placement, PodFrom, PodView, QosObs,
-    SettingObs, SettingState, SysctlObs,
+    setting, DeviceSource, Iface, NodeView, Placement, PodFrom, PodView, QosObs, SettingObs,
+    SettingState, SysctlObs,
 };
 use super::verdicts::{checked_address, is_link_local, locate_in, sysctl_ok, Check, NO_DEVICE_FIX};
 use crate::rdma::gid::{self, GidEntry};
@@ -169,12 +169,7 @@ fn show_list(names: &[String], max: usize) -> String {
 
 pub fn pod_text(pod: &PodView, opts: &Options, checks: &[Check]) -> String {
     let mut out = mode_line(pod.mode);
-    let _ = writeln!(
-        out,
-        "sysfs: {} ({})",
-        pod.sysfs_root.display(),
-        pod.sysfs
-    );
+    let _ = writeln!(out, "sysfs: {} ({})", pod.sysfs_root.display(), pod.sysfs);
     let _ = writeln!(out, "Pod netns: {}", pod.netns.display());
     let _ = writeln!(
         out,
