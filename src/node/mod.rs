@@ -508,11 +508,6 @@ impl NodeConfig {
         };
         Ok(node)
     }
-
-    /// Whether the sysfs root is a test tree (anything but `/sys`).
-    pub fn is_test_tree(&self) -> bool {
-        self.sysfs_root != Path::new(DEFAULT_SYSFS_ROOT)
-    }
 }
 
 /// `jobEnvFamilies` and `jobEnvOmit`: names from the lists above only, so a
@@ -658,13 +653,12 @@ mod tests {
         assert_eq!(n.sysfs_root, Path::new("/sys"));
         assert_eq!(n.log_file, None);
         assert_eq!(n.sysctl_allowlist, None);
-        assert!(!n.is_test_tree());
         let n = parse(
             r#"{"stateDir":"/run/x","sysfsRoot":"/tmp/t","logFile":"/var/log/rt.log",
                 "sysctlAllowlist":["net.ipv4.conf.*.arp_*"],"deviceInfoDir":"/run/d"}"#,
         )
         .unwrap();
-        assert!(n.is_test_tree());
+        assert_eq!(n.sysfs_root, Path::new("/tmp/t"));
         assert_eq!(n.log_file.as_deref(), Some(Path::new("/var/log/rt.log")));
         assert_eq!(n.device_info_dir, Path::new("/run/d"));
         let n = parse("{}").unwrap();

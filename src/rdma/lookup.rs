@@ -285,8 +285,8 @@ pub fn ask_netlink(link: &Link, hint: Option<&str>) -> Result<Answer, LookupErro
 /// tree: that link in the tree's view of the pod netns, and nothing else (the
 /// tree stands for the kernel). Only the link is read, never followed.
 pub fn parent_of(pod: &mut PodSide, link: &Link) -> Result<Option<Parent>, LookupError> {
-    let test_tree = pod.sysfs().is_test_tree();
-    if !test_tree {
+    let host = pod.sysfs().host().host();
+    if host.trusts_rtnetlink_parent() {
         if let (Some(bus), Some(dev)) = (&link.parent_bus, &link.parent_dev) {
             return Ok(Some(Parent {
                 bus: bus.clone(),
@@ -304,15 +304,8 @@ pub fn parent_of(pod: &mut PodSide, link: &Link) -> Result<Option<Parent>, Looku
     let Ok(dev) = view.link_name(&net.join("device")) else {
         return Ok(None);
     };
-    // A test tree's binding is a PCI function (docs/design.md, "Test
-    // trees"); the kernel's `device/subsystem` link names the bus.
-    let bus = if test_tree {
-        "pci".to_string()
-    } else {
-        match view.link_name(&net.join("device/subsystem")) {
-            Ok(b) => b,
-            Err(_) => return Ok(None),
-        }
+    let Some(bus) = host.parent_bus(view, &net) else {
+        return Ok(None);
     };
     let parent = Parent { bus, dev };
     let valid = is_safe_component(&parent.bus)

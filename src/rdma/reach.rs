@@ -16,7 +16,7 @@ use super::NetnsMode;
 use crate::netns::{NetNs, NsError, NsId};
 use crate::sysfs::{SysfsError, SysfsResult, View};
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Where a rail's device files are reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,8 +38,9 @@ impl Reach {
     }
 }
 
-/// The node's sysfs: the host's view, and whether it is the kernel's or a
-/// test tree (which then also holds each pod's view under `netns/`).
+/// The node's sysfs: the host's view, through whose seam (`sysfs::Host`:
+/// the kernel, or a test tree holding each pod's view under `netns/`) every
+/// pod's view is made.
 #[derive(Debug)]
 pub struct Sysfs {
     host: View,
@@ -60,10 +61,6 @@ impl Sysfs {
         &self.host
     }
 
-    pub fn is_test_tree(&self) -> bool {
-        !self.host.is_real()
-    }
-
     pub fn reach(&self) -> Reach {
         Reach::of(&self.host)
     }
@@ -78,14 +75,7 @@ impl Sysfs {
         if crate::fault::refused("pod-sysfs") {
             return Err(SysfsError::Os(nix::errno::Errno::EPERM));
         }
-        if self.is_test_tree() {
-            return match self.host.open_beneath(&netns_dir(ns)) {
-                Ok(v) => Ok(Some(v)),
-                Err(SysfsError::Missing) => Ok(None),
-                Err(e) => Err(e),
-            };
-        }
-        View::fresh_sysfs(label).map(Some)
+        self.host.host().pod_view(&self.host, ns, label)
     }
 }
 
@@ -95,11 +85,9 @@ impl Sysfs {
     /// never enters it), on a test tree it is opened here.
     pub fn pod_side_of(&self, ns: &NetNs) -> SysfsResult<Option<View>> {
         let label = format!("<sysfs of netns {}>", ns.path().display());
-        if self.is_test_tree() {
-            return self.pod_side(ns.id(), &label);
-        }
         let mut made = None;
-        match ns.run_there(&mut || made = Some(self.pod_side(ns.id(), &label))) {
+        let host = self.host.host();
+        match host.pod_view_thread(ns, &mut || made = Some(self.pod_side(ns.id(), &label))) {
             Ok(()) => made.unwrap_or(Err(SysfsError::Os(nix::errno::Errno::EIO))),
             Err(e) => Err(SysfsError::Os(enter_errno(&e))),
         }
@@ -114,11 +102,6 @@ fn enter_errno(e: &NsError) -> nix::errno::Errno {
         }
         NsError::Panicked => nix::errno::Errno::EIO,
     }
-}
-
-/// A test tree's view of one netns (docs/design.md, "Test trees").
-pub fn netns_dir(ns: NsId) -> PathBuf {
-    PathBuf::from(format!("netns/{}", ns.ino))
 }
 
 /// The pod's side, made when first needed: a fresh sysfs costs a mount (and

@@ -717,3 +717,106 @@ fn the_edge_reader_sees_a_crossing_and_lets_the_face_be() {
         ]
     );
 }
+
+/// The file that holds every difference between the kernel and a test tree
+/// behind a sysfs root (`sysfs::Host`, docs/design.md "Test trees").
+const HOST_SEAM: &[&str] = &["sysfs", "host"];
+
+/// Names that ask which host stands behind a sysfs root: a predicate, or a
+/// flag or variant that carries its answer.
+const HOST_QUESTIONS: &[&str] = &[
+    "is_test_tree",
+    "is_real",
+    "is_kernel",
+    "test_tree",
+    "TestTree",
+];
+
+/// Where `files` outside the host seam ask which host it is: a name of
+/// `HOST_QUESTIONS` (a whole identifier, comments dropped), or a root
+/// compared with `/sys` (`==` or `!=` on a line naming `"/sys"` or
+/// `DEFAULT_SYSFS_ROOT`), which is how the seam itself tells them apart.
+fn host_questions(files: &[(Vec<String>, String)]) -> Vec<String> {
+    let mut asked = Vec::new();
+    for (me, text) in files {
+        if me == HOST_SEAM {
+            continue;
+        }
+        let code = strip_comments(text);
+        for (n, line) in code.lines().enumerate() {
+            let at = format!("{}:{}", me.join("::"), n + 1);
+            for word in line.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+                if HOST_QUESTIONS.contains(&word) {
+                    asked.push(format!("{at} names `{word}`"));
+                }
+            }
+            let compares = line.contains("==") || line.contains("!=");
+            if compares && (line.contains("\"/sys\"") || line.contains("DEFAULT_SYSFS_ROOT")) {
+                asked.push(format!("{at} compares a root with /sys"));
+            }
+        }
+    }
+    asked
+}
+
+/// The kernel and a test tree differ in one place, chosen when the root is
+/// opened: no caller asks which one it runs on, it calls the seam's method
+/// for the thing whose doing differs (a pod's view, a netdev's bus, ...).
+#[test]
+fn no_file_but_the_host_seam_asks_which_host_it_is() {
+    let files = src_files();
+    assert!(
+        files.iter().any(|(m, _)| m == HOST_SEAM),
+        "src/sysfs/host.rs not read: the seam moved, and this test with it"
+    );
+    let asked = host_questions(&files);
+    assert!(
+        asked.is_empty(),
+        "files of src/ that ask whether they run on the kernel or a test tree:\n  {}\n\
+         Give sysfs::Host (src/sysfs/host.rs) a method for the thing whose doing differs, \
+         its two answers side by side, and call it.",
+        asked.join("\n  ")
+    );
+}
+
+#[test]
+fn the_host_question_reader_sees_each_way_of_asking() {
+    let file = |m: &[&str], text: &str| {
+        (
+            m.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            text.to_string(),
+        )
+    };
+    let files = [
+        file(&["rdma", "reach"], "if self.is_test_tree() {\n}\n"),
+        file(
+            &["cli", "inspect", "collect"],
+            "// is_real() in a comment\nlet v = NodeView { test_tree: !host.is_real() };\n",
+        ),
+        file(
+            &["node"],
+            "self.sysfs_root != Path::new(DEFAULT_SYSFS_ROOT)\nsysfs_root: DEFAULT_SYSFS_ROOT.into(),\n",
+        ),
+        file(
+            &["sysfs"],
+            "let kernel = root == Path::new(\"/sys\");\nView::open(Path::new(\"/sys\"));\n\
+             fn read_write_in_a_test_tree() {}\nlet s = \"a test tree\";\n",
+        ),
+        file(&["cli", "inspect", "tests"], "sysfs: PodSysfs::TestTree,\n"),
+        file(
+            &["sysfs", "host"],
+            "if root == Path::new(\"/sys\") { Kind::Kernel } else { Kind::TestTree }\n",
+        ),
+    ];
+    assert_eq!(
+        host_questions(&files),
+        [
+            "rdma::reach:1 names `is_test_tree`",
+            "cli::inspect::collect:2 names `test_tree`",
+            "cli::inspect::collect:2 names `is_real`",
+            "node:1 compares a root with /sys",
+            "sysfs:1 compares a root with /sys",
+            "cli::inspect::tests:1 names `TestTree`",
+        ]
+    );
+}

@@ -73,8 +73,9 @@ pub struct NodeDevice {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NodeView {
     pub sysfs_root: PathBuf,
-    /// Not the kernel's sysfs: a tree a test (or a demo) made.
-    pub test_tree: bool,
+    /// What the text adds beside the root (`sysfs::Host::root_note`): "a
+    /// test tree" for a tree a test (or a demo) made, nothing for the kernel's.
+    pub root_note: Option<&'static str>,
     pub mode: NetnsMode,
     pub devices: Vec<NodeDevice>,
     /// `--device` named a device that is not there.
@@ -193,24 +194,17 @@ pub fn judge_rail(
     }
 }
 
-/// Which sysfs showed the pod's devices.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodSysfs {
-    /// A test tree: both the host and the pod view, nothing mounted.
-    TestTree,
-    /// Shared mode: the host's /sys, GIDs read by a thread in the pod netns.
-    Host,
-    /// Exclusive mode: a sysfs made by a thread inside the pod netns.
-    PodMount,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct PodView {
     pub netns: PathBuf,
     pub pid: Option<u32>,
     pub sysfs_root: PathBuf,
     pub mode: NetnsMode,
-    pub sysfs: PodSysfs,
+    /// Which sysfs showed the pod's devices, in words
+    /// (`sysfs::Host::pod_sysfs_words`): a test tree's `netns/<inode>/`,
+    /// the host's /sys read from the pod netns (shared mode), or a sysfs
+    /// made inside it (exclusive mode).
+    pub sysfs: &'static str,
     pub visible_devices: Vec<String>,
     /// `/dev/infiniband` of the pod (`--pid` only; `None` when unreadable).
     pub char_devices: Option<Vec<String>>,
@@ -282,7 +276,7 @@ pub fn node(opts: &Options, host: &View, node_config: &NodeConfig) -> NodeView {
     let entries = idle::node_entries(node_config);
     NodeView {
         sysfs_root: opts.sysfs_root.clone(),
-        test_tree: !host.is_real(),
+        root_note: host.host().root_note(),
         mode: NetnsMode::read(host),
         devices,
         missing,
@@ -369,13 +363,7 @@ pub fn pod(
     let mode = NetnsMode::read(sysfs.host());
     // The same reach as ADD's, so inspect sees what ADD sees.
     let reach = sysfs.reach();
-    let shown = if sysfs.is_test_tree() {
-        PodSysfs::TestTree
-    } else if reach == Reach::Pod {
-        PodSysfs::PodMount
-    } else {
-        PodSysfs::Host
-    };
+    let shown = sysfs.host().host().pod_sysfs_words(reach == Reach::Pod);
     let in_pod = ns
         .run(|| {
             let mut side = PodSide::new(sysfs, ns.id(), "<pod sysfs>".into());

@@ -6,7 +6,7 @@ use super::args::Options;
 use super::collect::{
     DeviceSource, Iface, NodeView, Placement, PodView, QosObs, SettingObs, SettingState,
 };
-use super::render::{pod_from, shown_gids, sysfs_text};
+use super::render::{pod_from, shown_gids};
 use super::verdicts::{checked_address, exit_code, locate_in, sysctl_ok, Check};
 use crate::rdma::gid;
 use crate::rdma::NetnsMode;
@@ -398,7 +398,7 @@ pub fn pod<'a>(pod: &'a PodView, opts: &Options, checks: &'a [Check]) -> Pod<'a>
         placement: pod.placement.as_ref().map(placement),
         rdma_devices_visible: &pod.visible_devices,
         sysfs_root: &pod.sysfs_root,
-        sysfs_view: sysfs_text(pod.sysfs),
+        sysfs_view: pod.sysfs,
         view: "pod",
     }
 }

@@ -3,8 +3,8 @@
 
 use super::args::Options;
 use super::collect::{
-    setting, DeviceSource, Iface, NodeView, Placement, PodFrom, PodSysfs, PodView, QosObs,
-    SettingObs, SettingState, SysctlObs,
+    setting, DeviceSource, Iface, NodeView, Placement, PodFrom, PodView, QosObs, SettingObs,
+    SettingState, SysctlObs,
 };
 use super::verdicts::{checked_address, is_link_local, locate_in, sysctl_ok, Check, NO_DEVICE_FIX};
 use crate::rdma::gid::{self, GidEntry};
@@ -71,8 +71,8 @@ fn mode_line(mode: NetnsMode) -> String {
 pub fn node_text(node: &NodeView, checks: &[Check]) -> String {
     let mut out = mode_line(node.mode);
     let _ = write!(out, "sysfs: {}", node.sysfs_root.display());
-    if node.test_tree {
-        out.push_str(" (a test tree)");
+    if let Some(note) = node.root_note {
+        let _ = write!(out, " ({note})");
     } else if node.mode == NetnsMode::Exclusive {
         out.push_str(" (exclusive mode: devices moved into pods are not listed)");
     }
@@ -143,14 +143,6 @@ pub fn node_text(node: &NodeView, checks: &[Check]) -> String {
 // ---------------------------------------------------------------------------
 // Pod view
 
-pub fn sysfs_text(s: PodSysfs) -> &'static str {
-    match s {
-        PodSysfs::TestTree => "a test tree: the pod's view is netns/<inode>/, nothing mounted",
-        PodSysfs::Host => "the host's /sys, read from a thread inside the pod netns",
-        PodSysfs::PodMount => "a private sysfs mounted inside the pod netns",
-    }
-}
-
 /// Used entries and the checked index: a real port has 255 slots, mostly
 /// empty, and an empty checked index is the news.
 pub fn shown_gids(gids: &[(u32, GidEntry)], index: u32) -> Vec<&(u32, GidEntry)> {
@@ -177,12 +169,7 @@ fn show_list(names: &[String], max: usize) -> String {
 
 pub fn pod_text(pod: &PodView, opts: &Options, checks: &[Check]) -> String {
     let mut out = mode_line(pod.mode);
-    let _ = writeln!(
-        out,
-        "sysfs: {} ({})",
-        pod.sysfs_root.display(),
-        sysfs_text(pod.sysfs)
-    );
+    let _ = writeln!(out, "sysfs: {} ({})", pod.sysfs_root.display(), pod.sysfs);
     let _ = writeln!(out, "Pod netns: {}", pod.netns.display());
     let _ = writeln!(
         out,

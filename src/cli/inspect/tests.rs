@@ -3,7 +3,7 @@
 
 use super::args::{parse_args, Options, Parsed};
 use super::collect::{
-    DeviceSource, Iface, NodeDevice, NodeView, PodSysfs, PodView, QosObs, SettingObs, SettingState,
+    DeviceSource, Iface, NodeDevice, NodeView, PodView, QosObs, SettingObs, SettingState,
     SysctlObs, Topology,
 };
 use super::json;
@@ -118,7 +118,7 @@ fn pod_with(interfaces: Vec<Iface>, not_rails: Vec<(String, String)>) -> PodView
         pid: None,
         sysfs_root: PathBuf::from("/t"),
         mode: NetnsMode::Shared,
-        sysfs: PodSysfs::TestTree,
+        sysfs: "a test tree: the pod's view is netns/<inode>/, nothing mounted",
         visible_devices: vec!["mlx5_2".into()],
         char_devices: None,
         interfaces,
@@ -343,7 +343,7 @@ fn a_pod_without_rails_says_why_for_each_interface() {
 fn node_with(devices: Vec<NodeDevice>, missing: Option<&str>, mode: NetnsMode) -> NodeView {
     NodeView {
         sysfs_root: PathBuf::from("/t"),
-        test_tree: true,
+        root_note: Some("a test tree"),
         mode,
         devices,
         missing: missing.map(str::to_owned),

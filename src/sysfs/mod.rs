@@ -8,12 +8,18 @@
 //!   also be on sysfs (configfs under `kernel/config`), checked with `fstatfs`
 //!   on the descriptor that is then read or written. A test tree keeps the
 //!   same no-follow rules without the filesystem check (docs/design.md,
-//!   "Who writes what").
+//!   "Who writes what"). That check, and every other difference between the
+//!   kernel and a test tree, is the host seam's (`host.rs`), chosen once
+//!   when the root is opened.
 //! - Namespaces without thread tricks. A sysfs instance shows the network
 //!   namespace of whoever created it. The pod's view in exclusive RDMA mode is
 //!   a detached sysfs created on a thread inside the pod netns
 //!   (`fsopen`/`fsmount`, see `netns.rs`); its descriptor then works from any
 //!   thread, so no thread ever changes its `/sys`.
+
+mod host;
+
+pub use host::{netns_dir, Host};
 
 use nix::errno::Errno;
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
@@ -21,12 +27,9 @@ use nix::sys::stat::Mode;
 use std::fmt;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-/// `include/uapi/linux/magic.h`.
-const SYSFS_MAGIC: i64 = 0x6265_6572;
-const CONFIGFS_MAGIC: i64 = 0x6265_6570;
 /// How often an `openat2` that a concurrent rename made EAGAIN is retried:
 /// each retry is a fresh path walk of microseconds, and a rename storm long
 /// enough to lose 64 of them in a row is no state to read sysfs in.
@@ -117,9 +120,9 @@ pub type SysfsResult<T> = Result<T, SysfsError>;
 #[derive(Debug)]
 pub struct View {
     dir: OwnedFd,
-    /// The kernel's sysfs (host `/sys`, or a pod's detached sysfs), checked
-    /// with `fstatfs`; false for a test tree.
-    real: bool,
+    /// What stands behind the root, chosen when it was opened: the kernel
+    /// (host `/sys`, or a pod's detached sysfs) or a test tree.
+    host: Host,
     /// How messages name this view's root: `/sys`, `<pod sysfs>`, or the tree.
     label: String,
 }
@@ -134,16 +137,13 @@ impl View {
             Mode::empty(),
         )
         .map_err(SysfsError::from_errno)?;
-        let real = root == Path::new("/sys");
-        let view = View {
+        let host = Host::of_root(root);
+        host.verify(&dir, Path::new(""))?;
+        Ok(View {
             dir,
-            real,
+            host,
             label: root.display().to_string(),
-        };
-        if real {
-            view.check_fs(&view.dir, Path::new(""))?;
-        }
-        Ok(view)
+        })
     }
 
     /// A fresh sysfs instance showing the CALLING thread's network namespace,
@@ -176,7 +176,7 @@ impl View {
         let m = Errno::result(m).map_err(SysfsError::Os)? as i32;
         Ok(View {
             dir: unsafe { OwnedFd::from_raw_fd(m) },
-            real: true,
+            host: Host::kernel(),
             label: label.to_owned(),
         })
     }
@@ -188,7 +188,7 @@ impl View {
         let dir = self.open_at(rel, OFlag::O_PATH | OFlag::O_DIRECTORY)?;
         Ok(View {
             dir,
-            real: self.real,
+            host: self.host,
             label: self.show(rel),
         })
     }
@@ -196,13 +196,15 @@ impl View {
     pub fn try_clone(&self) -> SysfsResult<View> {
         Ok(View {
             dir: self.dir.try_clone().map_err(SysfsError::from_io)?,
-            real: self.real,
+            host: self.host,
             label: self.label.clone(),
         })
     }
 
-    pub fn is_real(&self) -> bool {
-        self.real
+    /// What stands behind this view: the seam every difference between
+    /// the kernel and a test tree goes through (`host.rs`).
+    pub fn host(&self) -> Host {
+        self.host
     }
 
     /// `rel` as messages show it: `/sys/class/infiniband/...`.
@@ -240,23 +242,8 @@ impl View {
             }
         }
         .map_err(SysfsError::from_errno)?;
-        if self.real {
-            self.check_fs(&fd, rel)?;
-        }
+        self.host.verify(&fd, rel)?;
         Ok(fd)
-    }
-
-    fn check_fs(&self, fd: &impl AsFd, rel: &Path) -> SysfsResult<()> {
-        let (magic, expected) = if rel.starts_with("kernel/config") {
-            (CONFIGFS_MAGIC, "configfs")
-        } else {
-            (SYSFS_MAGIC, "sysfs")
-        };
-        let st = nix::sys::statfs::fstatfs(fd).map_err(SysfsError::Os)?;
-        if st.filesystem_type().0 as i64 != magic {
-            return Err(SysfsError::WrongFilesystem { expected });
-        }
-        Ok(())
     }
 
     fn open_attr(&self, rel: &Path, flags: OFlag) -> SysfsResult<File> {
@@ -537,7 +524,6 @@ mod tests {
     #[test]
     fn the_real_sysfs_is_checked_by_filesystem() {
         let v = View::open(Path::new("/sys")).unwrap();
-        assert!(v.is_real());
         assert!(v.read(Path::new("kernel/uevent_seqnum")).is_ok());
         // /sys/kernel/config is configfs only when mounted; if it is not,
         // the empty sysfs dir there must not pass for configfs.
