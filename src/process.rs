@@ -49,3 +49,25 @@ pub fn long_running() {
     // setting it turns off the dynamic threshold (mallopt(3)).
     unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10) };
 }
+
+/// Whether a unit test that needs root may run here (`test` names it, `why`
+/// says what only root can make): `false`, said on stderr, when the tests
+/// run as another user (`make unit-unprivileged`), and a failure instead
+/// under ROCE_TUNE_REQUIRE_ROOT=1 (`make unit`, CI as root), so a run that
+/// must cover it cannot pass without it. The trust rules refuse what is not
+/// root's (a socket's peer, a checkpoint, a record, an NVIDIA file): their
+/// tests make root's files, which only root can.
+#[cfg(test)]
+pub(crate) fn test_runs_as_root(test: &str, why: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { nix::libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var("ROCE_TUNE_REQUIRE_ROOT").as_deref() != Ok("1"),
+        "{test}: needs root ({why}), and ROCE_TUNE_REQUIRE_ROOT=1 forbids skipping"
+    );
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "SKIPPED {test}: needs root ({why})");
+    false
+}

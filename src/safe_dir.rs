@@ -391,15 +391,8 @@ mod tests {
 
     impl Tree {
         fn new(tag: &str) -> Option<Tree> {
-            // SAFETY: geteuid has no preconditions.
-            if unsafe { nix::libc::geteuid() } != 0 {
-                let why = "needs root (root-owned links and directories)";
-                assert!(
-                    std::env::var("ROCE_TUNE_REQUIRE_ROOT").as_deref() != Ok("1"),
-                    "{tag}: {why}, and ROCE_TUNE_REQUIRE_ROOT=1 forbids skipping"
-                );
-                use std::io::Write;
-                let _ = writeln!(std::io::stderr(), "SKIPPED safe_dir::{tag}: {why}");
+            let test = format!("safe_dir::{tag}");
+            if !crate::process::test_runs_as_root(&test, "root-owned links and directories") {
                 return None;
             }
             let base = Path::new("/run/roce-tune-tests");

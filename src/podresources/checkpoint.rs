@@ -199,6 +199,12 @@ mod tests {
 
     #[test]
     fn every_bound_of_a_read_is_checked() {
+        if !crate::process::test_runs_as_root(
+            "podresources::checkpoint::every_bound_of_a_read_is_checked",
+            "a checkpoint is read only when root wrote it",
+        ) {
+            return;
+        }
         let entry = |uid: &str, ids: &str| {
             format!(
                 r#"{{"PodUID":"{uid}","ResourceName":"r","DeviceIDs":{ids},"AllocResp":"QUJD"}}"#
@@ -292,6 +298,12 @@ mod tests {
 
     #[test]
     fn file_errors() {
+        if !crate::process::test_runs_as_root(
+            "podresources::checkpoint::file_errors",
+            "a checkpoint is read only when root wrote it",
+        ) {
+            return;
+        }
         let dir = std::env::temp_dir().join(format!("rt-ckpt-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let missing = from_checkpoint(&dir.join("missing"), "u").unwrap_err();

@@ -391,6 +391,12 @@ mod tests {
 
     #[test]
     fn unary_call_with_padding_continuation_ping_and_settings() {
+        if !crate::process::test_runs_as_root(
+            "podresources::h2::unary_call_with_padding_continuation_ping_and_settings",
+            "the kubelet's socket is believed only when root serves it",
+        ) {
+            return;
+        }
         let hb = ok_headers();
         let (a, b) = hb.split_at(10);
         let mut padded_data = vec![3];
@@ -424,6 +430,12 @@ mod tests {
 
     #[test]
     fn trailers_only_status_is_returned() {
+        if !crate::process::test_runs_as_root(
+            "podresources::h2::trailers_only_status_is_returned",
+            "the kubelet's socket is believed only when root serves it",
+        ) {
+            return;
+        }
         let mut answer = f(SETTINGS, 0, 0, &[]);
         answer.extend(f(
             HEADERS,
@@ -452,6 +464,12 @@ mod tests {
 
     #[test]
     fn rst_stream_and_http_status_map_to_grpc_codes() {
+        if !crate::process::test_runs_as_root(
+            "podresources::h2::rst_stream_and_http_status_map_to_grpc_codes",
+            "the kubelet's socket is believed only when root serves it",
+        ) {
+            return;
+        }
         let mut answer = f(SETTINGS, 0, 0, &[]);
         answer.extend(f(RST_STREAM, 0, 1, &7u32.to_be_bytes()));
         assert!(matches!(
@@ -489,6 +507,12 @@ mod tests {
 
     #[test]
     fn broken_servers_are_protocol_errors() {
+        if !crate::process::test_runs_as_root(
+            "podresources::h2::broken_servers_are_protocol_errors",
+            "the kubelet's socket is believed only when root serves it",
+        ) {
+            return;
+        }
         let settings = f(SETTINGS, 0, 0, &[]);
         let cases: Vec<(&str, Vec<u8>)> = vec![
             ("first frame not SETTINGS", f(PING, 0, 0, b"12345678")),
@@ -594,6 +618,12 @@ mod tests {
 
     #[test]
     fn a_call_taken_before_goaway_completes_and_the_connection_retires() {
+        if !crate::process::test_runs_as_root(
+            "podresources::h2::a_call_taken_before_goaway_completes_and_the_connection_retires",
+            "the kubelet's socket is believed only when root serves it",
+        ) {
+            return;
+        }
         let answer = [
             f(SETTINGS, 0, 0, &[]),
             f(GOAWAY, 0, 0, &[0, 0, 0, 1, 0, 0, 0, 0]),
@@ -618,6 +648,12 @@ mod tests {
 
     #[test]
     fn an_answer_from_a_server_that_closed_at_once_is_read() {
+        if !crate::process::test_runs_as_root(
+            "podresources::h2::an_answer_from_a_server_that_closed_at_once_is_read",
+            "the kubelet's socket is believed only when root serves it",
+        ) {
+            return;
+        }
         let dir = std::env::temp_dir().join(format!("rt-h2close-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("s.sock");
@@ -682,6 +718,12 @@ mod tests {
 
     #[test]
     fn frames_that_are_not_the_answer_are_bounded_in_count_and_bytes() {
+        if !crate::process::test_runs_as_root(
+            "podresources::h2::frames_that_are_not_the_answer_are_bounded_in_count_and_bytes",
+            "the kubelet's socket is believed only when root serves it",
+        ) {
+            return;
+        }
         // The server's SETTINGS is the first of them: 63 more are allowed.
         let wu = f(WINDOW_UPDATE, 0, 0, &[0, 0, 0, 1]);
         let ok = vec![wu.clone(); OTHER_FRAMES_MAX as usize - 1];
@@ -727,6 +769,12 @@ mod tests {
 
     #[test]
     fn a_header_block_of_endless_empty_continuations_is_refused() {
+        if !crate::process::test_runs_as_root(
+            "podresources::h2::a_header_block_of_endless_empty_continuations_is_refused",
+            "the kubelet's socket is believed only when root serves it",
+        ) {
+            return;
+        }
         let mut a = f(SETTINGS, 0, 0, &[]);
         a.extend(f(HEADERS, 0, 1, &ok_headers()));
         for _ in 0..HEADER_FRAMES_MAX {
@@ -740,6 +788,12 @@ mod tests {
 
     #[test]
     fn the_deadline_ends_a_call_whose_answer_is_all_buffered() {
+        if !crate::process::test_runs_as_root(
+            "podresources::h2::the_deadline_ends_a_call_whose_answer_is_all_buffered",
+            "the kubelet's socket is believed only when root serves it",
+        ) {
+            return;
+        }
         // Everything the server says is in the socket before the call reads
         // it: the deadline is already past, so no frame is taken.
         let (path, h) = server(answer_after(&[]));
@@ -754,6 +808,12 @@ mod tests {
 
     #[test]
     fn oversized_message_is_too_large_from_its_prefix() {
+        if !crate::process::test_runs_as_root(
+            "podresources::h2::oversized_message_is_too_large_from_its_prefix",
+            "the kubelet's socket is believed only when root serves it",
+        ) {
+            return;
+        }
         let mut data = vec![0];
         data.extend_from_slice(&((1u32 << 20) + 1).to_be_bytes());
         let answer = [
@@ -772,6 +832,12 @@ mod tests {
 
     #[test]
     fn request_frames() {
+        if !crate::process::test_runs_as_root(
+            "podresources::h2::request_frames",
+            "the kubelet's socket is believed only when root serves it",
+        ) {
+            return;
+        }
         let (r, sent) = call([f(SETTINGS, 0, 0, &[]), f(GOAWAY, 0, 0, &[0; 8])].concat());
         assert!(
             matches!(

@@ -563,6 +563,12 @@ fn renders_escape_what_they_print() {
 /// whole directory, since whoever planted it chose what a UUID maps to.
 #[test]
 fn gpu_ids_resolve_through_the_proc_directory() {
+    if !crate::process::test_runs_as_root(
+        "topology::gpu_ids_resolve_through_the_proc_directory",
+        "an NVIDIA information file is believed only when root wrote it",
+    ) {
+        return;
+    }
     let dir = std::env::temp_dir().join(format!("rt-topo-proc-{}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     let uuid = |b: u8| format!("GPU-{b:02x}000000-0000-4000-8000-000000000000");
