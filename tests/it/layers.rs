@@ -688,14 +688,17 @@ fn no_edge_uses_another_edges_files() {
     );
 }
 
+/// A planted source file for a reader test: its module path and its text,
+/// as the readers get the tree's files.
+fn file(module: &[&str], text: &str) -> (Vec<String>, String) {
+    (
+        module.iter().map(|s| s.to_string()).collect(),
+        text.to_string(),
+    )
+}
+
 #[test]
 fn the_edge_reader_sees_a_crossing_and_lets_the_face_be() {
-    let file = |m: &[&str], text: &str| {
-        (
-            m.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-            text.to_string(),
-        )
-    };
     let files = [
         file(&["commands", "add"], "use super::open_netns;\n"),
         file(
@@ -781,12 +784,6 @@ fn no_file_but_the_host_seam_asks_which_host_it_is() {
 
 #[test]
 fn the_host_question_reader_sees_each_way_of_asking() {
-    let file = |m: &[&str], text: &str| {
-        (
-            m.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
-            text.to_string(),
-        )
-    };
     let files = [
         file(&["rdma", "reach"], "if self.is_test_tree() {\n}\n"),
         file(
