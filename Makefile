@@ -17,7 +17,7 @@ AGENT_BIN    := target/release/roce-tune-agent
 # uncommitted changes, `unknown` outside a git checkout. Computed when a recipe uses it.
 REVISION      = $(or $(shell git rev-parse HEAD 2>/dev/null | cut -c1-12),unknown)$(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),-dirty)
 
-.PHONY: all release build test unit unit-unprivileged integration clean fmt lint
+.PHONY: all release build test unit unit-unprivileged integration chart-schema clean fmt lint
 
 all: release
 
@@ -58,8 +58,19 @@ unit-unprivileged:
 # first (mk/reliability.mk): built by a test, it would compete for the two
 # cores with the tests that time a wait. So does `release`: tests/it/release.rs
 # holds the stripped CNI binary free of the agent's code.
+# Then the proof that a setting is declared once (docs/contributing.md, "Adding a
+# setting"): built with the test-only setting `testKnob`, the lib's declaration tests and the
+# shared test of every setting cover it, and a stored patch that adds one more touches only
+# the files contributing.md lists (tests/it/adding_a_setting.rs).
 integration: fault-bin release
 	ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --test it -- --test-threads=2
+	$(CARGO) test --locked --lib --features test-setting -- cni:: settings::
+	ROCE_TUNE_REQUIRE_ROOT=1 $(CARGO) test --locked --features test-setting --test it -- --test-threads=1 agent::every_setting adding_a_setting
+
+# The chart schema's rail-profile part, from the owned settings src/cni/keys.rs declares
+# (integration/chart-schema.py; check-conf fails until it is run after a new setting).
+chart-schema:
+	python3 integration/chart-schema.py
 
 fmt:
 	$(CARGO) fmt --all -- --check

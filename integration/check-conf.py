@@ -139,6 +139,8 @@ import chart_compare  # noqa: E402
 import docs_snippets  # noqa: E402
 import sriov_render  # noqa: E402
 
+import declared_keys  # noqa: E402
+
 spec = importlib.util.spec_from_file_location("extract_configs", os.path.join(here, "extract-configs.py"))
 extract_configs = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(extract_configs)
@@ -147,14 +149,14 @@ PCI_RE = re.compile(r"^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-1][0-9a-fA-F]\.[0-7]$")
 DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 # Node settings: a network config that names one is refused (docs/design.md, "Node config" and "Network config", code 7).
 HOST_PATH_KEYS = ("stateDir", "sysfsRoot", "logFile")
-ROCE_KEYS = {
-    # src/cni/keys.rs, the plugin's one declaration (tests/it/conf_examples.rs holds this list
-    # to it): roce-tune's keys, and what libcni and Multus add.
-    "type", "sysctl", "trafficClass", "podTrafficClasses", "rdmaCmTos", "gidIndex", "gidCheck",
-    "gidTimeoutMs", "rdmaPort", "placementCheck", "gdrLevel", "deviceID", "pciBusID", "logLevel",
-    "name", "cniVersion", "prevResult", "runtimeConfig", "args", "capabilities",
-    "cni.dev/valid-attachments", "cni.dev/attachments",
-} | set(HOST_PATH_KEYS)
+# src/cni/keys.rs, the plugin's one declaration, read by integration/declared_keys.py
+# (tests/it/conf_examples.rs holds that reading to the Rust): roce-tune's keys, what libcni and
+# Multus add, and the node's, with the bounds of each per-rail setting roce-tune owns.
+DECLARED_KEYS = declared_keys.declared()
+ROCE_KEYS = set(DECLARED_KEYS)
+OWNED_BOUNDS = {k: (d["owned"]["min"], d["owned"]["max"])
+                for k, d in DECLARED_KEYS.items() if d["owned"]}
+assert set(HOST_PATH_KEYS) == {k for k, d in DECLARED_KEYS.items() if d["whose"] == "Node"}
 # The Helm chart (module docstring, 7), under CONF_DIR. Its values.schema.json's nodeConfig is
 # the one description of node.json here: tests/it/helm_chart.rs holds it to the keys, types and
 # bounds roce-tune itself accepts, and every node.json in conf/ is checked against it.
@@ -289,13 +291,9 @@ def check_roce_tune(p, tenant):
                             "stateDir, sysfsRoot or logFile (code 7); set it in the node config "
                             "(conf/deploy/base/node.json)" % k)
 
-    def byte(key):
-        v = p[key]
-        return is_int(v) and 0 <= v <= 255
-
-    for key in ("trafficClass", "rdmaCmTos"):
-        if key in p and not byte(key):
-            errs.append("%s must be an integer 0..255" % key)
+    for key, (lo, hi) in OWNED_BOUNDS.items():
+        if key in p and not (is_int(p[key]) and lo <= p[key] <= hi):
+            errs.append("%s must be an integer %d..%d" % (key, lo, hi))
     if "podTrafficClasses" in p:
         v = p["podTrafficClasses"]
         if not (isinstance(v, list) and all(is_int(x) and 0 <= x <= 255 for x in v)):

@@ -52,6 +52,8 @@ fi
 [ -n "$HELM" ] || { echo "check-conf: no helm (run integration/setup.sh: it installs $build_helm)" >&2; exit 1; }
 export HELM
 
+echo "check-conf: the chart's rail profile holds src/cni/keys.rs's owned settings"
+"$py" "$here/chart-schema.py" --check
 echo "check-conf: CRDs from $(cd "$crd_dir" && pwd)"
 "$py" "$here/check-conf.py" "$repo/conf" "$crd_dir"
 echo "check-conf: negative cases (each breaks one thing in a copy of conf/ and must fail)"

@@ -11,6 +11,7 @@
 //! (SPEC.md, "Plugin configuration objects"), and libcni and Multus add
 //! their own (docs/design.md, "The CNI protocol" and "Multus 4.2").
 
+use super::error::code;
 use serde_json::{Map, Value};
 
 /// Whose a key is: what it means in a network config, and whether a key
@@ -30,35 +31,75 @@ pub enum Whose {
     Runtime,
 }
 
-/// Declares `Key`, its `ALL`, its `name` and its `Whose` from one list, so
-/// that a key cannot be read without being listed (the parser takes a
-/// `Key`, never a string) nor listed without its owner.
+/// Declares `Key`, its `ALL`, its `name`, its `Whose` and, for a per-rail
+/// setting roce-tune owns, its `Owned` from one list, so that a key cannot
+/// be read without being listed (the parser takes a `Key`, never a string)
+/// nor listed without its owner. A row may be compiled only under a
+/// `cfg` (`@cfg(...)`): the test-only setting's.
 macro_rules! network_config_keys {
-    ($($(#[$doc:meta])* $variant:ident = $name:literal, $whose:ident;)*) => {
+    ($($(#[doc = $doc:literal])* $(@cfg($cfg:meta))?
+       $variant:ident = $name:literal, $whose:ident $(, owned $owned:tt)?;)*) => {
         /// A key of a network config that roce-tune knows.
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub enum Key {
-            $($(#[$doc])* $variant,)*
+            $($(#[doc = $doc])* $(#[cfg($cfg)])? $variant,)*
         }
 
         impl Key {
             /// Every key, in the order of the network config reference.
-            pub const ALL: &'static [Key] = &[$(Key::$variant,)*];
+            pub const ALL: &'static [Key] = &[$($(#[cfg($cfg)])? Key::$variant,)*];
 
             /// The key as JSON spells it.
             pub const fn name(self) -> &'static str {
                 match self {
-                    $(Key::$variant => $name,)*
+                    $($(#[cfg($cfg)])? Key::$variant => $name,)*
                 }
             }
 
             pub const fn whose(self) -> Whose {
                 match self {
-                    $(Key::$variant => Whose::$whose,)*
+                    $($(#[cfg($cfg)])? Key::$variant => Whose::$whose,)*
+                }
+            }
+
+            /// The declaration of the per-rail setting this key asks ADD to
+            /// own (`crate::settings` holds its implementation), `None` for
+            /// every other key.
+            pub const fn owned(self) -> Option<Owned> {
+                match self {
+                    $($(#[cfg($cfg)])? Key::$variant => owned_row!($($owned)?),)*
                 }
             }
         }
     };
+}
+
+/// A row's `owned { ... }`, or none.
+macro_rules! owned_row {
+    () => {
+        None
+    };
+    ({ $($field:ident: $value:expr),* $(,)? }) => {
+        Some(Owned { $($field: $value),* })
+    };
+}
+
+/// What a per-rail setting roce-tune owns declares, once, beside its key:
+/// everything the parser, a rail profile, the error table and the messages
+/// need that is not how its file is read and written (that is its
+/// `rdma::setting::Setting`, listed in `crate::settings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owned {
+    /// How messages and logs name it.
+    pub title: &'static str,
+    /// Its bounds: a value outside is refused (7) with nothing changed.
+    pub min: u32,
+    pub max: u32,
+    /// Whether a rail profile (the node config's `draRails`) may carry it.
+    pub profile: bool,
+    /// The CNI code of its file's failures (a row of `codes!`,
+    /// docs/errors.md).
+    pub code: u32,
 }
 
 network_config_keys! {
@@ -80,9 +121,13 @@ network_config_keys! {
     ValidAttachments = "cni.dev/valid-attachments", Runtime;
     Attachments = "cni.dev/attachments", Runtime;
     Sysctl = "sysctl", RoceTune;
-    TrafficClass = "trafficClass", RoceTune;
+    TrafficClass = "trafficClass", RoceTune, owned {
+        title: "traffic class", min: 0, max: 255, profile: true, code: code::TRAFFIC_CLASS,
+    };
     PodTrafficClasses = "podTrafficClasses", RoceTune;
-    RdmaCmTos = "rdmaCmTos", RoceTune;
+    RdmaCmTos = "rdmaCmTos", RoceTune, owned {
+        title: "rdma_cm default ToS", min: 0, max: 255, profile: true, code: code::RDMA_CM_TOS,
+    };
     GidIndex = "gidIndex", RoceTune;
     GidCheck = "gidCheck", RoceTune;
     GidTimeoutMs = "gidTimeoutMs", RoceTune;
@@ -95,6 +140,13 @@ network_config_keys! {
     PlacementCheck = "placementCheck", RoceTune;
     GdrLevel = "gdrLevel", RoceTune;
     LogLevel = "logLevel", RoceTune;
+    /// A setting that exists only to prove the declaration carries one
+    /// (docs/contributing.md, "Adding a setting"): a file only a test tree
+    /// has, never in a release build.
+    @cfg(feature = "test-setting")
+    TestKnob = "testKnob", RoceTune, owned {
+        title: "test knob", min: 0, max: 15, profile: true, code: code::IO_FAILURE,
+    };
     StateDir = "stateDir", Node;
     SysfsRoot = "sysfsRoot", Node;
     LogFile = "logFile", Node;

@@ -95,7 +95,7 @@ pub struct NodeConfig {
     /// `jobEnvOmit`: variables never injected (another NRI plugin sets them).
     pub job_env_omit: Vec<String>,
     /// `draRails`: the profile the NRI plugin tunes the rails a DRA driver
-    /// moved into a pod with (a network config's keys, `PROFILE_KEYS`),
+    /// moved into a pod with (a network config's keys, `profile_keys`),
     /// validated as the node config is read; `None`: no DRA rails.
     pub dra_rails: Option<Value>,
     /// `railPriority`, `railLossless`, `qosCheck`: what the fabric expects

@@ -13,6 +13,7 @@
 use super::setting::{Setting, SettingError, SettingResult, Value, Views};
 use super::{is_safe_component, RdmaPort};
 use crate::cni::code;
+use crate::cni::keys::Key;
 use crate::sysfs::{SysfsError, View};
 use std::path::PathBuf;
 
@@ -22,16 +23,8 @@ pub struct Tos;
 pub static TOS: Tos = Tos;
 
 impl Setting for Tos {
-    fn key(&self) -> &'static str {
-        "rdmaCmTos"
-    }
-
-    fn title(&self) -> &'static str {
-        "rdma_cm default ToS"
-    }
-
-    fn code(&self) -> u32 {
-        code::RDMA_CM_TOS
+    fn declared(&self) -> Key {
+        Key::RdmaCmTos
     }
 
     fn read(&self, at: Views, port: &RdmaPort) -> SettingResult<Value> {

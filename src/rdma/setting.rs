@@ -10,6 +10,7 @@
 //! (docs/contributing.md says what a new one takes).
 
 use super::RdmaPort;
+use crate::cni::keys::{Key, Owned};
 use crate::netns::NetNs;
 use crate::sysfs::View;
 use std::fmt;
@@ -72,12 +73,28 @@ impl std::error::Error for SettingError {}
 pub type SettingResult<T> = Result<T, SettingError>;
 
 pub trait Setting: Sync {
+    /// Its network config key, where the setting is declared (its bounds,
+    /// title, code, whether a profile may carry it: `cni::keys`, `owned`).
+    fn declared(&self) -> Key;
     /// The config key, and the name a state entry records it under.
-    fn key(&self) -> &'static str;
+    fn key(&self) -> &'static str {
+        self.declared().name()
+    }
     /// How messages and logs name it.
-    fn title(&self) -> &'static str;
+    fn title(&self) -> &'static str {
+        self.declaration().title
+    }
     /// The CNI error code of its failures (docs/errors.md).
-    fn code(&self) -> u32;
+    fn code(&self) -> u32 {
+        self.declaration().code
+    }
+    /// What its key declares. Every setting's key declares one
+    /// (`settings::tests`), so a key that does not is a bug caught there.
+    fn declaration(&self) -> Owned {
+        self.declared()
+            .owned()
+            .unwrap_or_else(|| panic!("{} declares no owned setting", self.declared().name()))
+    }
     /// The value the file holds now.
     fn read(&self, at: Views, port: &RdmaPort) -> SettingResult<Value>;
     /// Put `value` in the file (`None`: unset it).

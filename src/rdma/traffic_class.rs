@@ -7,6 +7,7 @@
 use super::setting::{Setting, SettingError, SettingResult, Value, Views};
 use super::RdmaPort;
 use crate::cni::code;
+use crate::cni::keys::Key;
 use crate::sysfs::{SysfsError, View};
 
 /// The global traffic class: `None` is unset.
@@ -72,16 +73,8 @@ pub struct Class;
 pub static CLASS: Class = Class;
 
 impl Setting for Class {
-    fn key(&self) -> &'static str {
-        "trafficClass"
-    }
-
-    fn title(&self) -> &'static str {
-        "traffic class"
-    }
-
-    fn code(&self) -> u32 {
-        code::TRAFFIC_CLASS
+    fn declared(&self) -> Key {
+        Key::TrafficClass
     }
 
     fn read(&self, at: Views, port: &RdmaPort) -> SettingResult<Value> {

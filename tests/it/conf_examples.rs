@@ -4,9 +4,9 @@
 //! goes through the plugin's own config validation, with the `name` and
 //! `cniVersion` libcni adds (integration/extract-configs.py --libcni).
 
+use crate::common::repo;
 use roce_tune::cni::config::NetConf;
 use roce_tune::cni::keys::Key;
-use std::collections::BTreeSet;
 use std::process::Command;
 
 #[test]
@@ -54,31 +54,42 @@ fn every_shipped_config_passes_validation() {
     assert!(checked >= 8, "only {checked} configs found in conf/");
 }
 
-/// check-conf judges the keys of conf/'s configs by a list of its own
-/// (`ROCE_KEYS` in integration/check-conf.py, Python): held here to the
-/// plugin's one declaration, so check-conf can neither pass a key the
-/// plugin does not know nor refuse one it reads.
+/// check-conf and the chart's schema generator judge configs by the keys
+/// integration/declared_keys.py reads from src/cni/keys.rs (Python, a parse
+/// of the Rust): held here to what the plugin itself declares, each key with
+/// its owner and, for an owned setting, its bounds and whether a profile may
+/// carry it, so neither tool can pass a key the plugin does not know, refuse
+/// one it reads, or bound a setting otherwise.
 #[test]
-fn check_confs_keys_are_the_plugins() {
-    let src = include_str!("../../integration/check-conf.py");
-    let quoted = |from: &str, to: &str| -> BTreeSet<String> {
-        let start = src
-            .find(from)
-            .unwrap_or_else(|| panic!("no {from} in check-conf.py"));
-        let body = &src[start + from.len()..];
-        let body = &body[..body.find(to).unwrap_or_else(|| panic!("no end of {from}"))];
-        // Comments hold no key; each key is a double-quoted string.
-        body.lines()
-            .map(|l| l.split('#').next().unwrap_or(""))
-            .flat_map(|l| l.split('"').skip(1).step_by(2))
-            .map(str::to_owned)
-            .collect()
-    };
-    let mut got = quoted("ROCE_KEYS = {", "}");
-    got.extend(quoted("HOST_PATH_KEYS = (", ")"));
-    let want: BTreeSet<String> = Key::ALL.iter().map(|k| k.name().to_owned()).collect();
+fn the_python_tools_read_the_plugins_declaration() {
+    let out = Command::new("python3")
+        .arg(repo().join("integration/declared_keys.py"))
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want: serde_json::Map<String, serde_json::Value> = Key::ALL
+        .iter()
+        // The test-only setting is no key of a release build: its row is
+        // left out of the tools' reading.
+        .filter(|k| k.name() != "testKnob")
+        .map(|k| {
+            let owned = k
+                .owned()
+                .map(|o| serde_json::json!({"min": o.min, "max": o.max, "profile": o.profile}));
+            (
+                k.name().to_owned(),
+                serde_json::json!({"whose": format!("{:?}", k.whose()), "owned": owned}),
+            )
+        })
+        .collect();
     assert_eq!(
-        got, want,
-        "integration/check-conf.py's ROCE_KEYS and src/cni/keys.rs"
+        got,
+        serde_json::Value::Object(want),
+        "integration/declared_keys.py's reading of src/cni/keys.rs"
     );
 }

@@ -10,6 +10,7 @@
 
 mod common;
 
+mod adding_a_setting;
 mod agent;
 mod agent_exposition;
 mod bad_inputs;

@@ -27,8 +27,8 @@ use fields::{
     get, node_key, opt_int, opt_pci, opt_str, parse_attachments, parse_sysctls, wrong_type,
 };
 pub use fields::{validate_name, validate_sysctl_key};
-pub use rail::PROFILE_KEYS;
-use rail::{pod_class, PodPick};
+pub use rail::profile_keys;
+use rail::{parse_owned, pod_class, PodPick};
 
 /// Stdin larger than this is not a network config; refuse it before decoding.
 pub const MAX_STDIN_BYTES: usize = 1 << 20;
@@ -173,6 +173,9 @@ pub struct NetConf {
     pub traffic_class: Option<u8>,
     /// `rdmaCmTos`: the rdma_cm default ToS to write.
     pub rdma_cm_tos: Option<u8>,
+    /// Every owned setting the config asks for (the two above among them),
+    /// by its declared key, in `Key::ALL`'s order: what `owned()` gives ADD.
+    owned: Vec<(Key, u32)>,
     /// `runtimeConfig.CNIDeviceInfoFile`: where the runtime wants the device
     /// info; honoured only inside the node's deviceInfoDir (`device_info`).
     pub device_info_file: Option<String>,
@@ -304,9 +307,17 @@ impl NetConf {
             }
         };
 
-        let traffic_class =
-            pod_class(obj, asked)?.or(opt_int(obj, Key::TrafficClass, 0, 255)?.map(|n| n as u8));
-        let rdma_cm_tos = opt_int(obj, Key::RdmaCmTos, 0, 255)?.map(|n| n as u8);
+        // A pod's pick is judged first: its refusal is what a pod sees.
+        let pick = pod_class(obj, asked)?;
+        let owned = parse_owned(obj, pick)?;
+        let value_of = |key: Key| {
+            owned
+                .iter()
+                .find(|(k, _)| *k == key)
+                // Both are bound to 0..=255 by their declarations.
+                .map(|&(_, v)| v as u8)
+        };
+        let (traffic_class, rdma_cm_tos) = (value_of(Key::TrafficClass), value_of(Key::RdmaCmTos));
         // Tenant input like the rest (a network config can carry its own
         // runtimeConfig): only read here, judged against the node's dir.
         let device_info_file = get(obj, Key::RuntimeConfig)
@@ -391,6 +402,7 @@ impl NetConf {
             sysctls,
             traffic_class,
             rdma_cm_tos,
+            owned,
             device_info_file,
             gid_index,
             gid_check,
@@ -415,6 +427,7 @@ impl NetConf {
             sysctls: Vec::new(),
             traffic_class: None,
             rdma_cm_tos: None,
+            owned: Vec::new(),
             device_info_file: None,
             gid_index: DEFAULT_GID_INDEX,
             gid_check: GidCheck::Off,

@@ -3,7 +3,7 @@
 //! rail's annotation), a rail profile of the node config's `draRails`, and
 //! the settings a config asks ADD to own.
 
-use super::fields::{get, names, wrong_type};
+use super::fields::{get, names, opt_int, wrong_type};
 use super::NetConf;
 use crate::cni::error::{CniError, CniResult};
 use crate::cni::keys::{self, Key};
@@ -26,19 +26,20 @@ impl NetConf {
         let obj = profile
             .as_object()
             .ok_or_else(|| CniError::config("a rail profile must be a JSON object"))?;
+        let profile_keys = profile_keys();
         if let Some(k) = obj
             .keys()
-            .find(|k| !Key::named(k).is_some_and(|k| PROFILE_KEYS.contains(&k)))
+            .find(|k| !Key::named(k).is_some_and(|k| profile_keys.contains(&k)))
         {
             let meant = keys::meant(k)
-                .filter(|m| PROFILE_KEYS.contains(m))
+                .filter(|m| profile_keys.contains(m))
                 .map_or_else(String::new, |m| {
                     format!(" (did you mean \"{}\"?)", m.name())
                 });
             return Err(CniError::config(format!(
                 "unknown key {}{meant}: a rail profile's keys are {}",
                 crate::quote::input(k),
-                names(PROFILE_KEYS)
+                names(&profile_keys)
             )));
         }
         let mut whole = obj.clone();
@@ -68,28 +69,50 @@ impl NetConf {
     /// The device settings this config asks ADD to own, by their keys
     /// (`crate::settings`): each is recorded, written and given back.
     pub fn owned(&self) -> Vec<(&'static str, u32)> {
-        [
-            (Key::TrafficClass, self.traffic_class),
-            (Key::RdmaCmTos, self.rdma_cm_tos),
-        ]
-        .map(|(k, v)| v.map(|v| (k.name(), u32::from(v))))
-        .into_iter()
-        .flatten()
-        .collect()
+        self.owned.iter().map(|&(k, v)| (k.name(), v)).collect()
     }
 }
 
-/// The keys of a rail profile (node config `draRails`): a network config's,
-/// with the same types, bounds and defaults.
-pub const PROFILE_KEYS: &[Key] = &[
+/// The keys of a rail profile (node config `draRails`), beyond the owned
+/// settings whose declaration says a profile may carry them: a network
+/// config's, with the same types, bounds and defaults.
+const PROFILE_ALSO: &[Key] = &[
     Key::Sysctl,
-    Key::TrafficClass,
-    Key::RdmaCmTos,
     Key::GidIndex,
     Key::GidCheck,
     Key::GidTimeoutMs,
     Key::PodTrafficClasses,
 ];
+
+/// The keys of a rail profile, in the network config reference's order.
+pub fn profile_keys() -> Vec<Key> {
+    Key::ALL
+        .iter()
+        .copied()
+        .filter(|k| PROFILE_ALSO.contains(k) || k.owned().is_some_and(|o| o.profile))
+        .collect()
+}
+
+/// Every owned setting's value (`Key::owned`), each within its declared
+/// bounds; the class is the pod's pick where it made one.
+pub(super) fn parse_owned(
+    obj: &Map<String, Value>,
+    pick: Option<u8>,
+) -> CniResult<Vec<(Key, u32)>> {
+    let mut out = Vec::new();
+    for &key in Key::ALL {
+        let Some(declared) = key.owned() else {
+            continue;
+        };
+        let value = opt_int(obj, key, declared.min.into(), declared.max.into())?.map(|n| n as u32);
+        let value = match key {
+            Key::TrafficClass => pick.map(u32::from).or(value),
+            _ => value,
+        };
+        out.extend(value.map(|v| (key, v)));
+    }
+    Ok(out)
+}
 
 /// A pod's pick of its class: what carried it, its value, whose list it is
 /// judged against, and what the pod does instead.

@@ -48,8 +48,29 @@ fn fixture(key: &str) -> Option<Fixture> {
             wanted: 106,
             drifted: 8,
         }),
+        // The test-only setting (feature `test-setting`): only a test tree
+        // has its file. It proves one declaration is all the code of a
+        // setting needs beyond its file (docs/contributing.md).
+        #[cfg(feature = "test-setting")]
+        "testKnob" => Some(Fixture {
+            plant: |tree, dev, v| {
+                let content = v.map_or(String::new(), |n| format!("{n}\n"));
+                kernel_write(&knob_file(tree, dev), &content)
+            },
+            read: |tree, dev| read(&knob_file(tree, dev)).trim().parse().ok(),
+            originals: &[None, Some(9)],
+            wanted: 3,
+            drifted: 12,
+        }),
         _ => None,
     }
+}
+
+#[cfg(feature = "test-setting")]
+fn knob_file(tree: &Tree, dev: &str) -> PathBuf {
+    tree.root.join(format!(
+        "class/infiniband/{dev}/ports/1/roce_tune_test_knob"
+    ))
 }
 
 /// The class file as the kernel shows it: empty or `tclass=-1` is unset
@@ -87,6 +108,12 @@ fn every_setting_is_recorded_written_checked_repaired_restored_exactly_and_bound
         missing.is_empty(),
         "settings without a row of `fixture`: {missing:?}"
     );
+    // Built with the test-only setting (make integration's second run), the
+    // list holds it: the run covers a setting added through its declaration.
+    assert_eq!(
+        settings.iter().any(|s| s.key() == "testKnob"),
+        cfg!(feature = "test-setting")
+    );
     for s in settings {
         let (key, f) = (s.key(), fixture(s.key()).unwrap());
         let name = roce_tune::settings::snake_name(key);
@@ -115,8 +142,10 @@ fn every_setting_is_recorded_written_checked_repaired_restored_exactly_and_bound
                 )
             };
 
-            // Refused, whatever the value's flaw: nothing changed.
-            for bad in [json!(256), json!(-1), json!("41"), json!(1.5), json!(true)] {
+            // Refused, whatever the value's flaw (out of its declared
+            // bounds, not a whole number): nothing changed.
+            let above = s.declaration().max + 1;
+            for bad in [json!(above), json!(-1), json!("3"), json!(1.5), json!(true)] {
                 let mut conf = rail.conf.clone();
                 conf[key] = bad.clone();
                 let r = run("ADD", &conf);

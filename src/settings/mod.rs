@@ -4,13 +4,22 @@
 //! setting of its own. It sits above the implementations
 //! (`rdma::traffic_class`, `rdma::rdma_cm`), which know only the trait
 //! (`rdma::setting`), so the list and what it lists never import each other.
-//! A new setting is its file and a line here (docs/contributing.md).
+//! A new setting is its declaration (`cni::keys`), its file here and its
+//! line in `SETTINGS` (docs/contributing.md, "Adding a setting").
 
 use crate::rdma::setting::Setting;
 use crate::rdma::{rdma_cm, traffic_class};
 
+#[cfg(feature = "test-setting")]
+mod test_knob;
+
 /// Every setting roce-tune can own, in the order ADD writes them.
-pub static SETTINGS: &[&dyn Setting] = &[&traffic_class::CLASS, &rdma_cm::TOS];
+pub static SETTINGS: &[&dyn Setting] = &[
+    &traffic_class::CLASS,
+    &rdma_cm::TOS,
+    #[cfg(feature = "test-setting")]
+    &test_knob::KNOB,
+];
 
 /// The setting a config key or a state entry names.
 pub fn by_key(key: &str) -> Option<&'static dyn Setting> {
@@ -57,13 +66,24 @@ mod tests {
             assert!(key.chars().all(|c| c.is_ascii_alphabetic()), "{key}");
             assert!(names.insert(snake_name(key)), "{key}: its name twice");
             // Configured by a key of the network config's one declaration,
-            // so a typo of it is refused as every other setting's is.
+            // so a typo of it is refused as every other setting's is, and
+            // declared there as owned: its bounds, title and code.
             assert_eq!(
                 Key::named(key).map(Key::whose),
                 Some(Whose::RoceTune),
                 "{key}"
             );
+            assert_eq!(s.declared().owned(), Some(s.declaration()), "{key}");
         }
+        // And every key declared as owned has its implementation here, in
+        // the declarations' order (the order ADD writes them).
+        let declared: Vec<&str> = Key::ALL
+            .iter()
+            .filter(|k| k.owned().is_some())
+            .map(|k| k.name())
+            .collect();
+        let listed: Vec<&str> = SETTINGS.iter().map(|s| s.key()).collect();
+        assert_eq!(declared, listed);
         assert!(by_key("laterSetting").is_none());
         assert_eq!(snake_name("trafficClass"), "traffic_class");
         assert_eq!(snake_name("rdmaCmTos"), "rdma_cm_tos");
