@@ -137,13 +137,17 @@ fn a_stored_patch_adds_a_setting_in_the_files_contributing_lists() {
     }
 
     let copy = Copy::of_the_checkout();
-    git(
-        &copy.0,
-        &[
-            "apply",
-            "--index",
-            &repo().join(PATCH).display().to_string(),
-        ],
+    let applied = Command::new("git")
+        .args(["apply", "--index"])
+        .arg(repo().join(PATCH))
+        .current_dir(&copy.0)
+        .output()
+        .expect("run git");
+    assert!(
+        applied.status.success(),
+        "{PATCH} no longer applies to today's files ({}): redo it as docs/contributing.md, \
+         \"Adding a setting\", says, in the same five files",
+        String::from_utf8_lossy(&applied.stderr).trim()
     );
     let named = git(&copy.0, &["diff", "--cached", "--name-status"]);
     let mut new = Vec::new();
