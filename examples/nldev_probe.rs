@@ -8,7 +8,7 @@
 //! what the kernel answers for an index this netns cannot see.
 
 use roce_tune::netlink::Netlink;
-use roce_tune::rdma::nldev::{port_for_netdev, PortMatch, RdmaNetlink};
+use roce_tune::netlink::nldev::{port_for_netdev, PortMatch, RdmaNetlink};
 
 fn main() {
     let mut nl = match RdmaNetlink::open() {

@@ -40,6 +40,7 @@ pub mod rdma;
 pub mod safe_dir;
 pub mod settings;
 pub mod state;
+pub mod syscall;
 pub mod sysctl;
 pub mod sysfs;
 pub mod tally;

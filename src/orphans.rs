@@ -17,6 +17,7 @@ use crate::node::NodeConfig;
 use crate::ownership::{is_live, release_entry, Done, Place};
 use crate::rdma::reach::Sysfs;
 use crate::state::{Entry, LockWait, ReadError, StateDir, FORMAT, OWNER_INDEX_FORMAT};
+use crate::syscall::Syscall;
 use std::time::Duration;
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -151,12 +152,13 @@ pub fn sweep_bounded(place: Place, container_id: &str) {
 /// Every entry, each device's lock waited for at most `LockWait::REPAIR`,
 /// until `stopping` says so. A refused dir (a link, open to others) must not
 /// look like a clean node to the operator.
-pub fn sweep_all(node: &NodeConfig, stopping: &dyn Fn() -> bool) -> Report {
+/// `sys` is asked the state dir's trust.
+pub fn sweep_all(sys: &dyn Syscall, node: &NodeConfig, stopping: &dyn Fn() -> bool) -> Report {
     let failed = |why: String| Report {
         failed: vec![why],
         ..Report::default()
     };
-    let state = match StateDir::existing(&node.state_dir) {
+    let state = match StateDir::existing_on(sys, &node.state_dir) {
         Ok(Some(state)) => state,
         Ok(None) => return Report::default(),
         Err(e) => return failed(format!("state dir: {e}")),

@@ -8,6 +8,7 @@ use crate::cni::env::{CniEnv, Command};
 use crate::cni::{code, version, CniError, CniResult};
 use crate::commands;
 use crate::node::NodeConfig;
+use crate::syscall::KERNEL;
 use serde_json::Value;
 use std::io::{Read, Write};
 
@@ -144,9 +145,9 @@ fn dispatch(decoded: &CniResult<Value>, version: &str, ran: &mut Ran) -> Outcome
         }
     };
     let outcome = match env.command {
-        Command::Add => commands::add::run(&env, &conf, &node).map(Some),
+        Command::Add => commands::add::run(&KERNEL, &env, &conf, &node).map(Some),
         Command::Check => cmd_needs("0.4.0")
-            .and_then(|_| commands::check::run(&env, &conf, &node))
+            .and_then(|_| commands::check::run(&KERNEL, &env, &conf, &node))
             .map(|_| None),
         Command::Gc => cmd_needs("1.1.0")
             .and_then(|_| commands::gc::run(&conf, &node))
@@ -206,7 +207,7 @@ fn del(decoded: &CniResult<Value>, ran: &mut Ran) -> Outcome {
             return Ok(None);
         }
     };
-    commands::del::run(&env, &node)?;
+    commands::del::run(&KERNEL, &env, &node)?;
     crate::info!("done");
     Ok(None)
 }

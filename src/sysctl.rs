@@ -6,7 +6,7 @@ use crate::cni::config::SysctlSetting;
 use crate::node::{pattern_matches, NodeConfig};
 use std::fmt;
 use std::io::ErrorKind;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Why a sysctl could not be set or does not hold its value. The CNI edge
 /// gives each kind its code: 7 (the config names what is not there or not
@@ -44,7 +44,9 @@ pub struct ResolvedSysctl {
 /// components (config::validate_sysctl_key); `IFNAME` is replaced as a whole
 /// component so an interface name holding a dot (a VLAN, `net1.100`) stays one
 /// path component, unlike a dots-to-slashes rewrite of the whole string.
-pub fn resolve(settings: &[SysctlSetting], ifname: &str) -> Vec<ResolvedSysctl> {
+/// `proc_sys` is where the calling thread's `/proc/sys` is
+/// (`Syscall::proc_sys`).
+pub fn resolve(proc_sys: &Path, settings: &[SysctlSetting], ifname: &str) -> Vec<ResolvedSysctl> {
     settings
         .iter()
         .map(|s| {
@@ -53,7 +55,7 @@ pub fn resolve(settings: &[SysctlSetting], ifname: &str) -> Vec<ResolvedSysctl> 
                 .split('.')
                 .map(|p| if p == "IFNAME" { ifname } else { p })
                 .collect();
-            let mut path = PathBuf::from("/proc/sys");
+            let mut path = proc_sys.to_path_buf();
             path.extend(&parts);
             ResolvedSysctl {
                 key: parts.join("."),
@@ -241,6 +243,7 @@ mod tests {
     #[test]
     fn ifname_replaced_as_a_component() {
         let r = resolve(
+            Path::new("/proc/sys"),
             &[SysctlSetting {
                 key: "net.ipv4.conf.IFNAME.arp_ignore".into(),
                 value: "1".into(),

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use roce_tune::rdma::nldev::{decode_replies, encode_batch, End, Error, Exchange, Request};
+use roce_tune::netlink::nldev::{decode_replies, encode_batch, End, Error, Exchange, Request};
 
 fuzz_target!(|data: &[u8]| {
     // The first header's nlmsg_seq, so the fuzzer's messages count as ours.

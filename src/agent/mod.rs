@@ -101,7 +101,7 @@ pub fn run(node: &NodeConfig, every: Duration, with_nri: bool) -> i32 {
     );
     while !stop.requested() {
         let started = Instant::now();
-        let mut snapshot = pass::run(node, &mut totals, &stop);
+        let mut snapshot = pass::run(&crate::syscall::KERNEL, node, &mut totals, &stop);
         health.pass_done();
         totals.agent.last_pass_duration = Some(started.elapsed());
         snapshot.agent = totals.agent;

@@ -30,6 +30,7 @@ use crate::rdma::setting::{self, PodIface, Setting, Views};
 use crate::rdma::RdmaPort;
 use crate::settings::SETTINGS;
 use crate::state::{Entry, LockWait, StateDir, StateError};
+use crate::syscall::Syscall;
 use crate::sysfs::View;
 use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
@@ -69,13 +70,14 @@ fn same_rail(x: &Seen, key: &(String, String, &'static str)) -> bool {
 /// One pass. Every failure is logged and counted as a failed pass; the
 /// snapshot holds what could be read. Once `stop` is asked, the pass ends
 /// after the step it is in.
-pub fn run(node: &NodeConfig, totals: &mut Totals, stop: &Stop) -> Snapshot {
+/// `sys`: the host (`syscall::KERNEL`; a unit test's own).
+pub fn run(sys: &dyn Syscall, node: &NodeConfig, totals: &mut Totals, stop: &Stop) -> Snapshot {
     // Test-only: a pass stuck for as long as the test says (`/healthz`).
     #[cfg(feature = "fault-injection")]
     crate::fault::stall("agent-pass", &|| stop.requested());
     totals.agent.repair_passes += 1;
     let mut failed = false;
-    let report = orphans::sweep_all(node, &|| stop.requested());
+    let report = orphans::sweep_all(sys, node, &|| stop.requested());
     totals.orphan_repairs += report.released.len() as u64;
     totals.repair_skipped += report.skipped as u64;
     if !report.released.is_empty() || !report.failed.is_empty() {
@@ -90,7 +92,7 @@ pub fn run(node: &NodeConfig, totals: &mut Totals, stop: &Stop) -> Snapshot {
         orphans_pending: report.failed.len() as u64,
         ..Snapshot::default()
     };
-    let state = match StateDir::existing(&node.state_dir) {
+    let state = match StateDir::existing_on(sys, &node.state_dir) {
         Ok(s) => s,
         Err(e) => {
             crate::error!("state dir: {e}");
@@ -115,7 +117,7 @@ pub fn run(node: &NodeConfig, totals: &mut Totals, stop: &Stop) -> Snapshot {
                 live.iter()
                     .any(|e| e.container_id == cid && e.ifname == ifname)
             });
-            snap.rails = rails(place, &live, node, totals, stop);
+            snap.rails = rails(sys, place, &live, node, totals, stop);
             snap.pods = pods(&live);
             let labelled: Vec<_> = live.iter().map(|e| (*e, labels(e))).collect();
             snap.qos =
@@ -168,6 +170,7 @@ struct GidAsk {
 /// rail was 128 threads a pass on a node of 128 rails), as the exclusive
 /// mode's sysfs is made once a pod. The samples keep the state dir's order.
 fn rails(
+    sys: &dyn Syscall,
     place: Place,
     live: &[&Entry],
     node: &NodeConfig,
@@ -226,8 +229,10 @@ fn rails(
         // netns (MLNX_OFED shows zeros for a GID whose netdev is in
         // another netns).
         let host = place.sysfs.host();
-        let found = pod.ns.run(|| {
-            asks.iter()
+        let mut found = None;
+        let went = sys.run_there(&pod.ns, &mut || {
+            let at = asks
+                .iter()
                 .map(|a| {
                     let view = match (&pod.pod_view, a.in_pod_view) {
                         (Some(v), true) => v,
@@ -235,8 +240,10 @@ fn rails(
                     };
                     gid::locate(view, &a.port, &a.want)
                 })
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            found = Some(at);
         });
+        let found = went.ok().and(found).ok_or(());
         for (k, a) in asks.iter().enumerate() {
             let at = found.as_ref().ok().and_then(|f| f[k]);
             out[a.rail].1.gid_index = Some(at.map_or(Reading::Unset, Reading::Value));
@@ -470,4 +477,83 @@ fn cni_counts(state_dir: &Path) -> CniCounts {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rail::tests::{Rig, IFINDEX, IP};
+    use crate::rdma::traffic_class;
+    use serde_json::json;
+
+    fn class(rig: &Rig) -> Option<u8> {
+        traffic_class::parse(&rig.tc()).unwrap()
+    }
+
+    /// The agent's pass over a live rail, in each RDMA netns mode, on the
+    /// unit tests' host: a drifted class and ToS are written back and each
+    /// counted once, the rail's GID index is read from inside its pod, and
+    /// under `driftPolicy: report` a drift is counted and left in place.
+    /// The rail is tuned as a DRA rail is (`rail::tune`); ADD's own are
+    /// `commands::tests`.
+    #[test]
+    fn a_pass_repairs_drift_and_reads_the_gid_index_of_a_live_rail() {
+        for exclusive in [false, true] {
+            let what = format!("exclusive {exclusive}");
+            let mut rig = Rig::new(&format!("pass-{exclusive}"), "", "0\n", exclusive);
+            rig.give_address();
+            rig.host.addresses.push((IFINDEX, IP.parse().unwrap(), 16));
+            rig.tune(json!({"trafficClass": 106, "rdmaCmTos": 104}))
+                .unwrap();
+            rig.set_tc("tclass=0");
+            std::fs::write(rig.tos_path(), "0\n").unwrap();
+            let mut totals = Totals::default();
+            let stop = Stop::new();
+            let snap = run(&rig.host, &rig.node, &mut totals, &stop);
+            assert_eq!(class(&rig), Some(106), "{what}: the class written back");
+            assert_eq!(rig.tos().trim(), "104", "{what}: the ToS written back");
+            for key in ["trafficClass", "rdmaCmTos"] {
+                assert_eq!(snap.drift.get(key), 1, "{what}: {key} drift counted");
+                assert_eq!(
+                    snap.drift_repairs.get(key),
+                    1,
+                    "{what}: {key} repair counted"
+                );
+            }
+            assert_eq!(snap.rails.len(), 1, "{what}");
+            assert_eq!(snap.rails[0].gid_index, Some(Reading::Value(3)), "{what}");
+            let tc = snap.rails[0]
+                .settings
+                .iter()
+                .find(|s| s.key == "trafficClass");
+            assert_eq!(tc.map(|s| s.wanted), Some(106), "{what}");
+            // Nothing drifted since: nothing more counted.
+            let snap = run(&rig.host, &rig.node, &mut totals, &stop);
+            assert_eq!(snap.drift.get("trafficClass"), 1, "{what}");
+            // Report only: counted once, left as found.
+            let mut node = rig.node.clone();
+            node.drift_policy = DriftPolicy::Report;
+            rig.set_tc("tclass=7");
+            let snap = run(&rig.host, &node, &mut totals, &stop);
+            let snap_again = run(&rig.host, &node, &mut totals, &stop);
+            assert_eq!(class(&rig), Some(7), "{what}: report leaves the drift");
+            assert_eq!(snap.drift.get("trafficClass"), 2, "{what}");
+            assert_eq!(
+                snap_again.drift.get("trafficClass"),
+                2,
+                "{what}: counted once"
+            );
+            assert_eq!(snap_again.drift_repairs.get("trafficClass"), 1, "{what}");
+            // The rail's record dropped (its DEL): the pass has no rail
+            // left to look at, and leaves the class as it is.
+            let state = StateDir::existing_on(&rig.host, &rig.node.state_dir)
+                .unwrap()
+                .unwrap();
+            let entry = state.entries(|_, _, _| {}).unwrap().remove(0);
+            state.remove(&entry).unwrap();
+            let snap = run(&rig.host, &rig.node, &mut totals, &stop);
+            assert_eq!(class(&rig), Some(7), "{what}");
+            assert!(snap.rails.is_empty(), "{what}");
+        }
+    }
 }

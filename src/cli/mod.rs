@@ -181,7 +181,7 @@ fn gc_orphans(node_path: &Path) -> Result<i32> {
     let node = load_node(node_path, "GC --orphans")?;
     // A state dir or sysfs root that cannot be used is one of the report's
     // failures, not a stop: the sweep says what it could not do.
-    let r = crate::orphans::sweep_all(&node, &|| false);
+    let r = crate::orphans::sweep_all(&crate::syscall::KERNEL, &node, &|| false);
     println!(
         "examined {} entries, released {} orphans, {} failed",
         r.examined,

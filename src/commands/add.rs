@@ -15,11 +15,13 @@ use crate::pod_answer;
 use crate::rail::{self, expected_gid, placement_skipped, trip, Expect, Rail, TuneExtras};
 use crate::rail_qos;
 use crate::state::{PodRecord, StateDir};
+use crate::syscall::Syscall;
 use crate::sysctl;
 use crate::topology::PathType;
 use serde_json::Value;
 
-pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> {
+/// `sys`: the host (`syscall::KERNEL`; a unit test's own).
+pub fn run(sys: &dyn Syscall, env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> {
     let ifname = env.ifname();
     // The reference plugins (tuning, sbr) fail ADD without a prevResult: a
     // chained plugin has nothing to pass on otherwise.
@@ -52,7 +54,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     if !conf.needs_rdma() {
         // Only the sysctls; an existing state dir is swept beside them (a
         // missing or refused one only means nothing to sweep).
-        let state = StateDir::existing(&node.state_dir).ok().flatten();
+        let state = StateDir::existing_on(sys, &node.state_dir).ok().flatten();
         let sysfs = match state {
             Some(_) => Some(rail::sysfs(node)?),
             None => None,
@@ -62,9 +64,10 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
                 crate::orphans::sweep_bounded(rail::place(state, sysfs, node), env.container_id());
             }
         };
-        let sysctls = sysctl::resolve(&conf.sysctls, ifname);
+        let sysctls = sysctl::resolve(sys.proc_sys(), &conf.sysctls, ifname);
         let mut applied = None;
         trip(
+            sys,
             &netns,
             &mut || applied = Some(sysctl::apply(&sysctls)),
             &mut sweep,
@@ -74,7 +77,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
     }
     // Opened once for the record and the orphan sweep: every RDMA ADD
     // records its rail.
-    let state = StateDir::create(&node.state_dir)?;
+    let state = StateDir::create_on(sys, &node.state_dir)?;
     let sysfs = rail::sysfs(node)?;
     // The pod's GPUs and VFs, from the kubelet, asked from this host-side
     // thread within the node's bound (or another rail's record of the pod's
@@ -124,6 +127,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<Value> 
         }),
         deadline: None,
         dcb: &rail_qos::HOST_DCB,
+        sys,
     };
     let extras = TuneExtras {
         kubelet: kubelet.as_ref().map(|a| (a, level)),

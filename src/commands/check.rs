@@ -11,16 +11,18 @@ use crate::rdma::gid::{self, Verdict};
 use crate::rdma::reach::{PodSide, Reach};
 use crate::rdma::setting::{show, PodIface, Views};
 use crate::settings::by_key;
+use crate::syscall::Syscall;
 use crate::sysctl;
 use std::time::Duration;
 
-pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
+/// `sys`: the host (`syscall::KERNEL`; a unit test's own).
+pub fn run(sys: &dyn Syscall, env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
     let ifname = env.ifname();
     let prev = conf.prev_result.as_ref().ok_or_else(|| {
         CniError::config("prevResult is missing: CHECK needs the result of the chain's ADD")
     })?;
     let result = NetResult::parse(prev, &conf.cni_version)?;
-    let sysctls = sysctl::resolve(&conf.sysctls, ifname);
+    let sysctls = sysctl::resolve(sys.proc_sys(), &conf.sysctls, ifname);
     let netns = super::open_netns(env)?;
     let sysfs = if conf.needs_rdma() {
         Some(rail::sysfs(node)?)
@@ -37,8 +39,8 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
         let reach = sysfs.reach();
         let label = format!("<sysfs of netns {}>", netns.path().display());
         let mut side = PodSide::new(sysfs, netns.id(), label);
-        let link = pod_link(ifname)?;
-        let port = locate(conf, &mut side, reach, &link)?.port;
+        let link = pod_link(sys, ifname)?;
+        let port = locate(sys, conf, &mut side, reach, &link)?.port;
         let view = match reach {
             Reach::Pod => side
                 .view()
@@ -100,6 +102,7 @@ pub fn run(env: &CniEnv, conf: &NetConf, node: &NodeConfig) -> CniResult<()> {
     // Through `run_there`: the one instance of the netns machinery ADD's
     // trips share.
     let mut out = Ok(());
-    netns.run_there(&mut || out = body()).map_err(ns_error)?;
+    sys.run_there(&netns, &mut || out = body())
+        .map_err(ns_error)?;
     out
 }

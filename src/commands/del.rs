@@ -16,9 +16,11 @@ use crate::node::NodeConfig;
 use crate::ownership::{release_entry, Done};
 use crate::rdma::reach::Sysfs;
 use crate::state::{ReadError, StateDir};
+use crate::syscall::Syscall;
 
-pub fn run(env: &CniEnv, node: &NodeConfig) -> CniResult<()> {
-    let state = match StateDir::existing(&node.state_dir) {
+/// `sys`: the host (`syscall::KERNEL`; a unit test's own).
+pub fn run(sys: &dyn Syscall, env: &CniEnv, node: &NodeConfig) -> CniResult<()> {
+    let state = match StateDir::existing_on(sys, &node.state_dir) {
         Ok(Some(s)) => s,
         Ok(None) => {
             crate::debug!(

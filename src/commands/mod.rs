@@ -34,3 +34,6 @@ pub fn open_netns(env: &CniEnv) -> CniResult<NetNs> {
         ))),
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;

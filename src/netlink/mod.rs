@@ -1,6 +1,6 @@
 //! Netlink, as roce-tune speaks it: a small synchronous socket and one
 //! exchange loop shared by rtnetlink (links and addresses, here) and RDMA
-//! netlink (`crate::rdma::nldev`). The bytes are `crate::wire`'s: the
+//! netlink (`nldev`). The bytes are `crate::wire`'s: the
 //! framing every family shares (`wire::netlink`), rtnetlink's messages
 //! (`wire::rtnetlink`) and DCB's (`wire::dcb`), pure and fuzzed.
 //!
@@ -8,13 +8,15 @@
 //! - `socket`: [`Socket`], one request and its whole answer per exchange,
 //!   against one deadline ([`TIMEOUT`]);
 //! - `route`: [`Netlink`], rtnetlink's requests on that socket;
-//! - `dcb_socket`: a netdev's IEEE DCB state, its one exchange ([`ask_dcb`]).
+//! - `dcb_socket`: a netdev's IEEE DCB state, its one exchange ([`ask_dcb`]);
+//! - `nldev`: RDMA netlink's requests on that socket ([`nldev::RdmaNetlink`]).
 //!
 //! It replaces netlink-packet-route, which decoded every attribute of every
 //! family into types roce-tune never read: 330 KiB of an 883 KiB `.text`
 //! (`cargo bloat --release --crates`), for three names and an address.
 
 mod dcb_socket;
+pub mod nldev;
 mod route;
 mod socket;
 

@@ -272,6 +272,7 @@ impl DraRails {
                 pod: record.clone(),
                 deadline: Some(until),
                 dcb: &crate::rail_qos::HOST_DCB,
+                sys: &crate::syscall::KERNEL,
             };
             match rail::tune(&rail, TuneExtras::default()) {
                 Ok(t) => {
@@ -701,7 +702,7 @@ fn scan(
             crate::debug!("{who}: {} is the pod's primary: left alone", link.name);
             continue;
         }
-        match lookup::locate(&mut side, reach, link, &cross) {
+        match lookup::locate(&crate::syscall::KERNEL, &mut side, reach, link, &cross) {
             Ok(f) => {
                 let p = &f.port;
                 match held

@@ -4,13 +4,14 @@
 
 use crate::cni::config::NetConf;
 use crate::cni::{code, CniError, CniResult};
-use crate::netlink::{Link, Netlink};
+use crate::netlink::Link;
 use crate::netns::NsError;
 use crate::node::NodeConfig;
 use crate::ownership::Place;
 use crate::rdma::lookup::{self, CrossCheck, Found, LookupError, Names};
 use crate::rdma::reach::{PodSide, Reach, Sysfs};
 use crate::state::{LockWait, StateDir};
+use crate::syscall::Syscall;
 
 /// A netns trip that could not be made.
 pub fn ns_error(e: NsError) -> CniError {
@@ -46,8 +47,8 @@ pub fn place<'a>(state: &'a StateDir, sysfs: &'a Sysfs, node: &'a NodeConfig) ->
 }
 
 /// The pod's interface, asked on a thread inside the pod netns.
-pub fn pod_link(ifname: &str) -> CniResult<Link> {
-    Netlink::open()?.link_by_name(ifname)?.ok_or_else(|| {
+pub fn pod_link(sys: &dyn Syscall, ifname: &str) -> CniResult<Link> {
+    sys.link_by_name(ifname)?.ok_or_else(|| {
         CniError::new(
             code::RDMA_DEVICE,
             format!("no RDMA device for {ifname}: there is no interface {ifname} in the pod netns"),
@@ -58,13 +59,19 @@ pub fn pod_link(ifname: &str) -> CniResult<Link> {
 /// The pod's rail, found from a thread inside the pod netns
 /// (`rdma::lookup`: what the kernel says from there; the config only
 /// cross-checks).
-pub fn locate(conf: &NetConf, pod: &mut PodSide, reach: Reach, link: &Link) -> CniResult<Found> {
+pub fn locate(
+    sys: &dyn Syscall,
+    conf: &NetConf,
+    pod: &mut PodSide,
+    reach: Reach,
+    link: &Link,
+) -> CniResult<Found> {
     let cross = CrossCheck {
         device_id: conf.device_id.as_ref(),
         rdma_port: conf.rdma_port,
         names: Names::Config,
     };
-    let found = lookup::locate(pod, reach, link, &cross).map_err(lookup_error)?;
+    let found = lookup::locate(sys, pod, reach, link, &cross).map_err(lookup_error)?;
     crate::debug!(
         "{} -> RDMA device {} port {} (by {})",
         link.name,

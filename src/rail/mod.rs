@@ -21,3 +21,6 @@ pub use gid::{expected_gid, gid_mismatch, wanted_index};
 pub use locate::{locate, lookup_error, ns_error, place, pod_link, sysfs};
 pub use placement::placement_skipped;
 pub use tune::{trip, tune, Expect, Rail, TuneExtras, Tuned};
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -12,7 +12,6 @@ use super::Error;
 use crate::cni::config::NetConf;
 use crate::cni::{code, CniError, CniResult};
 use crate::device_info::{self, Plan, Request};
-use crate::netlink::Netlink;
 use crate::netns::NetNs;
 use crate::node::NodeConfig;
 use crate::ownership::{self, Claim, Wanted};
@@ -25,6 +24,7 @@ use crate::rdma::reach::{PodSide, Reach, Sysfs};
 use crate::rdma::setting::{PodIface, Views};
 use crate::settings;
 use crate::state::{DeviceInfoFile, LockWait, PodRecord, RailRecord, StateDir};
+use crate::syscall::Syscall;
 use crate::sysctl;
 use crate::topology::PathType;
 use crate::undo::Undo;
@@ -64,6 +64,9 @@ pub struct Rail<'a> {
     /// Where the rail's PF's DCB state is asked for its QoS verdict:
     /// `rail_qos::HOST_DCB` for every command; tests choose theirs.
     pub dcb: &'a dyn DcbSource,
+    /// The host the trip, the pod's link and port and its sysctls are asked
+    /// of: `syscall::KERNEL` for every command; unit tests choose theirs.
+    pub sys: &'a dyn Syscall,
 }
 
 /// What only a CNI ADD has: the kubelet's answer (the placement check), the
@@ -107,9 +110,10 @@ fn steps(rail: &Rail, extras: TuneExtras) -> CniResult<Tuned> {
         netns,
         state,
         sysfs,
+        sys,
         ..
     } = *rail;
-    let sysctls = sysctl::resolve(&conf.sysctls, ifname);
+    let sysctls = sysctl::resolve(sys.proc_sys(), &conf.sysctls, ifname);
     let wants: Vec<Wanted> = conf
         .owned()
         .into_iter()
@@ -127,12 +131,12 @@ fn steps(rail: &Rail, extras: TuneExtras) -> CniResult<Tuned> {
     let there = || -> CniResult<_> {
         let label = format!("<sysfs of netns {}>", netns.path().display());
         let mut side = PodSide::new(sysfs, netns.id(), label);
-        let link = pod_link(ifname)?;
-        let found = locate(conf, &mut side, reach, &link)?;
+        let link = pod_link(sys, ifname)?;
+        let found = locate(sys, conf, &mut side, reach, &link)?;
         let expected = match &rail.expect {
             Expect::Given(e) => *e,
             Expect::FromLink => {
-                let addrs = Netlink::open()?.addresses(link.index)?;
+                let addrs = sys.addresses(link.index)?;
                 let addrs: Vec<IpNetwork> = addrs
                     .into_iter()
                     .filter(|(ip, _)| !is_link_local(ip))
@@ -172,7 +176,7 @@ fn steps(rail: &Rail, extras: TuneExtras) -> CniResult<Tuned> {
         Ok((found, pod_view, undo, placed, gid_index, expected))
     };
     let mut out = None;
-    trip(netns, &mut || out = Some(there()), &mut sweep)?;
+    trip(sys, netns, &mut || out = Some(there()), &mut sweep)?;
     let out = out.ok_or_else(|| {
         CniError::new(code::IO_FAILURE, "the trip into the pod netns did not run")
     })?;
@@ -184,7 +188,7 @@ fn steps(rail: &Rail, extras: TuneExtras) -> CniResult<Tuned> {
     };
     let mut undo = Undo::new();
     undo.push(|| {
-        let put_back = netns.run_there(&mut || sysctl::revert(&applied));
+        let put_back = sys.run_there(netns, &mut || sysctl::revert(&applied));
         if let Err(e) = put_back {
             crate::error!("tuning {ifname} failed and its sysctls could not be put back: {e}");
         }
@@ -260,14 +264,15 @@ fn judge_qos(rail: &Rail, found: &Found) -> Result<(), String> {
     rail_qos::gate(qos.check, &judged, rail.ifname)
 }
 
-/// A trip into the pod netns with host work beside it (`NetNs::run_dyn`:
+/// A trip into the pod netns with host work beside it (`Syscall::trip`:
 /// both of ADD's trips and the NRI plugin's share one instance).
 pub fn trip(
+    sys: &dyn Syscall,
     netns: &NetNs,
     there: &mut (dyn FnMut() + Send),
     here: &mut dyn FnMut(),
 ) -> CniResult<()> {
-    netns.run_dyn(there, here).map_err(ns_error)
+    sys.trip(netns, there, here).map_err(ns_error)
 }
 
 /// This attachment's device-info file, judged against the PCI function the

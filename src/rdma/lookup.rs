@@ -25,11 +25,12 @@
 //! (`Names`).
 
 use super::device::{self, FindError, Parent};
-use super::nldev::{self, PortMatch, RdmaNetlink};
 use super::reach::{PodSide, Reach};
 use super::{is_safe_component, RdmaPort};
 use crate::cni::config::PciAddr;
+pub use crate::netlink::nldev::Answer;
 use crate::netlink::Link;
+use crate::syscall::Syscall;
 use crate::sysfs::{SysfsError, View};
 use std::fmt;
 use std::path::PathBuf;
@@ -84,33 +85,6 @@ pub struct Found {
     pub port: RdmaPort,
     pub parent: Option<Parent>,
     pub how: How,
-}
-
-/// What RDMA netlink said about the netdev.
-#[derive(Debug)]
-pub enum Answer {
-    /// The device and port carrying the netdev.
-    Port(String, u32),
-    /// It answered, and no port in this netns carries the netdev.
-    NoPort { devices: usize },
-    /// It could not be asked; why, for the message if the netdev has no parent.
-    Unusable(String),
-}
-
-impl fmt::Display for Answer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Answer::Port(dev, port) => write!(f, "RDMA netlink reports {dev} port {port}"),
-            Answer::NoPort { devices: 0 } => {
-                f.write_str("RDMA netlink shows no RDMA device in the pod netns")
-            }
-            Answer::NoPort { devices } => write!(
-                f,
-                "RDMA netlink shows {devices} RDMA devices, none with it as its netdev"
-            ),
-            Answer::Unusable(why) => f.write_str(why),
-        }
-    }
 }
 
 /// Why the pod's rail has no device roce-tune may touch. Every variant is
@@ -229,56 +203,6 @@ impl fmt::Display for LookupError {
 
 impl std::error::Error for LookupError {}
 
-/// Ask RDMA netlink from the calling thread's netns. `hint` (the device of
-/// the netdev's parent, when the pod's side shows it) is asked first: one
-/// port dump instead of one per device on a node with dozens.
-pub fn ask_netlink(link: &Link, hint: Option<&str>) -> Result<Answer, LookupError> {
-    let mut nl = match RdmaNetlink::open() {
-        Ok(nl) => nl,
-        Err(e) => return Ok(Answer::Unusable(e.to_string())),
-    };
-    let devices = match nl.devices() {
-        Ok(d) => d,
-        Err(e) => return Ok(Answer::Unusable(e.to_string())),
-    };
-    if let Some(d) = hint.and_then(|h| devices.iter().find(|d| d.name.as_str() == Some(h))) {
-        if let Ok(ports) = nl.ports_of(d.index) {
-            if let PortMatch::One(p) = nldev::port_for_netdev(&ports, link.index, &link.name) {
-                if let Some(name) = p.dev_name.as_str() {
-                    return Ok(Answer::Port(name.to_owned(), p.port));
-                }
-            }
-        }
-    }
-    let ports = match nl.ports() {
-        Ok(p) => p,
-        Err(e) => return Ok(Answer::Unusable(e.to_string())),
-    };
-    let unusable = |why: String| LookupError::Netlink {
-        ifname: link.name.clone(),
-        why,
-    };
-    match nldev::port_for_netdev(&ports, link.index, &link.name) {
-        PortMatch::One(p) => match p.dev_name.as_str() {
-            Some(name) => Ok(Answer::Port(name.to_owned(), p.port)),
-            None => Err(unusable(format!(
-                "RDMA netlink names its device with {}",
-                p.dev_name
-            ))),
-        },
-        PortMatch::None => Ok(Answer::NoPort {
-            devices: devices.len(),
-        }),
-        PortMatch::Ambiguous(list) => Err(unusable(format!(
-            "ambiguous: RDMA netlink reports {}",
-            list.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
-    }
-}
-
 /// The netdev's parent as the pod's side shows it, or `None` (a veth). On
 /// the kernel: rtnetlink's answer in the pod netns (`link`, Linux 5.14+),
 /// else the `class/net/<ifname>/device` link of the pod's sysfs. On a test
@@ -320,6 +244,7 @@ pub fn parent_of(pod: &mut PodSide, link: &Link) -> Result<Option<Parent>, Looku
 /// netlink and rtnetlink answer for the asking thread's netns); `reach`
 /// says where the device is (the host's sysfs, or the pod's side).
 pub fn locate(
+    sys: &dyn Syscall,
     pod: &mut PodSide,
     reach: Reach,
     link: &Link,
@@ -333,7 +258,12 @@ pub fn locate(
         _ => None,
     };
     let hint = by_parent.as_ref().and_then(|r| r.as_ref().ok());
-    let answer = ask_netlink(link, hint.map(String::as_str))?;
+    let answer = sys
+        .rdma_port(link, hint.map(String::as_str))
+        .map_err(|why| LookupError::Netlink {
+            ifname: link.name.clone(),
+            why,
+        })?;
     let (device, port, how) = decide(link, &answer, parent.as_ref(), cross, reach, by_parent)?;
     let view = device_view(pod, reach)?.ok_or(LookupError::NotAVf {
         ifname: link.name.clone(),

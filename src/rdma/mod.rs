@@ -6,7 +6,6 @@ pub mod counters;
 pub mod device;
 pub mod gid;
 pub mod lookup;
-pub mod nldev;
 pub mod rdma_cm;
 pub mod reach;
 pub mod setting;

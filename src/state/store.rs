@@ -6,6 +6,7 @@ use super::entry::Entry;
 use super::migrations::{decode, ReadError};
 use crate::cni::env::{validate_container_id, validate_ifname};
 use crate::safe_dir::DirError;
+use crate::syscall::{Syscall, KERNEL};
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -154,19 +155,29 @@ static PROVED: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
 impl StateDir {
     /// The state dir, made (0700) when missing: ADD, STATUS.
     pub fn create(dir: &Path) -> StateResult<StateDir> {
-        Self::open(dir, true)?.ok_or_else(|| refused(dir, "it vanished as it was made".into()))
+        Self::create_on(&KERNEL, dir)
     }
 
     /// The state dir if it exists: `Ok(None)` when it does not (DEL without
     /// state: nothing to do).
     pub fn existing(dir: &Path) -> StateResult<Option<StateDir>> {
-        Self::open(dir, false)
+        Self::open(&KERNEL, dir, false)
     }
 
-    fn open(dir: &Path, create: bool) -> StateResult<Option<StateDir>> {
+    /// `create`, its trust asked of `sys` (the CNI commands' host).
+    pub fn create_on(sys: &dyn Syscall, dir: &Path) -> StateResult<StateDir> {
+        Self::open(sys, dir, true)?.ok_or_else(|| refused(dir, "it vanished as it was made".into()))
+    }
+
+    /// `existing`, its trust asked of `sys`.
+    pub fn existing_on(sys: &dyn Syscall, dir: &Path) -> StateResult<Option<StateDir>> {
+        Self::open(sys, dir, false)
+    }
+
+    fn open(sys: &dyn Syscall, dir: &Path, create: bool) -> StateResult<Option<StateDir>> {
         // Every ancestor, from the root down, then the dir itself: a parent
         // that others can write lets them swap the dir for their own.
-        let meta = match crate::safe_dir::check_chain(dir, create) {
+        let meta = match sys.own_dir(dir, create) {
             Ok(Some(meta)) => meta,
             Ok(None) => return Ok(None),
             Err(DirError::Io { what, path, err }) => {

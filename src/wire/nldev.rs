@@ -1,7 +1,7 @@
 //! The nldev wire format: requests encoded, answers decoded, an exchange
 //! gathered over as many `recv`s as it takes, on the framing rtnetlink shares
 //! (`netlink`). Pure functions, fuzzed (`fuzz/fuzz_targets/nldev.rs`); the
-//! exchange over a socket is `rdma::nldev`'s.
+//! exchange over a socket is `netlink::nldev`'s.
 
 use super::netlink::{
     self as nl, attrs, fixed, Builder, Message, NLM_F_ACK, NLM_F_DUMP, NLM_F_MULTI, NLM_F_REQUEST,

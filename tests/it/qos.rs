@@ -156,6 +156,7 @@ fn tune(rail: &Rail, source: &dyn DcbSource) -> Result<(), (u32, String)> {
         pod: None,
         deadline: None,
         dcb: source,
+        sys: &roce_tune::syscall::KERNEL,
     };
     rail::tune(&r, TuneExtras::default())
         .map(|_| ())

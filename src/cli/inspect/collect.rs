@@ -473,14 +473,18 @@ fn in_pod(opts: &Options, side: &mut PodSide, reach: Reach, ns: &NetNs) -> CniRe
     let mut interfaces = Vec::new();
     for (link, found) in rails {
         let addrs = nl.addresses(link.index)?;
-        let sysctls = sysctl::resolve(&settings, &link.name)
-            .into_iter()
-            .map(|s| SysctlObs {
-                value: sysctl::read(&s).map_err(|e| e.to_string()),
-                recommended: s.value.clone(),
-                key: s.key,
-            })
-            .collect();
+        let sysctls = sysctl::resolve(
+            crate::syscall::Syscall::proc_sys(&crate::syscall::KERNEL),
+            &settings,
+            &link.name,
+        )
+        .into_iter()
+        .map(|s| SysctlObs {
+            value: sysctl::read(&s).map_err(|e| e.to_string()),
+            recommended: s.value.clone(),
+            key: s.key,
+        })
+        .collect();
         let (device, port) = match found {
             Ok((port, source)) => (Ok((port.device.clone(), source)), Some(port)),
             Err(why) => (Err(why), None),
@@ -578,7 +582,7 @@ fn placement_of(
 
 /// The device ADD would find, by the same lookup.
 fn look_up(side: &mut PodSide, reach: Reach, link: &Link, cross: &CrossCheck) -> Found {
-    lookup::locate(side, reach, link, cross)
+    lookup::locate(&crate::syscall::KERNEL, side, reach, link, cross)
         .map(|f| (f.port, DeviceSource::Lookup(f.how)))
         .map_err(|e| e.to_string())
 }
