@@ -7,8 +7,8 @@
 //! `nldev_probe --port-dump N`: one PORT_GET dump of device index N, to see
 //! what the kernel answers for an index this netns cannot see.
 
-use roce_tune::netlink::Netlink;
 use roce_tune::netlink::nldev::{port_for_netdev, PortMatch, RdmaNetlink};
+use roce_tune::netlink::Netlink;
 
 fn main() {
     let mut nl = match RdmaNetlink::open() {
