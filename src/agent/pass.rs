@@ -243,9 +243,10 @@ fn rails(
                 .collect::<Vec<_>>();
             found = Some(at);
         });
-        let found = went.ok().and(found).ok_or(());
+        // A trip that could not be made reads as no index found.
+        let found = went.ok().and(found);
         for (k, a) in asks.iter().enumerate() {
-            let at = found.as_ref().ok().and_then(|f| f[k]);
+            let at = found.as_ref().and_then(|f| f[k]);
             out[a.rail].1.gid_index = Some(at.map_or(Reading::Unset, Reading::Value));
         }
     }
